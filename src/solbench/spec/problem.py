@@ -1,0 +1,267 @@
+"""Loading problems (a definition directory or a KernelBench .py) and solutions.
+
+A :class:`Problem` is what every later stage consumes: a validated :class:`Definition`,
+its :class:`Workload` list, and a way to build the trusted reference callable.
+KernelBench files are adapted into the same shape (see :mod:`solbench.spec.kernelbench`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from ..errors import ConstraintError, SpecError
+from .definition import Definition
+from .reference import import_source
+from .solution import Solution
+from .workload import CustomInput, SafetensorsInput, ScalarInput, Workload
+
+
+def _fmt_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            # drop pydantic's union tags ("const", "function-after[...]")
+            if part in ("const", "var", "expr", "random", "scalar", "safetensors", "custom"):
+                continue
+            if "[" in str(part) and "(" in str(part):
+                continue
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def spec_error_from_validation(path: Path | str, err: ValidationError, prefix: str = "") -> SpecError:
+    """Turn the first pydantic error into a one-line SpecError naming file and field."""
+    e = err.errors()[0]
+    loc = _fmt_loc(tuple(e.get("loc", ())))
+    msg = e.get("msg", "invalid")
+    if e.get("type") == "extra_forbidden":
+        msg = "unknown key (not part of the format)"
+    more = len(err.errors()) - 1
+    if more:
+        msg += f" (and {more} more error{'s' if more > 1 else ''})"
+    fld = ".".join(x for x in (prefix, loc) if x)
+    return SpecError(path, fld, msg)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(path, "", "file not found") from None
+    except json.JSONDecodeError as e:
+        raise SpecError(path, f"line {e.lineno}", f"invalid JSON: {e.msg}") from None
+
+
+@dataclass
+class Problem:
+    """A loaded, validated problem.
+
+    Attributes:
+        definition: the validated definition.
+        workloads: its workloads in file order.
+        path: the problem directory or KernelBench file.
+        kind: "definition" or "kernelbench".
+        init_args: constructor arguments for class-style entry points (KernelBench
+            ``get_init_inputs()``; empty for definition problems).
+        init_seed: RNG seed set before constructing the reference and candidate modules.
+    """
+
+    definition: Definition
+    workloads: list[Workload]
+    path: Path
+    kind: str = "definition"
+    init_args: tuple = ()
+    init_seed: int = 42
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def reference_module(self):
+        """The imported reference module (from a real file)."""
+        return import_source(self.definition.reference, stem=self.name)
+
+    def make_reference(self, device: str) -> Callable[..., Any]:
+        """A callable computing the reference outputs for inputs given in definition order.
+
+        For definition problems: the reference's ``run``. For KernelBench: ``Model`` built
+        with ``init_seed`` and moved to ``device``.
+        """
+        mod = self.reference_module()
+        if self.kind == "kernelbench":
+            import torch
+
+            torch.manual_seed(self.init_seed)
+            model = mod.Model(*self.init_args).to(device)
+            model.eval()
+            return model
+        fn = getattr(mod, "run", None)
+        if fn is None:
+            raise SpecError(self.path, "reference", "defines no top-level run(...)")
+        return fn
+
+    def workload(self, key: str | int) -> Workload:
+        if isinstance(key, int):
+            return self.workloads[key]
+        for w in self.workloads:
+            if w.uuid == key or w.uuid.startswith(key):
+                return w
+        raise KeyError(key)
+
+    def missing_blobs(self) -> list[tuple[str, str, str]]:
+        """(workload uuid, input name, path) for each safetensors blob not on disk."""
+        from ..inputs.generate import find_blob
+
+        out = []
+        for w in self.workloads:
+            for name, src in w.inputs.items():
+                if isinstance(src, SafetensorsInput) and find_blob(self, src.path) is None:
+                    out.append((w.uuid, name, src.path))
+        return out
+
+
+def check_workload(defn: Definition, w: Workload, path: Path | str, lineno: int) -> None:
+    """Check one workload against its definition. Raises SpecError/ConstraintError."""
+    where = f"line {lineno}"
+    try:
+        defn.resolve_axes(w.axes)
+    except ValueError as e:
+        cls = ConstraintError if "constraints" in str(e) else SpecError
+        raise cls(path, where, f"{e} (workload {w.uuid})") from None
+    missing = [k for k in defn.inputs if k not in w.inputs]
+    extra = [k for k in w.inputs if k not in defn.inputs]
+    if missing:
+        raise SpecError(path, f"{where}.inputs", f"no source for inputs {missing} (workload {w.uuid})")
+    if extra:
+        raise SpecError(path, f"{where}.inputs", f"unknown inputs {extra} (workload {w.uuid})")
+    if w.is_custom and not defn.custom_inputs_entrypoint:
+        raise SpecError(
+            path, f"{where}.inputs",
+            "custom inputs need the definition's custom_inputs_entrypoint",
+        )
+    for k, src in w.inputs.items():
+        if isinstance(src, ScalarInput) and defn.inputs[k].shape not in (None, []):
+            raise SpecError(path, f"{where}.inputs.{k}", "a scalar source for a tensor input")
+
+
+def load_definition(path: str | Path) -> Definition:
+    path = Path(path)
+    raw = _read_json(path)
+    if not isinstance(raw, dict):
+        raise SpecError(path, "", "expected a JSON object")
+    try:
+        defn = Definition.model_validate(raw)
+    except ValidationError as e:
+        raise spec_error_from_validation(path, e) from None
+    return defn
+
+
+def load_workloads(path: str | Path, defn: Definition) -> list[Workload]:
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(path, "", "file not found")
+    out: list[Workload] = []
+    seen: set[str] = set()
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SpecError(path, f"line {i}", f"invalid JSON: {e.msg}") from None
+        try:
+            w = Workload.model_validate(raw)
+        except ValidationError as e:
+            raise spec_error_from_validation(path, e, prefix=f"line {i}") from None
+        if w.uuid in seen:
+            raise SpecError(path, f"line {i}.uuid", f"duplicate uuid {w.uuid}")
+        seen.add(w.uuid)
+        check_workload(defn, w, path, i)
+        out.append(w)
+    if not out:
+        raise SpecError(path, "", "no workloads")
+    return out
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Load a problem directory (definition.json + workload.jsonl) or a KernelBench .py.
+
+    Raises:
+        SpecError: naming the file and field at fault (never a bare traceback).
+    """
+    path = Path(path)
+    if path.is_file() and path.suffix == ".py":
+        from .kernelbench import load_kernelbench_problem
+
+        return load_kernelbench_problem(path)
+    if path.is_file() and path.name == "definition.json":
+        path = path.parent
+    if not path.exists():
+        raise SpecError(path, "", "no such problem (expected a directory or a KernelBench .py)")
+    if not path.is_dir():
+        raise SpecError(path, "", "not a problem directory or KernelBench .py file")
+    defn = load_definition(path / "definition.json")
+    workloads = load_workloads(path / "workload.jsonl", defn)
+    return Problem(definition=defn, workloads=workloads, path=path)
+
+
+def load_solution(path: str | Path, problem: Problem | None = None) -> Solution:
+    """Load a solution.json, or wrap a candidate .py (KernelBench ``ModelNew`` or a plain
+    ``run``) as a Solution.
+
+    Empty ``content`` fields are filled from files beside the solution.json.
+    Raises SpecError naming the file and field.
+    """
+    path = Path(path)
+    if path.suffix == ".py":
+        from .kernelbench import solution_from_py
+
+        return solution_from_py(path, problem)
+    raw = _read_json(path)
+    if not isinstance(raw, dict):
+        raise SpecError(path, "", "expected a JSON object")
+    for i, src in enumerate(raw.get("sources") or []):
+        if isinstance(src, dict) and not src.get("content") and isinstance(src.get("path"), str):
+            f = path.parent / src["path"]
+            if f.is_file() and f.resolve().is_relative_to(path.parent.resolve()):
+                src["content"] = f.read_text()
+    try:
+        sol = Solution.model_validate(raw)
+    except ValidationError as e:
+        raise spec_error_from_validation(path, e) from None
+    for i, s in enumerate(sol.sources):
+        if not s.content.strip() and s.path == sol.spec.entry_file:
+            raise SpecError(path, f"sources[{i}].content", f"entry file {s.path!r} is empty")
+    if problem is not None and sol.definition != problem.name:
+        raise SpecError(
+            path, "definition",
+            f"solution is for {sol.definition!r}, not for problem {problem.name!r}",
+        )
+    return sol
+
+
+def reference_solution(problem: Problem) -> Solution:
+    """The reference itself packaged as a (non-DPS) pytorch solution."""
+    if problem.kind == "kernelbench":
+        src = Path(problem.path).read_text()
+        return Solution(
+            name=f"{problem.name}__reference", definition=problem.name, author="reference",
+            spec={"languages": ["pytorch"], "entry_point": "reference.py::Model",
+                  "destination_passing_style": False},
+            sources=[{"path": "reference.py", "content": src}],
+        )
+    return Solution(
+        name=f"{problem.name}__reference", definition=problem.name, author="reference",
+        description="the problem's reference, evaluated as a candidate",
+        spec={"languages": ["pytorch"], "entry_point": "reference.py::run",
+              "destination_passing_style": False},
+        sources=[{"path": "reference.py", "content": problem.definition.reference}],
+    )

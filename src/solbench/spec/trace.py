@@ -1,0 +1,148 @@
+"""Trace: the record of one solution x workload evaluation (JSONL). See formats.md.
+
+Upstream fields keep their names (``definition``, ``solution``, ``workload``,
+``evaluation.{status, log, correctness, performance, environment, timestamp}``) so upstream
+tools read our traces. solbench's additions sit under named keys: ``correctness.extra``
+(scale-invariant errors, write coverage, the check that failed), ``evaluation.timing`` and
+``evaluation.reference_timing`` (statistics with the statistic named, raw samples kept),
+``evaluation.telemetry`` (NVML), ``evaluation.findings`` (guard evidence), ``evaluation.sol``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .workload import Workload
+
+
+class Status(str, Enum):
+    PASSED = "PASSED"
+    INCORRECT_SHAPE = "INCORRECT_SHAPE"
+    INCORRECT_DTYPE = "INCORRECT_DTYPE"
+    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    TIMEOUT = "TIMEOUT"
+    REWARD_HACK = "REWARD_HACK"
+    INVALID_REFERENCE = "INVALID_REFERENCE"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Finding(_Model):
+    """A structured piece of evidence from a guard, a check or the static audit.
+
+    ``severity``: "hack" (decides REWARD_HACK), "fail" (decides an INCORRECT_* status),
+    "advisory" (shown, decides nothing).
+    """
+
+    check: str
+    severity: str = "advisory"
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Correctness(_Model):
+    max_relative_error: float | None = 0.0
+    max_absolute_error: float | None = 0.0
+    has_nan: bool = False
+    has_inf: bool = False
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class Performance(_Model):
+    latency_ms: float
+    reference_latency_ms: float | None = None
+    speedup_factor: float | None = None
+
+
+class Environment(_Model):
+    hardware: str
+    libs: dict[str, str] = Field(default_factory=dict)
+
+
+class TimingStats(_Model):
+    """Timing statistics with the statistic named. Units: milliseconds.
+
+    ``method``: "cupti" (all-stream device activity span per call), "cuda_event", or
+    "perf_counter" (host clock around call + synchronize, CPU). ``samples_ms`` holds every
+    timed iteration, in order, so any statistic can be recomputed.
+    """
+
+    method: str
+    median_ms: float | None
+    iqr_ms: float | None
+    min_ms: float | None
+    mean_ms: float | None
+    n_samples: int
+    warmup: int
+    cold_l2: bool
+    l2_flush_bytes: int = 0
+    samples_ms: list[float | None] = Field(default_factory=list)
+    kernel_sum_median_ms: float | None = None
+    host_median_ms: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class Evaluation(_Model):
+    status: Status
+    log: str = ""
+    correctness: Correctness | None = None
+    performance: Performance | None = None
+    environment: Environment
+    timestamp: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    # solbench additions
+    timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    telemetry: dict[str, Any] | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    sol: dict[str, Any] | None = None
+    solution_hash: str | None = None
+    device: str | None = None
+
+    @model_validator(mode="after")
+    def _representable(self):
+        if self.status == Status.PASSED and self.correctness is None:
+            raise ValueError("a PASSED evaluation must carry correctness figures")
+        if self.status == Status.INCORRECT_NUMERICAL and self.correctness is None:
+            raise ValueError("an INCORRECT_NUMERICAL evaluation must carry its error figures")
+        if self.status == Status.REWARD_HACK and not any(
+            f.severity == "hack" for f in self.findings
+        ):
+            raise ValueError("a REWARD_HACK evaluation must carry the finding that decided it")
+        if self.performance is not None and self.status != Status.PASSED:
+            raise ValueError("only a PASSED evaluation carries performance")
+        return self
+
+
+class Trace(_Model):
+    definition: str
+    solution: str
+    workload: Workload
+    evaluation: Evaluation
+
+    def to_json_line(self) -> str:
+        """One strict-JSON line (NaN/Inf become null; raises ValueError if any remain)."""
+        return json.dumps(_finite(self.model_dump(mode="json")), allow_nan=False)
+
+    @classmethod
+    def from_json_line(cls, line: str) -> "Trace":
+        return cls.model_validate_json(line)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
