@@ -1,0 +1,28 @@
+"""Shared CLI helpers: one console, clean error exits (never a traceback for bad input)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+
+from ..errors import SolbenchError
+
+console = Console(stderr=False)
+err_console = Console(stderr=True)
+
+
+@contextmanager
+def clean_errors(exit_code: int = 2):
+    """Turn SolbenchError (bad input) into one red line and ``exit_code``."""
+    try:
+        yield
+    except SolbenchError as e:
+        err_console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(exit_code) from None
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
