@@ -1,0 +1,5 @@
+"""Hostile (identity / alias): returns the input unchanged."""
+
+
+def run(x):
+    return x
