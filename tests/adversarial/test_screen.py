@@ -1,0 +1,99 @@
+"""Trivial-candidate screen: verdicts on tiny problems worked out by hand, and the CLI.
+
+- softmax over 32768 columns of randn: every output is ~e^x/(32768*e^{1/2}) <= ~1e-3, so
+  zeros, 1e-6 and the mean 1/32768 are all within atol = 1e-2 (upstream passes: degenerate);
+  their relative L2 error is 1, ~1 and sqrt(1 - 1/e) ~ 0.80, so solbench's check fails them.
+- clamp(x, -100, 100) of randn is the identity: passthrough:x equals the reference exactly,
+  so it passes both modes.
+- GELU (fp32, tol 1e-2): bf16 inputs give ~3e-3 relative error per element, inside
+  atol + rtol*|ref|, so the tolerance admits a bf16 (and fp16) downgrade.
+- matmul with K = 512 (tol 1e-2): bf16 inputs match only ~87% of elements (< 0.99) but fp16
+  inputs ~99.8%: admits fp16, not bf16.
+- RMSNorm in bf16: no fp32 output, so no downgrade finding.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from solbench.integrity.screen import screen_problem
+from solbench.spec import load_problem
+
+HERE = Path(__file__).parent
+P = HERE / "problems"
+
+
+def passing(res, mode):
+    return {(p.candidate, p.output) for p in res.passing_trivial if p.mode == mode}
+
+
+def test_long_softmax_is_degenerate_and_solbench_catches_every_stand_in():
+    res = screen_problem(load_problem(P / "softmax_long_f32"))
+    assert res.degenerate
+    assert passing(res, "upstream") == {("zeros", "out"), ("tiny_constant", "out"), ("mean", "out")}
+    assert passing(res, "solbench") == set()
+    assert res.screened_workloads and not res.skipped
+
+
+def test_identity_problem_is_degenerate_through_passthrough():
+    res = screen_problem(load_problem(P / "clamp_f32"))
+    assert res.degenerate
+    assert passing(res, "upstream") == {("passthrough:x", "out")}
+    assert passing(res, "solbench") == {("passthrough:x", "out")}
+
+
+def test_gelu_is_not_degenerate_but_admits_downgrade():
+    res = screen_problem(load_problem(P / "gelu_f32"))
+    assert not res.degenerate and res.passing_trivial == []
+    assert res.admits_downgrade and set(res.downgrade_dtypes) == {"bfloat16", "float16"}
+
+
+def test_matmul_admits_fp16_not_bf16():
+    res = screen_problem(load_problem(P / "matmul_f32"))
+    assert not res.degenerate
+    assert res.downgrade_dtypes == ["float16"]
+
+
+def test_bf16_problem_has_no_downgrade_finding():
+    res = screen_problem(load_problem(P / "rmsnorm_bf16"))
+    assert not res.degenerate and not res.admits_downgrade
+    wd = next(iter(res.details["workloads"].values()))
+    assert wd["downgrade"] == []
+
+
+def test_kernelbench_problem_screens():
+    res = screen_problem(load_problem(P / "kb_linear.py"))
+    assert not res.degenerate
+    assert len(res.screened_workloads) == 1
+
+
+def test_cli_json_is_strict_and_has_the_contract_keys():
+    out = subprocess.run(
+        [sys.executable, "-c", "from solbench.cli import main; main()", "audit",
+         str(P / "softmax_long_f32"), "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    doc = json.loads(out)
+    assert {"degenerate", "passing_trivial", "admits_downgrade", "details"} <= set(doc)
+    assert doc["degenerate"] is True
+    assert {"candidate", "workload", "output", "mode"} <= set(doc["passing_trivial"][0])
+
+
+DEV = HERE.parents[2].parent / "shared" / "datasets" / "sol-execbench-dev"
+
+
+@pytest.mark.skipif(not DEV.is_dir(), reason="dev dataset not present")
+def test_dev_problem_with_missing_blobs_records_why():
+    for d in sorted((DEV / "FlashInfer-Bench").iterdir()):
+        prob = load_problem(d)
+        missing = prob.missing_blobs()
+        if missing:
+            break
+    else:
+        pytest.skip("no FlashInfer-Bench problem with a missing blob")
+    res = screen_problem(prob, workloads=[missing[0][0]], downgrade=False)
+    assert res.screened_workloads == []
+    assert len(res.skipped) == 1 and "blob" in res.skipped[0]["reason"]
