@@ -1,0 +1,1 @@
+"""Reports: rich tables, summaries (fast_p, win rate, SOL score), matplotlib figures."""

@@ -1,0 +1,262 @@
+"""``solbench run``: evaluate every problem x solution pair of a suite, resumably.
+
+Layout of a solutions directory: ``<solutions>/<problem name>/<candidate>.json`` (a
+solution.json) or ``<candidate>.py`` (a KernelBench ``ModelNew`` file or a plain ``run``);
+the candidate's file stem (``compile``, ``triton``, ...) is its *label*, the family the
+summary groups by. A ``.py`` file that a solution.json of the same folder lists among its
+sources belongs to that solution and is not a candidate of its own.
+
+Results are strict JSON lines of :class:`~solbench.spec.Trace`, appended as each pair
+finishes. Every trace written carries ``evaluation.solution_hash`` (sha256 of the solution's
+spec and sources). With ``resume``, each (solution hash, workload uuid) already in the
+results file is skipped, so an interrupted run continues where it stopped and a changed
+solution is evaluated afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..errors import SolbenchError, SpecError
+from ..spec import Problem, Solution, Trace, Workload, load_problem, load_solution
+from ..spec.trace import Environment, Evaluation, Status
+
+#: evaluate(problem, solution, device, workload uuids) -> traces
+Evaluator = Callable[[Problem, Solution, str, list[str]], list[Trace]]
+
+
+@dataclass
+class Candidate:
+    """One solution file of one problem, loaded (or the reason it could not be)."""
+
+    path: Path
+    label: str
+    solution: Solution | None
+    solution_hash: str
+    load_error: str | None = None
+
+
+@dataclass
+class PairPlan:
+    """One problem x candidate pair and the workloads still to evaluate."""
+
+    problem: Problem
+    candidate: Candidate
+    todo: list[Workload]
+    done: int
+
+
+@dataclass
+class RunPlan:
+    pairs: list[PairPlan]
+    problems_without_solutions: list[str] = field(default_factory=list)
+
+    @property
+    def todo_workloads(self) -> int:
+        return sum(len(p.todo) for p in self.pairs)
+
+    @property
+    def skipped_workloads(self) -> int:
+        return sum(p.done for p in self.pairs)
+
+
+# --- results file -------------------------------------------------------------------------
+def read_results(path: Path) -> list[Trace]:
+    """Traces of a results file (missing file: empty). Raises SpecError naming the line of a
+    malformed trace."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Trace.from_json_line(line))
+        except ValueError as e:
+            msg = str(e).splitlines()[0]
+            raise SpecError(path, f"line {i}", f"not a trace: {msg}") from None
+    return out
+
+
+def result_key(trace: Trace) -> tuple[str, str] | None:
+    """The resume key (solution hash, workload uuid) of a trace; None without a hash."""
+    h = trace.evaluation.solution_hash
+    return (h, trace.workload.uuid) if h else None
+
+
+def done_keys(traces: Iterable[Trace]) -> set[tuple[str, str]]:
+    return {k for k in (result_key(t) for t in traces) if k is not None}
+
+
+def append_traces(path: Path, traces: Iterable[Trace]) -> None:
+    """Append traces as strict JSON lines (one flush per call)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for t in traces:
+            f.write(t.to_json_line() + "\n")
+        f.flush()
+
+
+# --- discovery ----------------------------------------------------------------------------
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def candidate_files(solutions_dir: Path, problem: Problem) -> list[Path]:
+    """Solution files for ``problem``: ``<solutions>/<definition name>/`` or, failing that,
+    ``<solutions>/<problem folder name>/``; ``*.json`` and ``*.py``, sorted, skipping files
+    that start with ``_`` or ``.`` and ``.py`` files some ``.json`` there lists as a source."""
+    names = [problem.name]
+    if problem.path.name != problem.name:
+        names.append(problem.path.stem if problem.path.is_file() else problem.path.name)
+    for n in names:
+        d = Path(solutions_dir) / n
+        if d.is_dir():
+            break
+    else:
+        return []
+    files = sorted(p for p in d.iterdir()
+                   if p.is_file() and p.suffix in (".json", ".py") and p.name[0] not in "_.")
+    owned: set[str] = set()
+    for f in files:
+        if f.suffix == ".json":
+            try:
+                raw = json.loads(f.read_text())
+                for s in raw.get("sources") or []:
+                    if isinstance(s, dict) and isinstance(s.get("path"), str):
+                        owned.add(s["path"])
+            except (ValueError, AttributeError):
+                pass
+    return [f for f in files if not (f.suffix == ".py" and f.name in owned)]
+
+
+def load_candidate(path: Path, problem: Problem) -> Candidate:
+    label = path.stem
+    try:
+        sol = load_solution(path, problem)
+    except (SolbenchError, OSError, SyntaxError, ValueError) as e:
+        return Candidate(path=path, label=label, solution=None, solution_hash=_file_hash(path),
+                         load_error=str(e))
+    if label == "solution":  # DIR/<problem>/solution.json: name the family after the solution
+        label = sol.name
+        for prefix in (f"{problem.name}__", f"{problem.name}_", f"{problem.name}-"):
+            if label.startswith(prefix) and len(label) > len(prefix):
+                label = label[len(prefix):]
+                break
+    return Candidate(path=path, label=label, solution=sol, solution_hash=sol.content_hash())
+
+
+def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str, str]],
+             tags: list[str] | None = None, workload_limit: int | None = None) -> RunPlan:
+    """Pairs to evaluate: every problem x candidate, minus workloads in ``done``.
+
+    ``tags``: keep only workloads carrying all of these tags (e.g. ["cpu"]);
+    ``workload_limit``: keep the first N workloads of each problem (after tag filtering).
+    Raises SpecError when a problem does not load or ``solutions_dir`` is not a directory.
+    """
+    solutions_dir = Path(solutions_dir)
+    if not solutions_dir.is_dir():
+        raise SpecError(solutions_dir, "", "solutions directory not found")
+    plan = RunPlan(pairs=[])
+    for pp in problem_paths:
+        problem = load_problem(pp)
+        wls = [w for w in problem.workloads if all(t in (w.tags or []) for t in (tags or []))]
+        if workload_limit is not None:
+            wls = wls[:workload_limit]
+        files = candidate_files(solutions_dir, problem)
+        if not files:
+            plan.problems_without_solutions.append(problem.name)
+            continue
+        for f in files:
+            cand = load_candidate(f, problem)
+            todo = [w for w in wls if (cand.solution_hash, w.uuid) not in done]
+            plan.pairs.append(PairPlan(problem=problem, candidate=cand, todo=todo,
+                                       done=len(wls) - len(todo)))
+    return plan
+
+
+# --- evaluation ---------------------------------------------------------------------------
+def default_evaluator(problem: Problem, solution: Solution, device: str,
+                      uuids: list[str]) -> list[Trace]:
+    """The product evaluator: ``solbench.pipeline.evaluate_and_score`` when it exists (adds
+    the SOL block), else ``solbench.harness.evaluate``. Raises SolbenchError when neither
+    is importable."""
+    try:
+        from .. import harness
+    except ImportError as e:
+        raise SolbenchError(f"the evaluation harness is not available ({e})") from None
+    config = harness.EvalConfig(device=device, workloads=list(uuids))
+    try:
+        from ..pipeline import evaluate_and_score  # type: ignore[attr-defined]
+    except ImportError:
+        evaluate_and_score = None
+    if evaluate_and_score is not None:
+        return list(evaluate_and_score(problem, solution, config))
+    return list(harness.evaluate(problem, solution, config))
+
+
+def load_error_traces(pair: PairPlan, device: str) -> list[Trace]:
+    """COMPILE_ERROR traces for a candidate file that did not even load (bad JSON, missing
+    entry point...), one per workload, so the summary counts it as incorrect."""
+    cand = pair.candidate
+    name = f"{pair.problem.name}__{cand.label}"
+    out = []
+    for w in pair.todo:
+        ev = Evaluation(status=Status.COMPILE_ERROR,
+                        log=f"solution {cand.path} failed to load: {cand.load_error}"[:4000],
+                        environment=Environment(hardware=device), solution_hash=cand.solution_hash,
+                        device=device)
+        out.append(Trace(definition=pair.problem.name, solution=name, workload=w, evaluation=ev))
+    return out
+
+
+@dataclass
+class RunOutcome:
+    traces: list[Trace]  # written in this run
+    harness_errors: list[str]  # pairs the evaluator itself failed on (not written)
+
+
+def execute(plan: RunPlan, results_path: Path, device: str,
+            evaluator: Evaluator | None = None,
+            on_pair_done: Callable[[PairPlan, list[Trace]], None] | None = None) -> RunOutcome:
+    """Evaluate every pair of ``plan`` with work left, appending traces to ``results_path``
+    after each pair. Every trace gets the candidate's solution hash. An exception from the
+    evaluator itself (not a candidate failure, which the harness turns into a trace) is
+    reported in ``harness_errors`` and nothing is written for that pair, so a resumed run
+    retries it."""
+    evaluator = evaluator or default_evaluator
+    written: list[Trace] = []
+    errors: list[str] = []
+    for pair in plan.pairs:
+        if not pair.todo:
+            if on_pair_done:
+                on_pair_done(pair, [])
+            continue
+        cand = pair.candidate
+        if cand.solution is None:
+            traces = load_error_traces(pair, device)
+        else:
+            try:
+                traces = evaluator(pair.problem, cand.solution, device, [w.uuid for w in pair.todo])
+            except Exception as e:  # noqa: BLE001 - keep the run going, report the pair
+                errors.append(f"{pair.problem.name} / {cand.path.name}: "
+                              f"{type(e).__name__}: {e}")
+                traces = []
+        for t in traces:
+            t.evaluation.solution_hash = cand.solution_hash
+        append_traces(results_path, traces)
+        written.extend(traces)
+        if on_pair_done:
+            on_pair_done(pair, traces)
+    return RunOutcome(traces=written, harness_errors=errors)
+
+
+def label_map(plan: RunPlan) -> dict[str, str]:
+    """solution hash -> candidate label (file stem), for grouping summaries."""
+    return {p.candidate.solution_hash: p.candidate.label for p in plan.pairs}
