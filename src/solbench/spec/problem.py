@@ -116,6 +116,31 @@ class Problem:
                 return w
         raise KeyError(key)
 
+    def workload_bytes(self, w: Workload) -> int:
+        """Bytes of all declared inputs and outputs of ``w`` (from shapes; scalars count 8)."""
+        from .dtypes import element_bytes, to_torch
+
+        env = self.definition.resolve_axes(w.axes)
+        total = 0
+        for spec in list(self.definition.inputs.values()) + list(self.definition.outputs.values()):
+            shape = self.definition.shape_of(spec, env)
+            if shape is None:
+                total += 8
+                continue
+            n = 1
+            for d in shape:
+                n *= d
+            total += int(n * element_bytes(to_torch(spec.dtype)))
+        return total
+
+    def smallest_workloads(self, k: int = 1, max_bytes: int | None = None) -> list[Workload]:
+        """The ``k`` workloads with the fewest declared bytes (ties keep file order),
+        optionally only those under ``max_bytes``."""
+        ranked = sorted(self.workloads, key=self.workload_bytes)
+        if max_bytes is not None:
+            ranked = [w for w in ranked if self.workload_bytes(w) <= max_bytes]
+        return ranked[:k]
+
     def missing_blobs(self) -> list[tuple[str, str, str]]:
         """(workload uuid, input name, path) for each safetensors blob not on disk."""
         from ..inputs.generate import find_blob
