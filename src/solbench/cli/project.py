@@ -1,0 +1,84 @@
+"""`solbench project PROFILE.json RESULTS.jsonl`: end-to-end gain of evaluated problems on a
+profiled workload (Amdahl over the mapped kernels, beside the study's simpler formula)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from .common import clean_errors, console, err_console
+
+FRACTIONS = ("strict_wall", "loose_wall", "strict_busy", "loose_busy")
+
+
+def load_profile(path: Path) -> dict[str, Any]:
+    """Read a ProfileReport JSON; raises SpecError naming the file and the field at fault."""
+    from pydantic import ValidationError
+
+    from ..errors import SpecError
+    from ..profile.pipeline import ProfileReport
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(path, "", f"cannot read: {e.strerror}") from None
+    try:
+        return ProfileReport.model_validate_json(text).model_dump(mode="json")
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise SpecError(path, field, f"not a solbench profile: {err['msg']}") from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("project")
+    def project_cmd(
+        profile: Path = typer.Argument(..., help="a profile JSON (solbench profile --json / -o)"),
+        results: Path = typer.Argument(..., help="traces JSONL (solbench run / evaluate output)"),
+        problem_map: Optional[Path] = typer.Option(None, "--map", help="problem -> replaced kernels map "
+                                                   "(default: the bundled solbench/profile/problem_map.json)"),
+        fraction: str = typer.Option("strict_wall", "--fraction", help="addressable fraction for the "
+                                     "study's formula: " + " | ".join(FRACTIONS)),
+        json_out: bool = typer.Option(False, "--json", help="print the projection as JSON"),
+    ) -> None:
+        """Project the end-to-end gain of evaluated problems on a profiled workload."""
+        from ..profile.amdahl import load_problem_map, load_results, project
+
+        if fraction not in FRACTIONS:
+            err_console.print(f"[red]error:[/red] --fraction: {fraction!r} not in {list(FRACTIONS)}")
+            raise typer.Exit(2)
+        with clean_errors():
+            prof = load_profile(profile)
+            traces = load_results(results)
+            entries = load_problem_map(problem_map)
+            res = project(prof, traces, entries, fraction=fraction)
+        if json_out:
+            print(json.dumps(res))
+            return
+        p = res["profile"]
+        console.print(f"[bold]{p['workload']}[/bold] {p['mode']} ({p['scale']}) on {p['device_name']}: "
+                      f"wall {p['wall_ms']:.3f} ms", highlight=False)
+        t = Table(title="problems mapped to the kernels they replace")
+        for c in ("problem", "map entry", "best solution", "speedup", "won", "wall share p_j", "time saved"):
+            t.add_column(c, justify="right" if c in ("speedup", "wall share p_j", "time saved") else "left")
+        for r in res["problems"]:
+            t.add_row(r["problem"], r["map_entry"], r["best_solution"], f"{r['raw_speedup']:.3f}x",
+                      "yes" if r["won"] else "no", f"{r['share_wall']:.2%}", f"{r['time_saved']:.2%}")
+        console.print(t)
+        if res["unmapped"]:
+            err_console.print(f"[yellow]not in the problem map (not projected):[/yellow] {', '.join(res['unmapped'])}",
+                              highlight=False)
+        a, s = res["amdahl_mapped"], res["study_simple"]
+        t = Table(title="end-to-end projection")
+        for c in ("projection", "formula", "time saved", "end-to-end speedup"):
+            t.add_column(c, justify="right" if c in ("time saved", "end-to-end speedup") else "left")
+        t.add_row("amdahl_mapped (solbench)", f"sum p_j(1-1/s_j) over {a['share_wall_mapped']:.2%} of wall",
+                  f"{a['time_saved']:.2%}", f"{a['end_to_end_speedup']:.4f}x")
+        gain = s["gain"]
+        t.add_row("study_simple", f"{s['addressable_fraction']:.3f} ({s['fraction']}) x {s['win_rate']:.3f} win "
+                  f"x (1 - 1/{s['median_speedup']:.3f})", f"{gain:.2%}", f"{1 / (1 - gain):.4f}x")
+        console.print(t)
