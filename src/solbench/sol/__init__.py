@@ -1,0 +1,25 @@
+"""Speed-of-light analysis: op counting, hardware specs, the bound, calibration, SOL score.
+
+Public API:
+    bound(problem, workload, hardware="H200", model="refined") -> SolBound
+    sol_score(t_k_ms, t_b_ms, t_sol_ms) -> ScoreResult
+    load_hardware(name_or_path) -> HardwareSpec
+    hardware_for_device_name(torch_device_name) -> spec id | None
+    calibrated_spec(base, measured, host=, date=) -> HardwareSpec (usable by bound())
+
+Imports solbench.spec (and optionally solbench.inputs) only, never solbench.harness.
+"""
+
+from .bound import SolBound, bound, bound_from_counts
+from .counting import CountingError, Counts, count_workload
+from .hwspec import (
+    HardwareError, HardwareSpec, calibrated_spec, hardware_for_device_name, list_hardware,
+    load_hardware, spec_to_toml,
+)
+from .score import ScoreResult, sol_score
+
+__all__ = [
+    "SolBound", "bound", "bound_from_counts", "CountingError", "Counts", "count_workload",
+    "HardwareError", "HardwareSpec", "calibrated_spec", "hardware_for_device_name",
+    "list_hardware", "load_hardware", "spec_to_toml", "ScoreResult", "sol_score",
+]

@@ -1,0 +1,188 @@
+"""The speed-of-light bound: T_SOL = max over resources of work / peak.
+
+Resources (``refined`` model, the default; shared/docs/sol-model.md):
+    tensor   sum over operand classes of tensor-core FLOP / peak(class)
+    cuda     CUDA-core FLOP (elementwise, reductions, fp32 matmul without TF32) / peak(class)
+    sfu      transcendental evaluations / (SFU rate + FP32 rate / 8): exp2 may be emulated
+             with ~8 FP32 FLOPs of polynomial on the FMA pipe (as FlashAttention-4 does),
+             so the SFU and the FMA pipe together bound it
+    dram     fused bytes (each distinct input read once, each output written once, own
+             widths) / DRAM bandwidth
+
+``solar`` model (upstream SOLAR conventions, to reproduce SOL-ExecBench's official figures):
+    MACs of all matmul/conv/attention (causal in full) at one tensor-core rate, the fastest
+    format present (fp4 > fp8 > 16-bit; fp32 priced at the 16-bit rate), versus
+    (input + output elements) x one width (0.5 B for fp4 problems, 1 B for fp8 problems,
+    each tensor's own width otherwise), plus the spec's fixed overhead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .counting import Counts, count_workload
+from .hwspec import HardwareSpec, load_hardware
+
+#: fastest substitute when a GPU lacks a tensor-core format: fp4 and fp8 values are exact in
+#: fp8 / fp16 respectively, so a kernel may up-convert and use those units
+_TENSOR_FALLBACK = {"fp4": ["fp8", "fp16", "bf16"], "fp8": ["fp16", "bf16"], "int8": ["fp16"],
+                    "bf16": ["fp16"], "fp16": ["bf16"]}
+#: FP32 FLOPs of a polynomial exp2 emulation on the FMA pipe (Cody-Waite range reduction +
+#: degree-3 polynomial, as in FlashAttention-4)
+EMULATED_SFU_FLOPS = 8.0
+
+
+class SolBound(BaseModel):
+    """T_SOL of one workload on one GPU spec. Times in ms, work in FLOP / ops / bytes."""
+
+    workload_uuid: str | None = None
+    axes: dict[str, int] = Field(default_factory=dict)
+    model: Literal["refined", "solar"]
+    hardware: str = Field(description="hardware spec id")
+    hardware_kind: str = Field(description="datasheet | solar-lock | measured")
+    sol_ms: float
+    bottleneck: str = Field(description="binding resource: tensor | cuda | sfu | dram")
+    terms_ms: dict[str, float] = Field(description="time of each resource (ms)")
+    tensor_terms_ms: dict[str, float] = Field(default_factory=dict, description="tensor term by class")
+    overhead_ms: float = 0.0
+    flops: dict[str, float] = Field(description="work by class: tensor_<cls>, cuda_<cls> (FLOP), sfu (ops)")
+    total_flops: float
+    solar_macs: float = Field(description="MACs of matmul/conv/attention with causal counted in full")
+    bytes_fused: float
+    bytes_unfused: float
+    bytes_model: float = Field(description="bytes the DRAM term uses")
+    arithmetic_intensity: float | None = Field(description="total FLOP / bytes_model")
+    unknown_ops: dict[str, int] = Field(default_factory=dict)
+    real_tensors: bool = False
+    counting_mode: str = "fake"
+    synthesized_inputs: list[str] = Field(default_factory=list)
+    substitutions: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _tensor_rate(hw: HardwareSpec, cls: str, subs: list[str]) -> tuple[str, float] | None:
+    r = hw.tensor_peak(cls)
+    if r:
+        return cls, r
+    for alt in _TENSOR_FALLBACK.get(cls, []):
+        r = hw.tensor_peak(alt)
+        if r:
+            subs.append(f"{cls} tensor work priced at the {alt} rate ({hw.id} has no {cls} tensor cores)")
+            return alt, r
+    return None
+
+
+def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", *,
+                      allow_tf32: bool = False, workload_uuid: str | None = None,
+                      axes: dict | None = None) -> SolBound:
+    """T_SOL from counted work (see module docstring). Raises ValueError for an unknown model."""
+    if model not in ("refined", "solar"):
+        raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
+    subs: list[str] = []
+    notes = list(counts.notes)
+    flops: dict[str, float] = {}
+    tensor_terms: dict[str, float] = {}
+    terms: dict[str, float] = {}
+    solar_macs = sum(counts.mma_flops_full.values()) / 2
+    if model == "refined":
+        cuda_work: dict[str, float] = {k: v for k, v in counts.cuda_flops.items() if v}
+        for cls, f in counts.mma_flops.items():
+            if not f:
+                continue
+            if cls == "fp32":
+                if allow_tf32 and hw.tensor_peak("tf32"):
+                    tensor_terms["tf32"] = tensor_terms.get("tf32", 0) + f / hw.tensor_peak("tf32") * 1e3
+                    flops["tensor_tf32"] = flops.get("tensor_tf32", 0) + f
+                else:
+                    cuda_work["fp32"] = cuda_work.get("fp32", 0) + f
+                    flops["cuda_fp32_matmul"] = f
+                continue
+            if cls == "fp64" and not hw.tensor_peak("fp64"):
+                cuda_work["fp64"] = cuda_work.get("fp64", 0) + f
+                continue
+            got = _tensor_rate(hw, cls, subs)
+            if got is None:
+                raise ValueError(f"{hw.id}: no tensor-core rate for {cls}")
+            rate_cls, rate = got
+            tensor_terms[cls] = tensor_terms.get(cls, 0) + f / rate * 1e3
+            flops[f"tensor_{cls}"] = flops.get(f"tensor_{cls}", 0) + f
+        cuda_ms = 0.0
+        for cls, f in cuda_work.items():
+            rate = hw.cuda_peak(cls) or hw.cuda_peak("fp32")
+            cuda_ms += f / rate * 1e3
+            if not flops.get(f"cuda_{cls}_matmul") or cls != "fp32":
+                flops[f"cuda_{cls}"] = flops.get(f"cuda_{cls}", 0) + (f if cls != "fp32" else counts.cuda_flops.get("fp32", 0))
+            else:
+                flops["cuda_fp32"] = counts.cuda_flops.get("fp32", 0)
+        flops = {k: v for k, v in flops.items() if v}
+        if counts.sfu_ops:
+            flops["sfu"] = counts.sfu_ops
+        terms["tensor"] = sum(tensor_terms.values())
+        terms["cuda"] = cuda_ms
+        sfu_rate = (hw.peak.sfu_ops_per_s or 0) + (hw.cuda_peak("fp32") or 0) / EMULATED_SFU_FLOPS
+        terms["sfu"] = counts.sfu_ops / sfu_rate * 1e3 if sfu_rate else 0.0
+        bytes_model = counts.bytes_fused
+        terms["dram"] = bytes_model / hw.peak.dram_bytes_per_s * 1e3
+        overhead = 0.0
+        total = sum(v for k, v in flops.items() if k != "sfu")
+    else:
+        classes = {c for c, f in counts.mma_flops_full.items() if f} | counts.io_dtype_classes()
+        if "fp4" in classes:
+            rate_cls, bpe = "fp4", 0.5
+        elif "fp8" in classes:
+            rate_cls, bpe = "fp8", 1.0
+        else:
+            rate_cls, bpe = "fp16", None
+        got = _tensor_rate(hw, rate_cls, subs)
+        rate = got[1] if got else hw.tensor_peak("fp16")
+        tensor_terms[rate_cls] = 2 * solar_macs / rate * 1e3
+        flops[f"tensor_{rate_cls}"] = 2 * solar_macs
+        terms["tensor"] = tensor_terms[rate_cls]
+        bytes_model = counts.elements_io() * bpe if bpe is not None else counts.bytes_fused
+        terms["dram"] = bytes_model / hw.peak.dram_bytes_per_s * 1e3
+        overhead = hw.solar_fixed_overhead_ms
+        total = 2 * solar_macs
+    bottleneck = max(terms, key=lambda k: terms[k])
+    sol_ms = terms[bottleneck] + overhead
+    return SolBound(
+        workload_uuid=workload_uuid, axes=dict(axes or {}), model=model, hardware=hw.id,
+        hardware_kind=hw.kind, sol_ms=sol_ms, bottleneck=bottleneck, terms_ms=terms,
+        tensor_terms_ms=tensor_terms, overhead_ms=overhead, flops=flops, total_flops=total,
+        solar_macs=solar_macs, bytes_fused=counts.bytes_fused, bytes_unfused=counts.bytes_unfused,
+        bytes_model=bytes_model,
+        arithmetic_intensity=(total / bytes_model) if bytes_model else None,
+        unknown_ops=dict(counts.unknown_ops), real_tensors=counts.real_tensors,
+        counting_mode=counts.mode, synthesized_inputs=list(counts.synthesized),
+        substitutions=subs, notes=notes,
+    )
+
+
+def bound(problem, workload, hardware: str | HardwareSpec = "H200", model: str = "refined",
+          *, counts: Counts | None = None) -> SolBound:
+    """T_SOL of ``workload`` of ``problem`` on ``hardware``.
+
+    Args:
+        problem: :class:`solbench.spec.Problem` (definition dir or KernelBench file).
+        workload: a :class:`solbench.spec.Workload` of it, or its index / uuid (prefix).
+        hardware: bundled spec id (``H200``, ``B200``, ``B200_SOLAR``, ...), a TOML path, or a
+            :class:`HardwareSpec` (e.g. from :func:`calibrated_spec`).
+        model: ``refined`` (default) or ``solar``.
+        counts: reuse counted work (the counting does not depend on hardware or model).
+
+    Raises:
+        HardwareError: unknown hardware. CountingError: the reference could not be run.
+        ValueError: unknown model.
+    """
+    if isinstance(workload, (int, str)):
+        workload = problem.workload(workload)
+    hw = load_hardware(hardware)
+    if counts is None:
+        counts = count_workload(problem, workload)
+    allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
+    return bound_from_counts(counts, hw, model, allow_tf32=allow_tf32,
+                             workload_uuid=workload.uuid, axes=workload.axes)

@@ -1,0 +1,531 @@
+"""Counting the work of a workload: run the reference under a TorchDispatchMode and tally,
+per aten op, FLOPs by execution unit and bytes moved.
+
+How the reference is run (recorded in :attr:`Counts.mode`):
+
+1. ``fake``: inputs are FakeTensors built from the definition's declared shapes and dtypes
+   (custom-input workloads call the problem's entrypoint under FakeTensorMode); nothing is
+   computed. This works for every reference whose control flow does not read tensor values.
+2. ``real``: when the fake run fails on a data-dependent operation (``.item()``, data-dependent
+   shapes, Python branches on values), the reference runs on real CPU tensors at the workload's
+   sizes, with every tensor-core op (matmul, conv, attention) short-circuited to a random
+   output of the right shape, so no large GEMM is computed. ``Counts.real_tensors`` is True.
+
+Safetensors inputs whose blobs are absent are synthesised (index pointers spread evenly;
+recorded in ``Counts.synthesized``).
+
+Tensor-core work uses ``torch.utils.flop_counter``'s formulas (FLOP = 2 per MAC). SDPA calls
+are caught at the ``torch.nn.functional`` level (a TorchFunctionMode) so their causal flag and
+GQA grouping are known: the attention FLOPs are then 2*B*Hq*(L*S_eff)*(E + Ev), with S_eff the
+number of unmasked key positions (top-left causal: sum_i min(i+1, S)); the full count is kept for
+the solar model, which does not halve causal attention (shared/docs/sol-model.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.flop_counter import flop_registry
+
+from . import ops as optab
+
+aten = torch.ops.aten
+
+#: dtype -> operand class name used in the bound
+DTYPE_CLASS = {
+    torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+    torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8", torch.float4_e2m1fn_x2: "fp4",
+    torch.int8: "int8", torch.uint8: "int8",
+}
+for _n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
+    if hasattr(torch, _n):
+        DTYPE_CLASS[getattr(torch, _n)] = "fp8"
+
+_MMA_PACKETS = {
+    "mm", "bmm", "addmm", "baddbmm", "_scaled_mm", "convolution", "_convolution",
+    "convolution_overrideable", "cudnn_convolution", "_slow_conv2d_forward",
+    "convolution_backward", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_forward",
+    "_efficient_attention_forward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward", "_flash_attention_backward",
+    "_efficient_attention_backward", "_scaled_dot_product_cudnn_attention_backward",
+    "_int_mm", "_scaled_grouped_mm", "_grouped_mm", "dot", "vdot", "mv", "addmv", "outer",
+    "addr", "_scaled_dot_product_flash_attention_for_cpu_backward",
+}
+
+
+def _elem_bytes(t: torch.Tensor) -> float:
+    return float(t.element_size())
+
+
+def _tensor_bytes(t: torch.Tensor) -> float:
+    return float(t.numel()) * _elem_bytes(t)
+
+
+def _packet(func) -> str:
+    """aten packet name with the in-place suffix dropped (``add_`` -> ``add``)."""
+    name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
+    if name.endswith("_") and not name.startswith("__"):
+        return name[:-1]
+    return name
+
+
+@dataclass
+class Counts:
+    """Work of one workload's reference.
+
+    Units: FLOP (2 per MAC), SFU ops, bytes. ``mma_flops`` are keyed by operand class
+    (fp64, fp32, fp16, bf16, fp8, fp4, int8) with causal attention counted as required
+    (masked positions excluded); ``mma_flops_full`` counts causal attention in full (the
+    solar convention). ``cuda_flops`` are CUDA-core FLOPs keyed by output class (fp64,
+    fp32, fp16 for 16-bit float); ``sfu_ops`` transcendental evaluations.
+    """
+
+    mma_flops: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    mma_flops_full: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cuda_flops: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    sfu_ops: float = 0.0
+    bytes_unfused: float = 0.0
+    #: (name, numel, element bytes) of each distinct input tensor (incl. module parameters)
+    inputs: list[tuple[str, int, float, str]] = field(default_factory=list)
+    #: (numel, element bytes, dtype name) of each distinct output tensor
+    outputs: list[tuple[int, float, str]] = field(default_factory=list)
+    op_counts: Counter = field(default_factory=Counter)
+    unknown_ops: Counter = field(default_factory=Counter)
+    attention_calls: list[dict] = field(default_factory=list)
+    mode: str = "fake"
+    real_tensors: bool = False
+    synthesized: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_fused(self) -> float:
+        """Lower bound: each distinct input read once + each output written once, own widths."""
+        return sum(n * b for _, n, b, _ in self.inputs) + sum(n * b for n, b, _ in self.outputs)
+
+    def elements_io(self) -> int:
+        return sum(n for _, n, _, _ in self.inputs) + sum(n for n, _, _ in self.outputs)
+
+    def io_dtype_classes(self) -> set[str]:
+        return {c for *_, c in self.inputs} | {c for *_, c in self.outputs}
+
+
+# ---------------------------------------------------------------------------------------
+# the dispatch mode
+
+class _SdpaFunctionMode(TorchFunctionMode):
+    """Catches F.scaled_dot_product_attention to count it analytically (causal, GQA)."""
+
+    def __init__(self, counter: "_CountingMode"):
+        super().__init__()
+        self.counter = counter
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.scaled_dot_product_attention and self.counter.depth == 0:
+            self.counter.record_sdpa(args, kwargs)
+            self.counter.depth += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.counter.depth -= 1
+        return func(*args, **kwargs)
+
+
+def _causal_pairs(L: int, S: int) -> int:
+    """Query-key pairs kept by a top-left causal mask (query i sees keys j <= i)."""
+    if L <= S:
+        return L * (L + 1) // 2
+    return S * (S + 1) // 2 + (L - S) * S
+
+
+class _CountingMode(TorchDispatchMode):
+    def __init__(self, counts: Counts, short_circuit: bool = False):
+        super().__init__()
+        self.c = counts
+        self.depth = 0  # > 0 while inside an analytically counted SDPA call
+        self.short_circuit = short_circuit
+
+    # -- SDPA ---------------------------------------------------------------------------
+    def record_sdpa(self, args, kwargs) -> None:
+        names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        q, k, v = a["query"], a["key"], a["value"]
+        *bq, L, E = q.shape
+        S, Ev = k.shape[-2], v.shape[-1]
+        batch_heads = math.prod(bq) if bq else 1
+        full_pairs = L * S
+        causal = bool(a.get("is_causal", False))
+        pairs = _causal_pairs(L, S) if causal else full_pairs
+        cls = DTYPE_CLASS.get(q.dtype, "fp32")
+        per_pair = 2 * (E + Ev)
+        self.c.mma_flops[cls] += batch_heads * pairs * per_pair
+        self.c.mma_flops_full[cls] += batch_heads * full_pairs * per_pair
+        # softmax on the kept scores: max, sub, sum, div, scale (5 FLOP) + 1 exp each
+        self.c.cuda_flops["fp32"] += 5 * batch_heads * pairs
+        self.c.sfu_ops += batch_heads * pairs
+        out_bytes = batch_heads * L * Ev * q.element_size()
+        mask = a.get("attn_mask")
+        in_bytes = sum(_tensor_bytes(t) for t in (q, k, v, mask) if isinstance(t, torch.Tensor))
+        self.c.bytes_unfused += in_bytes + out_bytes
+        self.c.op_counts["scaled_dot_product_attention"] += 1
+        self.c.attention_calls.append({
+            "batch_heads": batch_heads, "L": L, "S": S, "E": E, "Ev": Ev, "causal": causal,
+            "gqa": bool(a.get("enable_gqa", False)), "masked": isinstance(mask, torch.Tensor),
+            "dtype": cls,
+        })
+
+    # -- every aten op ------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _packet(func)
+        if self.short_circuit and name in _MMA_PACKETS:
+            out = self._fake_output(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
+        if self.depth == 0:
+            try:
+                self._record(func, name, args, kwargs, out)
+            except Exception as e:  # noqa: BLE001 - never lose the run over one formula
+                self.c.notes.append(f"{name}: counting failed ({type(e).__name__}: {e})")
+                self.c.unknown_ops[name] += 1
+        return out
+
+    def _fake_output(self, func, args, kwargs):
+        """Output of ``func`` computed on meta tensors, then materialised as random data."""
+        def to_meta(x):
+            return x.to("meta") if isinstance(x, torch.Tensor) else x
+        meta_out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+
+        def mat(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if x.dtype.is_floating_point and x.element_size() >= 2:
+                return torch.randn(x.shape, dtype=x.dtype) * 0.1
+            return torch.zeros(x.shape, dtype=x.dtype)
+        return tree_map(mat, meta_out)
+
+    def _record(self, func, name, args, kwargs, out) -> None:
+        c = self.c
+        c.op_counts[name] += 1
+        if name in optab.VIEW_OPS:
+            return
+        flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+        c.bytes_unfused += sum(_tensor_bytes(t) for t in flat_in) + sum(_tensor_bytes(t) for t in flat_out)
+        base = getattr(func, "_overloadpacket", None)
+        if base in flop_registry or name in _MMA_PACKETS:
+            self._record_mma(func, name, args, kwargs, out, flat_in)
+            return
+        if name in optab.MOVE_OPS:
+            return
+        if name in optab.ELEMENTWISE:
+            cuda, sfu, basis = optab.ELEMENTWISE[name]
+            ref = flat_in[0] if basis == "in" and flat_in else (flat_out[0] if flat_out else None)
+            if ref is None:
+                return
+            n = float(ref.numel())
+            if name == "pow":
+                expo = args[1] if len(args) > 1 else kwargs.get("exponent")
+                if isinstance(expo, torch.Tensor) or (isinstance(expo, float) and not float(expo).is_integer()):
+                    sfu, cuda = 2.0, 1.0  # x**y = exp2(y * log2(x))
+                elif isinstance(expo, (int, float)):
+                    cuda = max(1.0, math.ceil(math.log2(max(abs(expo), 1))) + 1)
+            if name == "embedding_bag" or name.startswith("_embedding_bag"):
+                # weight[indices] summed per bag: one add per gathered element
+                w, idx = args[0], args[1]
+                n = float(idx.numel() * w.shape[-1])
+                cuda = 1.0
+            out_dtype = (flat_out[0].dtype if flat_out else ref.dtype)
+            cls = _cuda_class(out_dtype, ref.dtype)
+            if cuda:
+                c.cuda_flops[cls] += cuda * n
+            if sfu:
+                c.sfu_ops += sfu * n
+            return
+        c.unknown_ops[name] += 1
+
+    def _record_mma(self, func, name, args, kwargs, out, flat_in) -> None:
+        c = self.c
+        a = flat_in[0] if flat_in else None
+        if name in ("addmm", "baddbmm", "addmv", "addr") and len(flat_in) >= 3:
+            a = flat_in[1]
+        cls = DTYPE_CLASS.get(a.dtype, "fp32") if a is not None else "fp32"
+        if name == "_scaled_mm":
+            m, kk = args[0].shape
+            n = args[1].shape[1]
+            if args[0].dtype == torch.float4_e2m1fn_x2:
+                kk *= 2  # packed: two e2m1 values per stored element
+            flops = 2 * m * n * kk
+        elif name in ("_scaled_dot_product_flash_attention_for_cpu",):
+            q, k, v = args[0], args[1], args[2]
+            *bq, L, E = q.shape
+            flops = 2 * math.prod(bq) * L * k.shape[-2] * (E + v.shape[-1])
+        elif name in ("dot", "vdot"):
+            flops = 2 * args[0].numel()
+        elif name in ("mv", "addmv"):
+            mat = flat_in[-2]
+            flops = 2 * mat.numel()
+        elif name in ("outer", "addr"):
+            flops = 2 * flat_in[-2].numel() * flat_in[-1].numel()
+        elif name == "_int_mm":
+            flops = 2 * args[0].shape[0] * args[0].shape[1] * args[1].shape[1]
+        else:
+            fn = flop_registry.get(func._overloadpacket)
+            if fn is None:
+                c.unknown_ops[name] += 1
+                return
+            flops = fn(*args, **kwargs, out_val=out)
+        c.mma_flops[cls] += flops
+        c.mma_flops_full[cls] += flops
+        if name in ("addmm", "baddbmm", "addmv", "addr"):
+            o = tree_flatten(out)[0][0]
+            c.cuda_flops[_cuda_class(o.dtype, o.dtype)] += o.numel()  # the bias add
+
+
+def _cuda_class(out_dtype: torch.dtype, in_dtype: torch.dtype) -> str:
+    dt = out_dtype if out_dtype.is_floating_point else in_dtype
+    if dt == torch.float64:
+        return "fp64"
+    if dt in (torch.float16, torch.bfloat16):
+        return "fp16"
+    return "fp32"
+
+
+# ---------------------------------------------------------------------------------------
+# building inputs
+
+class CountingError(Exception):
+    """The reference could not be run to count its work (message says why)."""
+
+
+def _declared_inputs(problem, workload, env, *, real: bool, counts: Counts) -> dict[str, Any]:
+    from ..spec.dtypes import to_torch
+    from ..spec.workload import SafetensorsInput, ScalarInput
+
+    defn = problem.definition
+    out: dict[str, Any] = {}
+    for name, spec in defn.inputs.items():
+        src = workload.inputs.get(name)
+        if isinstance(src, ScalarInput):
+            out[name] = src.value
+            continue
+        shape = defn.shape_of(spec, env)
+        dtype = to_torch(spec.dtype)
+        if shape is None:  # a Python scalar with no value given
+            out[name] = 1.0 if spec.dtype.startswith("float") else 1
+            continue
+        if isinstance(src, SafetensorsInput):
+            blob = _load_blob(problem, src)
+            if blob is not None:
+                out[name] = blob if real else torch.empty(blob.shape, dtype=blob.dtype)
+                continue
+            counts.synthesized.append(name)
+        if not real:
+            out[name] = torch.empty(shape, dtype=dtype)
+        else:
+            out[name] = _random_tensor(shape, dtype)
+    if real:
+        _synthesize_indices(out, defn, counts)
+    return out
+
+
+def _load_blob(problem, src):
+    try:
+        from ..inputs.generate import find_blob  # type: ignore
+    except Exception:  # noqa: BLE001 - the inputs package may not be there yet
+        return None
+    try:
+        path = find_blob(problem, src.path)
+        if path is None:
+            return None
+        from safetensors.torch import load_file
+
+        return load_file(str(path))[src.tensor_key]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _random_tensor(shape, dtype):
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, dtype=torch.bool)
+    if dtype in (torch.float4_e2m1fn_x2,):
+        return torch.randint(0, 256, shape, dtype=torch.uint8).view(dtype)
+    if dtype.is_floating_point and dtype.itemsize == 1:
+        return torch.randn(shape).clamp(-2, 2).to(dtype)
+    if dtype.is_floating_point:
+        return torch.randn(shape, dtype=dtype)
+    return torch.zeros(shape, dtype=dtype)
+
+
+def _synthesize_indices(vals: dict, defn, counts: Counts) -> None:
+    """Give integer inputs plausible index values: ``*indptr`` spread evenly over the total
+    of the matching ``*indices`` tensor (or the first dim of the tensor named by the prefix),
+    ``*indices`` = arange modulo the size of the indexed tensor, others zeros."""
+    ints = {k: v for k, v in vals.items() if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point
+            and v.dtype != torch.bool and v.dtype != torch.float4_e2m1fn_x2}
+    for k, t in ints.items():
+        if t.numel() == 0 or t.any():
+            continue
+        if k.endswith("indptr"):
+            prefix = k[: -len("indptr")]
+            total = None
+            if isinstance(vals.get(prefix + "indices"), torch.Tensor):
+                total = vals[prefix + "indices"].numel()
+            else:
+                for cand in (prefix.rstrip("_"), prefix[:1]):
+                    if cand and isinstance(vals.get(cand), torch.Tensor) and vals[cand].dim() > 0:
+                        total = vals[cand].shape[0]
+                        break
+            if total is not None and t.dim() == 1:
+                n = t.numel() - 1
+                vals[k] = torch.tensor([round(i * total / max(n, 1)) for i in range(n + 1)], dtype=t.dtype)
+                if k not in counts.synthesized:
+                    counts.synthesized.append(k)
+        elif k.endswith("indices") or k.endswith("_idx") or k.endswith("ids"):
+            bound = None
+            for other, ov in vals.items():
+                if other != k and isinstance(ov, torch.Tensor) and ov.dtype.is_floating_point and ov.dim() > 0:
+                    bound = ov.shape[0] if bound is None else min(bound, ov.shape[0])
+            if bound:
+                vals[k] = (torch.arange(t.numel()) % bound).to(t.dtype).reshape(t.shape)
+                if k not in counts.synthesized:
+                    counts.synthesized.append(k)
+
+
+def _custom_inputs(problem, workload, env, device: str) -> dict[str, Any]:
+    from ..spec.workload import ScalarInput
+
+    mod = problem.reference_module()
+    fn = getattr(mod, problem.definition.custom_inputs_entrypoint)
+    axes_and_scalars = dict(env)
+    for k, src in workload.inputs.items():
+        if isinstance(src, ScalarInput):
+            axes_and_scalars[k] = src.value
+    if problem.kind == "kernelbench":
+        torch.manual_seed(problem.init_seed)
+    vals = fn(axes_and_scalars, torch.device(device))
+    return {k: vals[k] for k in problem.definition.inputs if k in vals} | {
+        k: v for k, v in vals.items() if k not in problem.definition.inputs}
+
+
+# ---------------------------------------------------------------------------------------
+
+def _run_once(problem, workload, *, real: bool) -> Counts:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    counts = Counts(mode="real" if real else "fake", real_tensors=real)
+    env = problem.definition.resolve_axes(workload.axes)
+    fake_mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    mode = _CountingMode(counts, short_circuit=real)
+    ctx_stack = []
+    try:
+        if fake_mode is not None:
+            fake_mode.__enter__()
+            ctx_stack.append(fake_mode)
+        with torch.no_grad():
+            if workload.is_custom:
+                # generating inputs is not part of the workload: the short-circuit mode
+                # only keeps big GEMMs in the generator from running on the CPU
+                if real:
+                    gen_counts = Counts()
+                    with _CountingMode(gen_counts, short_circuit=True):
+                        vals = _custom_inputs(problem, workload, env, "cpu")
+                else:
+                    vals = _custom_inputs(problem, workload, env, "cpu")
+            else:
+                vals = _declared_inputs(problem, workload, env, real=real, counts=counts)
+            params: list[tuple[str, torch.Tensor]] = []
+            if problem.kind == "kernelbench":
+                mod = problem.reference_module()
+                torch.manual_seed(problem.init_seed)
+                model = mod.Model(*problem.init_args)
+                model.eval()
+                params = list(model.named_parameters()) + list(model.named_buffers())
+                ref = model
+            else:
+                ref = problem.make_reference("cpu")
+            call_args = [vals[k] for k in problem.definition.inputs]
+            seen: set = set()
+            for name, v in list(zip(problem.definition.inputs, call_args)) + params:
+                if isinstance(v, torch.Tensor):
+                    key = _storage_key(v)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    counts.inputs.append((name, v.numel(), _elem_bytes(v), DTYPE_CLASS.get(v.dtype, "int")))
+            with _SdpaFunctionMode(mode), mode:
+                result = ref(*call_args)
+        outs = [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
+        seen_out: set = set()
+        for o in outs:
+            key = _storage_key(o)
+            if key in seen_out:
+                continue
+            seen_out.add(key)
+            counts.outputs.append((o.numel(), _elem_bytes(o), DTYPE_CLASS.get(o.dtype, "int")))
+    finally:
+        for m in reversed(ctx_stack):
+            m.__exit__(None, None, None)
+    return counts
+
+
+def _storage_key(t: torch.Tensor):
+    try:
+        return (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape))
+    except Exception:  # noqa: BLE001 - fake storages
+        return id(t)
+
+
+def count_workload(problem, workload, *, allow_real: bool = True,
+                   max_real_bytes: float = 6e9) -> Counts:
+    """Count the work of ``problem``'s reference on ``workload`` (see module docstring).
+
+    Args:
+        problem: a loaded :class:`solbench.spec.Problem`.
+        workload: one of its workloads.
+        allow_real: fall back to real CPU tensors when the fake run needs values.
+        max_real_bytes: refuse the real fallback when the declared inputs exceed this many
+            bytes (the CPU would run out of memory or time).
+
+    Raises:
+        CountingError: neither run succeeded (the message gives both reasons).
+    """
+    try:
+        return _run_once(problem, workload, real=False)
+    except Exception as e:  # noqa: BLE001 - any failure of the fake run falls back
+        fake_err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if not allow_real:
+        raise CountingError(f"fake run failed ({fake_err}); real fallback disabled")
+    declared = _declared_bytes(problem, workload)
+    if declared > max_real_bytes:
+        raise CountingError(f"fake run failed ({fake_err}); inputs of {declared / 1e9:.1f} GB are "
+                            f"too large for the real CPU fallback")
+    try:
+        c = _run_once(problem, workload, real=True)
+    except Exception as e:  # noqa: BLE001
+        raise CountingError(f"fake run failed ({fake_err}); real run failed "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    c.notes.append(f"fake run failed ({fake_err}); counted on real CPU tensors")
+    return c
+
+
+def _declared_bytes(problem, workload) -> float:
+    from ..spec.dtypes import element_bytes, to_torch
+
+    env = problem.definition.resolve_axes(workload.axes)
+    total = 0.0
+    for spec in problem.definition.inputs.values():
+        shape = problem.definition.shape_of(spec, env)
+        if shape:
+            total += math.prod(shape) * element_bytes(to_torch(spec.dtype))
+    return total
