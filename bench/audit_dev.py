@@ -33,9 +33,9 @@ def problems(dataset: Path) -> list[Path]:
     return sorted(p.parent for p in dataset.glob("*/*/definition.json"))
 
 
-def screen_one(path: Path, device: str, workloads: int, timeout: float) -> dict:
+def screen_one(path: Path, device: str, workloads: int, timeout: float, max_bytes: float) -> dict:
     cmd = [sys.executable, "-c", "from solbench.cli import main; main()", "audit", str(path),
-           "--json", "--device", device, "--workloads", str(workloads)]
+           "--json", "--device", device, "--workloads", str(workloads), "--max-bytes", str(max_bytes)]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     t0 = time.perf_counter()
@@ -161,6 +161,8 @@ def main() -> int:
     ap.add_argument("--workloads", type=int, default=2, help="the N smallest workloads per problem")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per problem")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--max-bytes", type=float, default=4e9,
+                    help="skip workloads declaring more input+output bytes than this")
     ap.add_argument("--only", action="append", default=None, help="substring of problem names")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
@@ -173,7 +175,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as ex:
-        futs = [ex.submit(screen_one, p, args.device, args.workloads, args.timeout) for p in paths]
+        futs = [ex.submit(screen_one, p, args.device, args.workloads, args.timeout, args.max_bytes) for p in paths]
         records = []
         for f in futs:
             r = f.result()

@@ -36,6 +36,9 @@ def register(app: typer.Typer) -> None:
         cpu_only: bool = typer.Option(False, "--cpu-only",
                                       help="only workloads tagged 'cpu' (when any are)"),
         seed: int = typer.Option(0, "--seed", help="input seed"),
+        max_bytes: Optional[float] = typer.Option(
+            None, "--max-bytes", help="skip workloads declaring more input+output bytes "
+                                      "(default 1 GiB on CPU, none on CUDA)"),
         no_downgrade: bool = typer.Option(False, "--no-downgrade",
                                           help="skip the bf16/fp16 reference runs"),
         fail_on_degenerate: bool = typer.Option(
@@ -81,6 +84,7 @@ def register(app: typer.Typer) -> None:
 
             res = screen_problem(prob, device=_device(device), workloads=wl_arg,
                                  max_workloads=max_wl, seed=seed, cpu_tagged_only=cpu_only,
+                                 max_bytes=int(max_bytes) if max_bytes else None,
                                  downgrade=not no_downgrade)
         if json_out:
             print(json.dumps(res.to_json(), allow_nan=False))
