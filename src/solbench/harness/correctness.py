@@ -1,0 +1,362 @@
+"""Correctness checks of candidate outputs against reference outputs (pure functions).
+
+Two layers, both reported:
+
+1. **Upstream rule** (SOL-ExecBench compatibility; formats.md): both sides cast to float32
+   (float64 for float64 and integer outputs, so large ids compare exactly);
+   NaN/Inf anywhere fails (except positions where both are -inf under
+   ``allow_negative_inf``); an element matches when ``|a-b| <= atol + rtol*|b|``; the output
+   passes when matched/numel >= required_matched_ratio and ``max|a-b| <= max_error_cap`` (if
+   set); an all-zero output against a non-zero reference fails.
+2. **Scale-invariant checks** (solbench; threats.md principle 4), which an absolute tolerance
+   cannot give: relative L2 error ``||a-b||_2 / ||b||_2``, max error normalised by ``max|b|``,
+   the worst relative L2 over up to 64 slices of the leading dim (so a partial write is seen),
+   and write coverage (elements still holding the poison bit pattern the harness pre-filled,
+   where the reference differs from that pattern).
+
+Limits of layer 2 (documented, one place): ``rel_l2 <= L`` and per-slice ``<= L`` with
+``L = min(0.5, max(4*rtol, 4*eps(dtype), 8*e_ref))`` and normalised max error
+``<= min(1.0, max(0.1, 8*rtol, 16*e_ref_max))``, where ``e_ref`` is the declared-precision
+reference's own relative L2 error against an fp64 truth when the caller supplies it (so an
+ill-conditioned output never fails an honest kernel), and ``eps`` is the output dtype's
+machine epsilon. All-zeros gives rel_l2 = 1 and always fails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from ..spec.trace import Status
+from ..spec.workload import Tolerance
+
+#: byte value the harness fills output buffers with before each call (0xFF: a NaN payload
+#: for every float format, -1 for signed ints, True for bool)
+POISON_BYTE = 0xFF
+
+_EPS = {
+    torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10,
+    torch.bfloat16: 2.0**-7, torch.float8_e4m3fn: 2.0**-3, torch.float8_e5m2: 2.0**-2,
+}
+
+
+def dtype_eps(dtype: torch.dtype) -> float:
+    """Machine epsilon of a float dtype (packed fp4: 0.5; ints/bool: 0)."""
+    if dtype == torch.float4_e2m1fn_x2:
+        return 0.5
+    return _EPS.get(dtype, 0.0)
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill ``t`` in place with the poison byte pattern (any dtype). Returns ``t``."""
+    if t.numel():
+        t.view(torch.uint8).fill_(POISON_BYTE) if t.is_contiguous() else t.fill_(float("nan"))
+    return t
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """Integer view of the raw bits of ``t`` (same shape; fp4/fp8/bool by their bytes)."""
+    size = t.element_size()
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
+    return t.contiguous().view(view)
+
+
+def _poison_bits(dtype: torch.dtype) -> int:
+    size = torch.empty((), dtype=dtype).element_size()
+    val = int.from_bytes(bytes([POISON_BYTE]) * size, "little", signed=size > 1)
+    return val
+
+
+def _as_float(t: torch.Tensor) -> torch.Tensor:
+    """float32 for float formats (upstream's cast); float64 for float64 and integer/bool
+    outputs, so ids up to 2^53 compare exactly (float32 would blur ids above 2^24)."""
+    if t.dtype == torch.float64 or not (t.dtype.is_floating_point or t.dtype == torch.float4_e2m1fn_x2):
+        return t.to(torch.float64)
+    if t.dtype == torch.float4_e2m1fn_x2:
+        return unpack_fp4(t)
+    return t.to(torch.float32)
+
+
+_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def unpack_fp4(t: torch.Tensor) -> torch.Tensor:
+    """Unpack ``float4_e2m1fn_x2`` [..., n] into float32 [..., 2n] (low nibble first)."""
+    b = t.view(torch.uint8).to(torch.int64)
+    lut = torch.tensor(_E2M1, dtype=torch.float32, device=t.device)
+    lo, hi = lut[b & 0xF], lut[(b >> 4) & 0xF]
+    return torch.stack([lo, hi], dim=-1).reshape(*t.shape[:-1], t.shape[-1] * 2)
+
+
+@dataclass
+class OutputCheck:
+    """Figures for one output. Errors are in the output's units (after cast to float)."""
+
+    name: str
+    shape_ok: bool = True
+    dtype_ok: bool = True
+    numel: int = 0
+    has_nan: bool = False
+    has_inf: bool = False
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    matched_ratio: float = 1.0
+    rel_l2: float = 0.0
+    norm_max_error: float = 0.0
+    worst_slice_rel_l2: float = 0.0
+    write_coverage: float = 1.0
+    ref_norm: float = 0.0
+    rel_l2_limit: float = 0.0
+    norm_max_limit: float = 0.0
+    upstream_ok: bool = True
+    scale_ok: bool = True
+    failed_check: str | None = None
+    detail: str = ""
+
+    def figures(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class CheckReport:
+    """Verdict over all outputs of one call.
+
+    ``passed``: every check (upstream + scale-invariant). ``upstream_passed``: the upstream
+    rule alone (what SOL-ExecBench would have said). ``status``: the Status to record.
+    ``failed_check``: the first check that failed ("shape", "dtype", "write_coverage",
+    "nan_inf", "tolerance", "error_cap", "all_zero", "rel_l2", "norm_max_error",
+    "slice_rel_l2"), None when passed.
+    """
+
+    passed: bool
+    upstream_passed: bool
+    status: Status
+    failed_check: str | None
+    outputs: list[OutputCheck] = field(default_factory=list)
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        return {o.name: o.figures() for o in self.outputs}
+
+    def summary(self) -> dict[str, float | bool]:
+        """Worst figures over outputs (for the trace's correctness block)."""
+        def worst(attr):
+            vals = [getattr(o, attr) for o in self.outputs]
+            return max(vals) if vals else 0.0
+
+        return {
+            "max_absolute_error": worst("max_abs_error"),
+            "max_relative_error": worst("max_rel_error"),
+            "rel_l2": worst("rel_l2"),
+            "norm_max_error": worst("norm_max_error"),
+            "worst_slice_rel_l2": worst("worst_slice_rel_l2"),
+            "write_coverage": min((o.write_coverage for o in self.outputs), default=1.0),
+            "matched_ratio": min((o.matched_ratio for o in self.outputs), default=1.0),
+            "has_nan": any(o.has_nan for o in self.outputs),
+            "has_inf": any(o.has_inf for o in self.outputs),
+        }
+
+
+def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``||a-b||_2 / ||b||_2`` in float64 accumulation; 0 when both are 0, inf when only b is."""
+    a64, b64 = a.double(), b.double()
+    num = torch.linalg.vector_norm(a64 - b64).item()
+    den = torch.linalg.vector_norm(b64).item()
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
+def check_output(
+    name: str,
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    tol: Tolerance,
+    *,
+    poisoned: bool = False,
+    ref_error: float | None = None,
+    ref_max_error: float | None = None,
+) -> OutputCheck:
+    """Check one output. ``ref_error``/``ref_max_error``: the declared-precision reference's
+    relative L2 / normalised max error against an fp64 truth (optional; widens the
+    scale-invariant limits for ill-conditioned outputs)."""
+    oc = OutputCheck(name=name, numel=ref.numel())
+    if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+        oc.shape_ok = False
+        oc.failed_check, oc.detail = "type", f"output is {type(out).__name__}, not a plain torch.Tensor"
+        oc.upstream_ok = oc.scale_ok = False
+        return oc
+    if tuple(out.shape) != tuple(ref.shape):
+        oc.shape_ok = False
+        oc.failed_check, oc.detail = "shape", f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
+        oc.upstream_ok = oc.scale_ok = False
+        return oc
+    if out.dtype != ref.dtype:
+        oc.dtype_ok = False
+        oc.failed_check, oc.detail = "dtype", f"dtype {out.dtype} != {ref.dtype}"
+        oc.upstream_ok = oc.scale_ok = False
+        return oc
+    if out.device != ref.device:
+        out = out.to(ref.device)
+    if ref.numel() == 0:
+        return oc
+
+    # write coverage: elements still holding the poison pattern where the reference differs
+    if poisoned:
+        pb = _poison_bits(out.dtype)
+        unwritten = (_bits(out) == pb) & (_bits(ref) != pb)
+        n_unwritten = int(unwritten.sum().item())
+        oc.write_coverage = 1.0 - n_unwritten / unwritten.numel()
+
+    a, b = _as_float(out), _as_float(ref)
+    a_nan, b_nan = torch.isnan(a), torch.isnan(b)
+    a_inf, b_inf = torch.isinf(a), torch.isinf(b)
+    oc.has_nan = bool(a_nan.any().item())
+    oc.has_inf = bool(a_inf.any().item())
+    both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
+    bad_special = a_nan | a_inf
+    if both_neg_inf is not None:
+        bad_special = bad_special & ~both_neg_inf
+    ref_special = b_nan | b_inf
+    if both_neg_inf is not None:
+        ref_special = ref_special & ~both_neg_inf
+    finite = ~(a_nan | a_inf | b_nan | b_inf)
+    diff = torch.where(finite, (a - b).abs(), torch.zeros_like(a))
+    absb = torch.where(finite, b.abs(), torch.zeros_like(b))
+    oc.max_abs_error = float(diff.max().item()) if diff.numel() else 0.0
+    rel = diff / absb.clamp_min(1e-12)
+    oc.max_rel_error = float(rel.max().item()) if rel.numel() else 0.0
+    matched = (diff <= tol.max_atol + tol.max_rtol * absb) & finite
+    if both_neg_inf is not None:
+        matched = matched | both_neg_inf
+    oc.matched_ratio = float(matched.double().mean().item())
+    b_max = float(absb.max().item()) if absb.numel() else 0.0
+    oc.ref_norm = float(torch.linalg.vector_norm(torch.where(finite, b, 0).double()).item())
+    af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
+    oc.rel_l2 = rel_l2(af, bf)
+    oc.norm_max_error = oc.max_abs_error / b_max if b_max > 0 else (0.0 if oc.max_abs_error == 0 else math.inf)
+    oc.worst_slice_rel_l2 = _worst_slice(af, bf)
+
+    # ---- upstream rule ----
+    eps = dtype_eps(ref.dtype)
+    if bool(bad_special.any().item()) and not bool(ref_special.any().item()):
+        oc.upstream_ok = False
+        oc.failed_check = "nan_inf"
+        oc.detail = f"output has NaN/Inf (nan={oc.has_nan}, inf={oc.has_inf})"
+    elif oc.matched_ratio < tol.required_matched_ratio:
+        oc.upstream_ok = False
+        oc.failed_check = "tolerance"
+        oc.detail = (f"matched {oc.matched_ratio:.4%} < required {tol.required_matched_ratio:.2%} "
+                     f"(atol={tol.max_atol}, rtol={tol.max_rtol})")
+    elif tol.max_error_cap is not None and oc.max_abs_error > tol.max_error_cap:
+        oc.upstream_ok = False
+        oc.failed_check = "error_cap"
+        oc.detail = f"max abs error {oc.max_abs_error:.3g} > cap {tol.max_error_cap}"
+    elif b_max > 0 and float(a.abs().max().item() if a.numel() else 0.0) == 0.0:
+        oc.upstream_ok = False
+        oc.failed_check = "all_zero"
+        oc.detail = "output is all zeros but the reference is not"
+
+    # ---- scale-invariant checks ----
+    e_ref = ref_error or 0.0
+    e_ref_max = ref_max_error or 0.0
+    oc.rel_l2_limit = min(0.5, max(4 * tol.max_rtol, 4 * eps, 8 * e_ref))
+    oc.norm_max_limit = min(1.0, max(0.1, 8 * tol.max_rtol, 16 * e_ref_max))
+    if poisoned and oc.write_coverage < 1.0:
+        oc.scale_ok = False
+        if oc.failed_check is None or oc.failed_check == "nan_inf":
+            oc.failed_check = "write_coverage"
+            oc.detail = f"only {oc.write_coverage:.4%} of the output was written"
+    elif oc.upstream_ok:
+        if oc.rel_l2 > oc.rel_l2_limit:
+            oc.scale_ok = False
+            oc.failed_check = "rel_l2"
+            oc.detail = f"relative L2 error {oc.rel_l2:.3g} > {oc.rel_l2_limit:.3g}"
+        elif oc.worst_slice_rel_l2 > max(oc.rel_l2_limit, 0.25):
+            oc.scale_ok = False
+            oc.failed_check = "slice_rel_l2"
+            oc.detail = f"a slice of the leading dim has relative L2 error {oc.worst_slice_rel_l2:.3g}"
+        elif oc.norm_max_error > oc.norm_max_limit:
+            oc.scale_ok = False
+            oc.failed_check = "norm_max_error"
+            oc.detail = (f"max error / max|ref| = {oc.norm_max_error:.3g} > {oc.norm_max_limit:.3g}")
+    return oc
+
+
+def _worst_slice(a: torch.Tensor, b: torch.Tensor, max_slices: int = 64) -> float:
+    """Worst relative L2 error over up to ``max_slices`` contiguous chunks of the flattened
+    output, ignoring chunks whose reference norm is below 1e-3 of the median chunk norm."""
+    n = a.numel()
+    if n < 2:
+        return 0.0
+    k = min(max_slices, n)
+    a2 = a.reshape(-1).double()
+    b2 = b.reshape(-1).double()
+    pad = (-n) % k
+    if pad:
+        a2 = torch.cat([a2, a2.new_zeros(pad)])
+        b2 = torch.cat([b2, b2.new_zeros(pad)])
+    a2, b2 = a2.view(k, -1), b2.view(k, -1)
+    num = torch.linalg.vector_norm(a2 - b2, dim=1)
+    den = torch.linalg.vector_norm(b2, dim=1)
+    med = den.median()
+    keep = den > 1e-3 * med
+    if not bool(keep.any()):
+        return 0.0
+    return float((num[keep] / den[keep]).max().item())
+
+
+def check_outputs(
+    outputs: Sequence[Any],
+    references: Sequence[torch.Tensor],
+    tolerance: Tolerance,
+    *,
+    names: Sequence[str] | None = None,
+    poisoned: bool = False,
+    ref_errors: Sequence[float | None] | None = None,
+    ref_max_errors: Sequence[float | None] | None = None,
+) -> CheckReport:
+    """Check every output (same order as ``references``).
+
+    Args:
+        outputs: candidate outputs (tensors in the declared order).
+        references: reference outputs (declared shapes and dtypes).
+        tolerance: the workload's tolerance.
+        names: output names for the report.
+        poisoned: the outputs were pre-filled with :data:`POISON_BYTE` (DPS buffers), so
+            write coverage is measured.
+        ref_errors / ref_max_errors: per output, the declared-precision reference's error vs
+            an fp64 truth (see module doc); None entries mean unknown.
+
+    Returns:
+        A CheckReport. Never raises for bad outputs: a wrong count, type, shape or dtype
+        is a verdict, not an exception.
+    """
+    names = list(names or [f"output{i}" for i in range(len(references))])
+    if len(outputs) != len(references):
+        oc = OutputCheck(name="*", shape_ok=False, upstream_ok=False, scale_ok=False,
+                         failed_check="shape",
+                         detail=f"{len(outputs)} outputs returned, {len(references)} expected")
+        return CheckReport(False, False, Status.INCORRECT_SHAPE, "shape", [oc])
+    checks = []
+    for i, (o, r) in enumerate(zip(outputs, references)):
+        checks.append(check_output(
+            names[i], o, r, tolerance, poisoned=poisoned,
+            ref_error=(ref_errors[i] if ref_errors else None),
+            ref_max_error=(ref_max_errors[i] if ref_max_errors else None),
+        ))
+    upstream = all(c.upstream_ok for c in checks)
+    passed = upstream and all(c.scale_ok for c in checks)
+    failed = next((c for c in checks if c.failed_check), None)
+    if passed:
+        status = Status.PASSED
+    elif any(c.failed_check in ("shape", "type") for c in checks):
+        status = Status.INCORRECT_SHAPE
+    elif any(c.failed_check == "dtype" for c in checks):
+        status = Status.INCORRECT_DTYPE
+    else:
+        status = Status.INCORRECT_NUMERICAL
+    return CheckReport(passed, upstream, status, failed.failed_check if failed else None, checks)
