@@ -120,7 +120,7 @@ OP_VENDOR_RULES: tuple[tuple[str, str, re.Pattern], ...] = (
 #: specific kernel-name patterns (checked first)
 SUBCLASS_NAME_RULES: tuple[tuple[str, re.Pattern], ...] = (
     ("optimizer", _rx(r"(?i)multi_tensor_apply|adam|adagrad|_sgd|sgd_|amp_update_scale|"
-                      r"non_finite_check|lamb|lion")),
+                      r"non_finite_check|\blamb\b|\blion\b")),
     ("rng/dropout", _rx(r"(?i)dropout|philox|distribution_|bernoulli|random_|curand|normal_kernel|"
                         r"uniform_kernel")),
     ("embedding", _rx(r"(?i)embedding|compute_grad_weight|sum_and_scatter|krn_partial|"

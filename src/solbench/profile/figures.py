@@ -80,13 +80,16 @@ def sweep_figure(reports: Sequence[dict[str, Any]], path: str | Path, title: str
     modes = sorted({r["mode"] for r in reports}, key=lambda m: ("infer", "decode", "train").index(m)
                    if m in ("infer", "decode", "train") else 9)
     marks = {"infer": "o", "decode": "s", "train": "^"}
+    palette = {"infer": "#4e79a7", "decode": "#59a14f", "train": "#e15759"}
     for m in modes:
+        color = palette.get(m, "#888888")
         rs = sorted((r for r in reports if r["mode"] == m), key=lambda r: r["config"]["parameters"])
         x = [r["config"]["parameters"] for r in rs]
         name = "prefill" if m == "infer" else m
-        ax.plot(x, [r["addressable_fraction"]["strict_wall"] for r in rs], marker=marks.get(m, "o"), label=f"{name} strict")
+        ax.plot(x, [r["addressable_fraction"]["strict_wall"] for r in rs], marker=marks.get(m, "o"), color=color,
+                label=f"{name} strict")
         ax.plot(x, [r["addressable_fraction"]["loose_wall"] for r in rs], marker=marks.get(m, "o"), linestyle="--",
-                label=f"{name} loose", alpha=0.6)
+                color=color, label=f"{name} loose", alpha=0.6)
         for r, xi in zip(rs, x):
             ax.annotate(r["workload"].replace("llama-", ""), (xi, r["addressable_fraction"]["strict_wall"]),
                         textcoords="offset points", xytext=(4, 4), fontsize=7)

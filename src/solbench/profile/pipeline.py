@@ -466,6 +466,9 @@ def profile(name: str, mode: str = "infer", scale: str = "tiny", device: str = "
             return profile_workload(built, threads=threads, **kw)
         finally:
             del built
+            import gc
+
+            gc.collect()
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
 
