@@ -36,15 +36,16 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def upstream_match(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[bool, float]:
-    """The upstream element rule: |a-b| <= atol + rtol*|b| on float32 copies; NaN/Inf fail
-    (except positions where both are -inf when ``allow_negative_inf``).
+    """The upstream element rule: |a-b| <= atol + rtol*|b| on float32 copies (on the
+    reference's device); NaN/Inf fail (except positions where both are -inf when
+    ``allow_negative_inf``).
 
     Returns (passed, matched fraction). Shapes must already agree (ValueError otherwise).
     """
     if out.shape != ref.shape:
         raise ValueError(f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
-    a = out.detach().to("cpu", torch.float32)
-    b = ref.detach().to("cpu", torch.float32)
+    b = ref.detach().to(torch.float32)
+    a = out.detach().to(b.device, torch.float32)
     both_neg_inf = torch.isneginf(a) & torch.isneginf(b)
     if not tol.allow_negative_inf:
         both_neg_inf = torch.zeros_like(both_neg_inf)

@@ -260,3 +260,21 @@ def execute(plan: RunPlan, results_path: Path, device: str,
 def label_map(plan: RunPlan) -> dict[str, str]:
     """solution hash -> candidate label (file stem), for grouping summaries."""
     return {p.candidate.solution_hash: p.candidate.label for p in plan.pairs}
+
+
+def write_eager_candidates(problem_paths: list[Path], out_dir: Path, label: str = "eager") -> list[Path]:
+    """Write each problem's reference, packaged as a candidate (``reference_solution``), to
+    ``<out_dir>/<problem name>/<label>.json``: the eager baseline of a suite run. Returns the
+    written paths. Raises SpecError when a problem does not load."""
+    from ..spec import reference_solution
+
+    written = []
+    for pp in problem_paths:
+        problem = load_problem(pp)
+        sol = reference_solution(problem)
+        d = Path(out_dir) / problem.name
+        d.mkdir(parents=True, exist_ok=True)
+        f = d / f"{label}.json"
+        f.write_text(json.dumps(sol.model_dump(mode="json", exclude_none=True), indent=1))
+        written.append(f)
+    return written
