@@ -1,0 +1,805 @@
+"""The trusted parent: turns a (problem, solution) pair into one Trace per workload.
+
+What the parent does (threats.md principles 1-5):
+
+1. Inputs are generated here (seeded), copied into shared-memory / CUDA-IPC *slots* and
+   sent to the worker; reference outputs are computed here and never leave this process.
+2. Correctness: ``rounds`` (>= 5) rounds with fresh seeded inputs; output buffers pre-filled
+   with a poison pattern; the upstream tolerance rule plus scale-invariant checks; inputs
+   compared bit-for-bit with the parent's pristine copy after every call; on round 0, the
+   error against an fp64 truth is compared with the declared-precision reference's own
+   error (precision downgrade).
+3. Timing: a pool of K slots each holding a distinct input set; a slot is refilled with new
+   values before it is used again, so every timed call sees values it has never seen; a
+   random sample of timed iterations (chosen here, after the call) is verified against the
+   reference; the worker flushes L2 and reports its clocks; the parent keeps its own
+   round-trip clock, reads the worker's OS threads and child processes from /proc, and
+   interleaves blocks of the eager reference (its own worker) with blocks of the candidate.
+4. Any crash, exit, hang or OOM ends as RUNTIME_ERROR / TIMEOUT; the worker is replaced and
+   the next workload goes on.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import platform
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..errors import MissingBlobError, SpecError
+from ..inputs import make_inputs
+from ..spec.dtypes import to_torch
+from ..spec.problem import Problem, reference_solution
+from ..spec.solution import Solution
+from ..spec.trace import (Correctness, Environment, Evaluation, Finding, Performance, Status,
+                          TimingStats, Trace)
+from ..spec.workload import Workload
+from . import guards
+from .correctness import CheckReport, check_outputs, poison_, rel_l2
+from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
+from .telemetry import Telemetry, throttled
+from .timing import kernel_set_consistency, stats
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation settings (None = the device's default).
+
+    Attributes:
+        device: "cpu" or "cuda[:i]".
+        workloads: uuids (or unique prefixes) or indices to evaluate; None = all.
+        max_workloads: keep at most this many (after ``workloads``).
+        rounds: correctness rounds with fresh inputs (>= 5 recommended; upstream uses 5).
+        warmup: untimed calls before timing.
+        iters: timed iterations (default 50 on CUDA, 10 on CPU).
+        pool_bytes: memory budget for the slot pool (default 16 GiB CUDA, 1 GiB CPU).
+        max_pool: most slots (distinct addresses) kept at once.
+        verify: timed iterations verified against the reference (sampled at random).
+        timing / reference_timing: measure the candidate / the eager reference.
+        cupti: use torch.profiler (Kineto/CUPTI) device activity on CUDA.
+        precision_check: compare errors against an fp64 truth on round 0.
+        build_timeout_s, first_call_timeout_s, call_timeout_s: limits (s).
+        seed: base seed; workload j, round r uses a seed derived from (seed, j, r).
+        log_cap: characters of worker log kept per trace.
+    """
+
+    device: str = "cpu"
+    workloads: list[str] | None = None
+    max_workloads: int | None = None
+    rounds: int = 5
+    warmup: int | None = None
+    iters: int | None = None
+    pool_bytes: int | None = None
+    max_pool: int = 8
+    verify: int = 5
+    timing: bool = True
+    reference_timing: bool = True
+    cupti: bool = True
+    precision_check: bool = True
+    build_timeout_s: float = 900.0
+    first_call_timeout_s: float = 600.0
+    call_timeout_s: float = 180.0
+    seed: int = 0
+    log_cap: int = 8192
+    progress: Callable[[str, int, int], None] | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return torch.device(self.device).type == "cuda"
+
+    def n_iters(self) -> int:
+        return self.iters if self.iters is not None else (50 if self.is_cuda else 10)
+
+    def n_warmup(self) -> int:
+        return self.warmup if self.warmup is not None else (5 if self.is_cuda else 2)
+
+    def budget(self) -> int:
+        return self.pool_bytes if self.pool_bytes is not None else ((16 << 30) if self.is_cuda else (1 << 30))
+
+
+def environment(device: str) -> Environment:
+    libs = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import triton  # noqa: F401
+
+        libs["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        libs["cuda"] = str(torch.version.cuda)
+        hw = torch.cuda.get_device_name(torch.device(device))
+    else:
+        hw = f"CPU {platform.machine()} ({platform.processor() or 'unknown'})"
+    return Environment(hardware=hw, libs=libs)
+
+
+def select_workloads(problem: Problem, cfg: EvalConfig) -> list[Workload]:
+    ws = problem.workloads
+    if cfg.workloads:
+        out = []
+        for key in cfg.workloads:
+            if key.isdigit() and int(key) < len(ws):
+                out.append(ws[int(key)])
+                continue
+            hits = [w for w in ws if w.uuid == key or w.uuid.startswith(key)]
+            if len(hits) != 1:
+                raise SpecError(problem.path, "workloads",
+                                f"{key!r} matches {len(hits)} workloads (need exactly one)")
+            out.append(hits[0])
+        ws = out
+    if cfg.max_workloads is not None:
+        ws = ws[: cfg.max_workloads]
+    return ws
+
+
+def _seed(base: int, j: int, r: int) -> int:
+    return (base * 1_000_003 + j * 10_007 + r * 101 + 17) % (2**31 - 1)
+
+
+def _as_list(out: Any) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+class _Slots:
+    """K slots of shared input/output tensors plus the parent's pristine copy of each."""
+
+    def __init__(self, problem: Problem, w: Workload, k: int, device: str, first: dict):
+        d = problem.definition
+        env = d.resolve_axes(w.axes)
+        self.names_in = list(d.inputs)
+        self.names_out = list(d.outputs)
+        self.out_specs = [(d.shape_of(s, env), to_torch(s.dtype)) for s in d.outputs.values()]
+        self.k = k
+        self.device = device
+        self.slots: list[dict] = []
+        self.pristine: list[dict | None] = [None] * k
+        for _ in range(k):
+            ins = []
+            for name in self.names_in:
+                v = first[name]
+                if isinstance(v, torch.Tensor):
+                    t = (torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=device)
+                         if _dense(v) else torch.empty(v.shape, dtype=v.dtype, device=device))
+                    if t.device.type == "cpu":
+                        t.share_memory_()
+                    ins.append(t)
+                else:
+                    ins.append(None)
+            outs = []
+            for shape, dt in self.out_specs:
+                t = torch.empty(shape or (), dtype=dt, device=device)
+                if t.device.type == "cpu":
+                    t.share_memory_()
+                outs.append(t)
+            self.slots.append({"inputs": ins, "outputs": outs})
+
+    def fill(self, i: int, values: dict) -> dict[str, Any]:
+        """Copy an input set into slot i, poison its outputs; return the per-call scalars."""
+        slot = self.slots[i]
+        scalars = {}
+        for j, name in enumerate(self.names_in):
+            v = values[name]
+            if isinstance(v, torch.Tensor):
+                slot["inputs"][j].copy_(v)
+            else:
+                scalars[str(j)] = v
+        for o in slot["outputs"]:
+            poison_(o)
+        _sync(self.device)
+        self.pristine[i] = values
+        return scalars
+
+    def inputs_intact(self, i: int) -> list[str]:
+        """Names of inputs of slot i whose bits differ from the parent's pristine copy."""
+        bad = []
+        for j, name in enumerate(self.names_in):
+            t = self.slots[i]["inputs"][j]
+            if t is None:
+                continue
+            ref = self.pristine[i][name]
+            if not _bits_equal(t, ref):
+                bad.append(name)
+        return bad
+
+    def outputs(self, i: int) -> list[torch.Tensor]:
+        return self.slots[i]["outputs"]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    try:
+        return t.is_contiguous() or t.is_non_overlapping_and_dense()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    av = a.contiguous().view(torch.uint8)
+    bv = b.to(a.device).contiguous().view(torch.uint8)
+    return bool(torch.equal(av, bv))
+
+
+class Evaluator:
+    """Evaluates solutions of one problem; keeps the reference worker between solutions."""
+
+    def __init__(self, problem: Problem, cfg: EvalConfig):
+        self.problem = problem
+        self.cfg = cfg
+        self.env = environment(cfg.device)
+        self._reference: Callable | None = None
+        self._ref_worker: WorkerHandle | None = None
+        self._ref_timing_cache: dict[str, TimingStats] = {}
+        self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
+
+    # ------------------------------------------------------------ reference (trusted)
+    def reference(self) -> Callable:
+        if self._reference is None:
+            self._reference = self.problem.make_reference(self.cfg.device)
+        return self._reference
+
+    def run_reference(self, values: dict) -> list[torch.Tensor]:
+        args = [values[n] for n in self.problem.definition.inputs]
+        with torch.no_grad():
+            out = _as_list(self.reference()(*args))
+        _sync(self.cfg.device)
+        return out
+
+    def truth(self, values: dict) -> list[torch.Tensor] | None:
+        """Reference outputs computed with floating inputs (and KernelBench parameters) in
+        float64; None when the reference cannot run so."""
+        up = {k: (v.double() if isinstance(v, torch.Tensor) and v.dtype in
+                  (torch.float32, torch.float16, torch.bfloat16) else v) for k, v in values.items()}
+        args = [up[n] for n in self.problem.definition.inputs]
+        try:
+            ref = self.reference()
+            if isinstance(ref, torch.nn.Module):
+                ref = copy.deepcopy(ref).double()
+            with torch.no_grad():
+                out = _as_list(ref(*args))
+            _sync(self.cfg.device)
+            return out
+        except Exception:  # noqa: BLE001 - the reference does not support float64
+            return None
+
+    # ------------------------------------------------------------ public
+    def evaluate(self, solution: Solution) -> list[Trace]:
+        cfg = self.cfg
+        workloads = select_workloads(self.problem, cfg)
+        traces: list[Trace] = []
+        handle: WorkerHandle | None = None
+        build_info: dict | None = None
+        compile_error: str | None = None
+        try:
+            for j, w in enumerate(workloads):
+                if cfg.progress:
+                    cfg.progress(w.uuid, j, len(workloads))
+                if compile_error is not None:
+                    traces.append(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
+                    continue
+                if handle is None or not handle.alive:
+                    handle, build_info, compile_error, fail = self._start(solution)
+                    if compile_error is not None:
+                        traces.append(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
+                        continue
+                    if fail is not None:
+                        traces.append(self._trace(solution, w, fail[0], fail[1]))
+                        handle = None
+                        continue
+                tr = self._workload(handle, solution, w, j)
+                traces.append(tr)
+                if tr.evaluation.status in (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REWARD_HACK):
+                    handle.kill()
+                    handle = None
+        finally:
+            if handle is not None:
+                handle.close()
+        return traces
+
+    def close(self) -> None:
+        if self._ref_worker is not None:
+            self._ref_worker.close()
+            self._ref_worker = None
+
+    # ------------------------------------------------------------ worker lifecycle
+    def _start(self, solution: Solution):
+        cfg = self.cfg
+        try:
+            h = WorkerHandle(cfg.device)
+        except (WorkerDied, WorkerTimeout) as e:
+            return None, None, None, (Status.RUNTIME_ERROR, f"worker failed to start: {e}")
+        try:
+            status, info = h.request("build", {
+                "solution": solution.model_dump_json(), "init_args": list(self.problem.init_args),
+                "init_seed": self.problem.init_seed, "build_timeout_s": cfg.build_timeout_s,
+            }, timeout_s=cfg.build_timeout_s + 60)
+        except WorkerTimeout as e:
+            log = h.log_since_last(cfg.log_cap)
+            h.kill()
+            return None, None, f"build timed out: {e}\n{log}", None
+        except (WorkerDied, ProtocolError) as e:
+            log = h.log_since_last(cfg.log_cap)
+            h.kill()
+            return None, None, f"worker died while building: {e}\n{log}", None
+        if status == "compile_error":
+            h.close()
+            return None, None, info["message"], None
+        if status != "ok":
+            h.close()
+            return None, None, f"{info.get('type')}: {info.get('message')}", None
+        h.base_tids = guards.thread_ids(h.pid)
+        h.base_kids = guards.descendants(h.pid)
+        return h, info, None, None
+
+    def _ref_handle(self) -> WorkerHandle | None:
+        if self._ref_worker is None or not self._ref_worker.alive:
+            try:
+                h = WorkerHandle(self.cfg.device)
+                st, info = h.request("build", {
+                    "solution": reference_solution(self.problem).model_dump_json(),
+                    "init_args": list(self.problem.init_args), "init_seed": self.problem.init_seed,
+                    "build_timeout_s": self.cfg.build_timeout_s,
+                }, timeout_s=self.cfg.build_timeout_s)
+                if st != "ok":
+                    h.close()
+                    return None
+                self._ref_worker = h
+            except Exception:  # noqa: BLE001
+                return None
+        return self._ref_worker
+
+    # ------------------------------------------------------------ one workload
+    def _trace(self, solution: Solution, w: Workload, status: Status, log: str = "",
+               correctness: Correctness | None = None, performance: Performance | None = None,
+               timing: TimingStats | None = None, ref_timing: TimingStats | None = None,
+               findings: list[Finding] | None = None, telemetry: dict | None = None) -> Trace:
+        return Trace(
+            definition=self.problem.name, solution=solution.name, workload=w,
+            evaluation=Evaluation(
+                status=status, log=log[-self.cfg.log_cap:], correctness=correctness,
+                performance=performance, environment=self.env, timing=timing,
+                reference_timing=ref_timing, findings=findings or [], telemetry=telemetry,
+                solution_hash=solution.content_hash(), device=self.cfg.device,
+            ),
+        )
+
+    def _workload(self, h: WorkerHandle, solution: Solution, w: Workload, j: int) -> Trace:
+        cfg = self.cfg
+        findings: list[Finding] = []
+        logs: list[str] = []
+
+        def fail(status: Status, msg: str, corr: Correctness | None = None) -> Trace:
+            log = "\n".join(logs + [msg, h.log_since_last(cfg.log_cap)])
+            return self._trace(solution, w, status, log, correctness=corr, findings=findings)
+
+        # inputs + reference for round 0 (trusted)
+        try:
+            first = make_inputs(self.problem, w, _seed(cfg.seed, j, 0), cfg.device)
+        except MissingBlobError as e:
+            return self._trace(solution, w, Status.INVALID_REFERENCE, f"inputs unavailable: {e}")
+        except SpecError as e:
+            return self._trace(solution, w, Status.INVALID_REFERENCE, f"input generation failed: {e}")
+        except Exception as e:  # noqa: BLE001
+            return self._trace(solution, w, Status.INVALID_REFERENCE,
+                               f"input generation failed: {type(e).__name__}: {e}")
+        wbytes = max(self.problem.workload_bytes(w), 1)
+        k = int(max(2, min(cfg.max_pool, cfg.budget() // wbytes)))
+        if not cfg.timing:
+            k = 1
+        slots = _Slots(self.problem, w, k, cfg.device, first)
+        tol = w.tolerance_or_default()
+        self._current_tol = tol
+        self._last_flush = self._flush_bytes(h)
+        try:
+            h.request("load", {"slots": slots.slots, "flush_bytes": self._last_flush}, timeout_s=120)
+        except (WorkerDied, WorkerTimeout, ProtocolError) as e:
+            return fail(Status.RUNTIME_ERROR, f"worker failed to receive inputs: {e}")
+
+        # ---------------- correctness rounds
+        report: CheckReport | None = None
+        out_hashes: list[str] = []
+        for r in range(cfg.rounds):
+            try:
+                values = first if r == 0 else make_inputs(self.problem, w, _seed(cfg.seed, j, r), cfg.device)
+            except Exception as e:  # noqa: BLE001
+                return self._trace(solution, w, Status.INVALID_REFERENCE,
+                                   f"input generation failed (round {r}): {type(e).__name__}: {e}")
+            try:
+                ref_out = self.run_reference(values)
+            except Exception as e:  # noqa: BLE001
+                return self._trace(solution, w, Status.INVALID_REFERENCE,
+                                   f"reference failed: {type(e).__name__}: {e}")
+            bad = self._check_reference(ref_out, slots)
+            if bad:
+                return self._trace(solution, w, Status.INVALID_REFERENCE, bad)
+            scalars = slots.fill(0, values)
+            timeout = cfg.first_call_timeout_s if r == 0 else cfg.call_timeout_s
+            try:
+                status, meta = h.request("call", {"slot": 0, "scalars": scalars}, timeout_s=timeout)
+            except WorkerTimeout as e:
+                return fail(Status.TIMEOUT, f"correctness round {r}: {e}")
+            except (WorkerDied, ProtocolError) as e:
+                return fail(Status.RUNTIME_ERROR, f"correctness round {r}: {e}")
+            if status != "ok":
+                return fail(Status.RUNTIME_ERROR,
+                            f"correctness round {r}: {meta.get('type')}: {meta.get('message')}\n"
+                            f"{meta.get('traceback', '')}")
+            mutated = slots.inputs_intact(0)
+            if mutated:
+                findings.append(Finding(check="input_mutation", severity="hack",
+                                        message=f"the candidate wrote to its inputs {mutated}",
+                                        evidence={"inputs": mutated, "round": r}))
+            shape_issue = self._returned_issue(meta, slots, findings)
+            if shape_issue is not None:
+                return fail(shape_issue[0], shape_issue[1])
+            outs = slots.outputs(0)
+            ref_errs = ref_maxs = None
+            truth = None
+            if r == 0 and cfg.precision_check and self._fp32_outputs(slots):
+                truth = self.truth(values)
+                if truth is not None and len(truth) == len(ref_out):
+                    ref_errs = [rel_l2(a.double(), t.double()) for a, t in zip(ref_out, truth)]
+                    ref_maxs = [_norm_max(a, t) for a, t in zip(ref_out, truth)]
+            report = check_outputs(outs, ref_out, tol, names=slots.names_out, poisoned=True,
+                                   ref_errors=ref_errs, ref_max_errors=ref_maxs)
+            if truth is not None and report.passed and ref_errs is not None:
+                f = self._precision_finding(outs, truth, ref_errs)
+                if f is not None:
+                    findings.append(f)
+            out_hashes.append("|".join(guards.digests(outs)))
+            if r == 0:
+                h.tids_round0 = guards.thread_ids(h.pid)
+            if not report.passed:
+                corr = self._correctness(report, r)
+                if r > 0 and len(set(out_hashes)) == 1:
+                    findings.append(Finding(
+                        check="constant_output", severity="fail",
+                        message="the output was bit-identical across rounds with different inputs",
+                        evidence={"rounds": r + 1}))
+                if any(f.severity == "hack" for f in findings):
+                    return fail(Status.REWARD_HACK, f"round {r}: {report.failed_check}", corr)
+                detail = "; ".join(f"{o.name}: {o.detail}" for o in report.outputs if o.failed_check)
+                return fail(report.status, f"correctness round {r}: {report.failed_check}: {detail}", corr)
+        corr = self._correctness(report, cfg.rounds - 1) if report else None
+
+        # guards after correctness
+        self._guard_findings(h, findings, "after correctness")
+
+        timing = ref_timing = None
+        tele: dict[str, Any] = {}
+        if cfg.timing and not any(f.severity == "hack" for f in findings):
+            try:
+                timing, ref_timing, tele = self._time(h, slots, w, j, findings)
+            except WorkerTimeout as e:
+                return fail(Status.TIMEOUT, f"timing: {e}")
+            except (WorkerDied, ProtocolError) as e:
+                return fail(Status.RUNTIME_ERROR, f"timing: {e}")
+            except _CandidateError as e:
+                return fail(Status.RUNTIME_ERROR, f"timing: {e}")
+            self._guard_findings(h, findings, "after timing")
+        log = "\n".join(logs + [h.log_since_last(cfg.log_cap)])
+        if any(f.severity == "hack" for f in findings):
+            return self._trace(solution, w, Status.REWARD_HACK, log, correctness=corr,
+                               timing=timing, ref_timing=ref_timing, findings=findings, telemetry=tele)
+        perf = None
+        if timing is not None and timing.median_ms is not None and math.isfinite(timing.median_ms):
+            ref_ms = ref_timing.median_ms if ref_timing else None
+            perf = Performance(latency_ms=timing.median_ms, reference_latency_ms=ref_ms,
+                               speedup_factor=(ref_ms / timing.median_ms) if ref_ms and timing.median_ms > 0 else None)
+        return self._trace(solution, w, Status.PASSED, log, correctness=corr, performance=perf,
+                           timing=timing, ref_timing=ref_timing, findings=findings, telemetry=tele)
+
+    # ------------------------------------------------------------ helpers
+    def _flush_bytes(self, h: WorkerHandle) -> int:
+        if self.cfg.is_cuda:
+            l2 = getattr(torch.cuda.get_device_properties(torch.device(self.cfg.device)), "L2_cache_size", 0) or (64 << 20)
+            return int(2 * l2)
+        return int(h.flush_default)
+
+    def _check_reference(self, ref_out: list, slots: _Slots) -> str | None:
+        if len(ref_out) != len(slots.out_specs):
+            return f"reference returned {len(ref_out)} outputs, the definition declares {len(slots.out_specs)}"
+        for name, o, (shape, dt) in zip(slots.names_out, ref_out, slots.out_specs):
+            if not isinstance(o, torch.Tensor):
+                return f"reference output {name!r} is {type(o).__name__}, not a tensor"
+            if tuple(o.shape) != tuple(shape or ()) or o.dtype != dt:
+                return (f"reference output {name!r} is {tuple(o.shape)} {o.dtype}, the definition "
+                        f"declares {tuple(shape or ())} {dt}")
+        return None
+
+    def _fp32_outputs(self, slots: _Slots) -> bool:
+        return all(dt in (torch.float32, torch.float64) for _, dt in slots.out_specs)
+
+    def _precision_finding(self, outs, truth, ref_errs) -> Finding | None:
+        cand = [rel_l2(o.double(), t.double()) for o, t in zip(outs, truth)]
+        for i, (ec, er) in enumerate(zip(cand, ref_errs)):
+            limit = max(16 * er, 1e-4)
+            if ec > limit:
+                return Finding(
+                    check="precision_downgrade", severity="hack",
+                    message=(f"output {i}: error vs fp64 truth {ec:.3g} is {ec / max(er, 1e-30):.0f}x "
+                             f"the declared-precision reference's {er:.3g} (limit {limit:.3g})"),
+                    evidence={"candidate_rel_l2_vs_fp64": ec, "reference_rel_l2_vs_fp64": er,
+                              "limit": limit, "output": i},
+                )
+        return None
+
+    def _returned_issue(self, meta: dict, slots: _Slots, findings: list[Finding]):
+        ret = meta.get("returned")
+        if ret is None:
+            return None
+        if meta.get("count_mismatch"):
+            return (Status.INCORRECT_SHAPE, f"returned {len(ret)} outputs, expected {len(slots.out_specs)}")
+        for name, m, (shape, dt) in zip(slots.names_out, ret, slots.out_specs):
+            if not m["plain"]:
+                if m["shape"] is not None:  # a tensor subclass / lazy proxy
+                    findings.append(Finding(
+                        check="non_plain_output", severity="hack",
+                        message=f"output {name!r} is a {m['type']}, not a plain torch.Tensor",
+                        evidence=m))
+                    return (Status.REWARD_HACK, f"output {name!r} is {m['type']}")
+                return (Status.INCORRECT_SHAPE, f"output {name!r} is {m['type']}, not a tensor")
+            if tuple(m["shape"]) != tuple(shape or ()):
+                return (Status.INCORRECT_SHAPE, f"output {name!r} has shape {tuple(m['shape'])}, expected {tuple(shape or ())}")
+            if m["dtype"] != str(dt).replace("torch.", ""):
+                return (Status.INCORRECT_DTYPE, f"output {name!r} has dtype {m['dtype']}, expected {dt}")
+        return None
+
+    def _correctness(self, report: CheckReport, r: int) -> Correctness:
+        s = report.summary()
+        return Correctness(
+            max_relative_error=s["max_relative_error"], max_absolute_error=s["max_absolute_error"],
+            has_nan=s["has_nan"], has_inf=s["has_inf"],
+            extra={"rel_l2": s["rel_l2"], "norm_max_error": s["norm_max_error"],
+                   "worst_slice_rel_l2": s["worst_slice_rel_l2"], "write_coverage": s["write_coverage"],
+                   "matched_ratio": s["matched_ratio"], "upstream_passed": report.upstream_passed,
+                   "failed_check": report.failed_check, "round": r, "rounds": self.cfg.rounds,
+                   "outputs": report.figures},
+        )
+
+    def _guard_findings(self, h: WorkerHandle, findings: list[Finding], when: str) -> None:
+        try:
+            st, g = h.request("guards", timeout_s=60)
+        except (WorkerDied, WorkerTimeout, ProtocolError) as e:
+            findings.append(Finding(check="guard_check_failed", severity="hack",
+                                    message=f"the worker did not answer the integrity check {when}: {e}"))
+            return
+        if st != "ok":
+            return
+        if g["changed"] and not any(f.check == "harness_patch" for f in findings):
+            findings.append(Finding(check="harness_patch", severity="hack",
+                                    message=f"timer/sync/harness functions replaced {when}: {g['changed']}",
+                                    evidence={"changed": g["changed"]}))
+        f0, f1 = g["flags0"], g["flags"]
+        loosened = [k for k in f1 if f1[k] != f0[k]]
+        if loosened and not self.problem.definition.allow_tf32 and not any(f.check == "backend_flags" for f in findings):
+            findings.append(Finding(check="backend_flags", severity="hack",
+                                    message=f"backend precision flags changed {when}: "
+                                            + ", ".join(f"{k}: {f0[k]} -> {f1[k]}" for k in loosened),
+                                    evidence={"before": f0, "after": f1}))
+        extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set()))
+        if extra and not any(f.check == "child_process" for f in findings):
+            findings.append(Finding(check="child_process", severity="hack",
+                                    message=f"the worker started processes {when}: {extra}",
+                                    evidence={"processes": extra}))
+
+    # ------------------------------------------------------------ timing
+    def _time(self, h: WorkerHandle, slots: _Slots, w: Workload, j: int, findings: list[Finding]):
+        cfg = self.cfg
+        k = slots.k
+        seed_ctr = [1000]
+
+        def fresh(i):
+            seed_ctr[0] += 1
+            return make_inputs(self.problem, w, _seed(cfg.seed, j, seed_ctr[0]), cfg.device)
+
+        scalars = [slots.fill(0, slots.pristine[0])]
+        for i in range(1, k):
+            scalars.append(slots.fill(i, fresh(i)))
+        # no-op round trip (flush + messaging), the baseline of the plausibility check
+        rts = []
+        for _ in range(5):
+            t0 = _now()
+            h.request("noop", timeout_s=60)
+            rts.append((_now() - t0) * 1e3)
+        overhead = sorted(rts)[len(rts) // 2]
+        # warm-up
+        for i in range(cfg.n_warmup()):
+            st, meta = h.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
+            if st != "ok":
+                raise _CandidateError(f"warm-up call: {meta.get('type')}: {meta.get('message')}")
+        tele_samples = []
+        if self.telemetry is not None and self.telemetry.ok:
+            tele_samples.append(self.telemetry.sample())
+        n = cfg.n_iters()
+        halves = [n // 2, n - n // 2] if cfg.reference_timing else [n]
+        cand_blocks, ref_blocks = [], []
+        verify_left = cfg.verify
+        rng = random.Random(_seed(cfg.seed, j, 999) ^ 0x5EED)
+        for b, m in enumerate(halves):
+            blk = self._block(h, slots, scalars, m, fresh, verify=True, rng=rng,
+                              verify_n=(verify_left + 1) // 2 if b == 0 and len(halves) > 1 else verify_left,
+                              findings=findings)
+            verify_left -= blk["verified"]
+            cand_blocks.append(blk)
+            if cfg.reference_timing:
+                rh = self._ref_handle()
+                if rh is not None:
+                    try:
+                        rh.request("load", {"slots": slots.slots, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
+                        for i in range(cfg.n_warmup() if b == 0 else 1):
+                            rh.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
+                        ref_blocks.append(self._block(rh, slots, scalars, m, fresh, verify=False, rng=rng,
+                                                      verify_n=0, findings=None))
+                    except Exception as e:  # noqa: BLE001 - reference timing is best effort
+                        self._ref_worker = None
+                        findings.append(Finding(check="reference_timing_failed", severity="advisory",
+                                                message=f"{type(e).__name__}: {e}"))
+                # restore the candidate's view of the slots
+                h.request("load", {"slots": slots.slots, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
+        if self.telemetry is not None and self.telemetry.ok:
+            tele_samples.append(self.telemetry.sample())
+        timing = self._stats(cand_blocks, findings, overhead, candidate=True)
+        ref_timing = self._stats(ref_blocks, None, overhead, candidate=False) if ref_blocks else None
+        tele = {"samples": tele_samples}
+        thr = throttled(tele_samples)
+        if thr:
+            tele["throttled"] = thr
+            findings.append(Finding(check="throttled", severity="advisory",
+                                    message=f"clock throttle reasons during timing: {thr}"))
+        return timing, ref_timing, tele
+
+    def _block(self, h: WorkerHandle, slots: _Slots, scalars: list, m: int, fresh, *, verify: bool,
+               rng: random.Random, verify_n: int, findings: list[Finding] | None) -> dict:
+        cfg = self.cfg
+        k = slots.k
+        st, info = h.request("time_begin", {"cupti": cfg.cupti}, timeout_s=60)
+        base_tids = guards.thread_ids(h.pid)
+        to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
+        host, event, rt = [], [], []
+        verified = 0
+        new_threads: set[int] = set()
+        for i in range(m):
+            s = i % k
+            if i >= k or getattr(h, "_dirty", False):
+                scalars[s] = slots.fill(s, fresh(i))
+            else:
+                for o in slots.outputs(s):
+                    poison_(o)
+                _sync(cfg.device)
+            t0 = _now()
+            st, meta = h.request("time_iter", {"slot": s, "scalars": scalars[s], "i": i},
+                                 timeout_s=cfg.call_timeout_s)
+            rt.append((_now() - t0) * 1e3)
+            if st != "ok":
+                raise _CandidateError(f"timed call {i}: {meta.get('type')}: {meta.get('message')}")
+            if findings is not None:
+                now_tids = guards.thread_ids(h.pid)
+                new_threads |= now_tids - base_tids
+            host.append(meta["host_ms"])
+            event.append(meta.get("event_ms"))
+            if i in to_verify and findings is not None:
+                outs = [o.clone() for o in slots.outputs(s)]  # snapshot at once: late writes do not count
+                verified += 1
+                ref_out = self.run_reference(slots.pristine[s])
+                rep = check_outputs(outs, ref_out, self._current_tol, names=slots.names_out,
+                                    poisoned=True)
+                if not rep.passed and not any(f.check == "timed_output_mismatch" for f in findings):
+                    o = next(x for x in rep.outputs if x.failed_check)
+                    findings.append(Finding(
+                        check="timed_output_mismatch", severity="hack",
+                        message=(f"timed iteration {i}: output wrong for its inputs ({o.failed_check}: "
+                                 f"{o.detail}) although the correctness rounds passed"),
+                        evidence={"iteration": i, "failed_check": o.failed_check,
+                                  "rel_l2": o.rel_l2, "write_coverage": o.write_coverage}))
+                mutated = slots.inputs_intact(s)
+                if mutated and not any(f.check == "input_mutation" for f in findings):
+                    findings.append(Finding(check="input_mutation", severity="hack",
+                                            message=f"timed iteration {i} wrote to inputs {mutated}",
+                                            evidence={"inputs": mutated}))
+        st, end = h.request("time_end", timeout_s=120)
+        if findings is not None and new_threads:
+            findings.append(Finding(
+                check="background_thread", severity="hack",
+                message=f"{len(new_threads)} OS thread(s) appeared during timed calls",
+                evidence={"thread_ids": sorted(new_threads)[:20]}))
+        return {"host": host, "event": event, "roundtrip": rt, "end": end, "cupti": info.get("cupti"),
+                "verified": verified, "cupti_reason": info.get("reason") or end.get("reason")}
+
+    def _stats(self, blocks: list[dict], findings: list[Finding] | None, overhead: float,
+               candidate: bool) -> TimingStats:
+        cfg = self.cfg
+        notes: list[str] = []
+        cupti_ok = cfg.is_cuda and all(b["end"].get("cupti") for b in blocks)
+        host = [x for b in blocks for x in b["host"]]
+        rt = [x for b in blocks for x in b["roundtrip"]]
+        ksum_med = None
+        if cupti_ok:
+            samples = [x for b in blocks for x in b["end"]["span_ms"]]
+            ksum = [x for b in blocks for x in b["end"]["kernel_sum_ms"]]
+            ksum_med = stats(ksum)["median_ms"]
+            method = "cupti"
+            sets = [tuple(s) for b in blocks for s in b["end"]["kernel_sets"]]
+            cons = kernel_set_consistency(sets)
+            if findings is not None:
+                if cons["empty_iters"] and cons["mode_kernels"]:
+                    findings.append(Finding(
+                        check="batch_and_skip", severity="hack",
+                        message=(f"{len(cons['empty_iters'])} timed iteration(s) launched no device work "
+                                 "while the others did"),
+                        evidence=cons))
+                elif cons["inconsistent"]:
+                    findings.append(Finding(
+                        check="kernel_set_inconsistent", severity="advisory",
+                        message=f"{cons['inconsistent']} iteration(s) launched a different kernel set",
+                        evidence=cons))
+        elif cfg.is_cuda:
+            samples = [x for b in blocks for x in b["event"]]
+            method = "cuda_event"
+            reasons = {b.get("cupti_reason") for b in blocks if b.get("cupti_reason")}
+            notes.append("CUPTI activity unavailable, CUDA events used (they include launch overhead)"
+                         + (f": {sorted(reasons)}" if reasons else ""))
+        else:
+            samples = host
+            method = "perf_counter"
+        if findings is not None:
+            f = guards.plausibility_finding(samples, rt, overhead)
+            if f is not None:
+                findings.append(f)
+        st = stats(samples)
+        return TimingStats(
+            method=method, n_samples=len(samples), warmup=cfg.n_warmup(), cold_l2=True,
+            l2_flush_bytes=int(self._last_flush or 0),
+            samples_ms=samples, kernel_sum_median_ms=ksum_med, host_median_ms=stats(host)["median_ms"],
+            notes=notes, **st,
+        )
+
+    _current_tol = None
+    _last_flush = 0
+
+
+class _CandidateError(Exception):
+    pass
+
+
+def _now() -> float:
+    import time
+
+    return time.perf_counter()
+
+
+def _norm_max(a: torch.Tensor, t: torch.Tensor) -> float:
+    a, t = a.double(), t.double()
+    m = t.abs().max().item() if t.numel() else 0.0
+    return ((a - t).abs().max().item() / m) if m > 0 else 0.0
+
+
+def evaluate(problem: Problem, solution: Solution, config: EvalConfig | None = None) -> list[Trace]:
+    """Evaluate ``solution`` on ``problem``'s workloads in an isolated worker.
+
+    Args:
+        problem: a loaded problem (see :func:`solbench.spec.load_problem`).
+        solution: the candidate (see :func:`solbench.spec.load_solution`).
+        config: settings; defaults to CPU with 5 correctness rounds and timing.
+
+    Returns:
+        One Trace per selected workload, in order. Never raises for candidate behaviour
+        (crash, hang, wrong output, tampering): those are statuses. Raises SpecError for a
+        bad workload selection.
+    """
+    ev = Evaluator(problem, config or EvalConfig())
+    try:
+        return ev.evaluate(solution)
+    finally:
+        ev.close()

@@ -1,0 +1,220 @@
+"""Guards: evidence that a candidate tampered with the harness or worked outside the
+measured call.
+
+Two kinds, by where they run:
+
+- **Parent side (out of the candidate's reach)**: OS thread and child-process accounting
+  read from ``/proc/<worker pid>/task`` (not ``threading.active_count``, which a candidate
+  can fool), with a baseline taken after the first correctness call so the runtime's own
+  pools (torch intra-op threads, CUDA driver threads, Triton/inductor compile workers, which
+  are recognised by their command line) are tolerated; input hashing before/after calls;
+  timing plausibility (the parent's own round-trip clock against the worker's report).
+- **Worker side (snapshot + verify)**: identities and code objects of the timer,
+  synchronisation and harness functions are recorded before the candidate is imported and
+  compared after every workload; backend precision flags (TF32, float32 matmul precision)
+  are recorded around calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..spec.trace import Finding
+
+#: command-line fragments of helper processes the runtime itself starts (compile workers)
+ALLOWED_CHILD_CMDLINE = (
+    "torch._inductor.compile_worker",
+    "torch/_inductor/compile_worker",
+    "triton",
+    "ptxas",
+    "nvcc",
+    "cicc",
+    "cudafe",
+    "ninja",
+    "c++",
+    "g++",
+    "gcc",
+    "cc1plus",
+    "ld",
+    "/usr/bin/sh",
+    "solbench.harness.build_cpp",
+)
+
+
+def thread_ids(pid: int) -> set[int]:
+    """OS thread ids of process ``pid`` (empty if it is gone)."""
+    try:
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return set()
+
+
+def child_pids(pid: int) -> set[int]:
+    """Direct child processes of ``pid`` (from /proc/<pid>/task/*/children)."""
+    out: set[int] = set()
+    for tid in thread_ids(pid):
+        try:
+            txt = Path(f"/proc/{pid}/task/{tid}/children").read_text()
+        except OSError:
+            continue
+        out.update(int(x) for x in txt.split())
+    return out
+
+
+def descendants(pid: int) -> set[int]:
+    seen, stack = set(), [pid]
+    while stack:
+        p = stack.pop()
+        for c in child_pids(p):
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return seen
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def unexplained_children(pid: int, known: set[int]) -> list[dict[str, Any]]:
+    """Descendants of ``pid`` not in ``known`` and not an allowed runtime helper."""
+    out = []
+    for c in sorted(descendants(pid) - known):
+        cmd = cmdline(c)
+        if any(a in cmd for a in ALLOWED_CHILD_CMDLINE):
+            continue
+        out.append({"pid": c, "cmdline": cmd[:200]})
+    return out
+
+
+def tensor_digest(t: Any) -> str:
+    """sha256 of a tensor's bytes (any device, any dtype) or of a scalar's repr."""
+    if not isinstance(t, torch.Tensor):
+        return hashlib.sha256(repr(t).encode()).hexdigest()
+    x = t.detach()
+    if x.is_cuda:
+        x = x.cpu()
+    x = x.contiguous()
+    if x.numel() == 0:
+        return "empty"
+    return hashlib.sha256(x.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def digests(values: list[Any]) -> list[str]:
+    return [tensor_digest(v) for v in values]
+
+
+def plausibility_finding(reported_ms: list[float], roundtrip_ms: list[float],
+                         overhead_ms: float) -> Finding | None:
+    """Compare the worker's reported per-call times with the parent's own round trip.
+
+    Each round trip covers the worker's flush, the call and the messaging; ``overhead_ms``
+    is the median round trip of a no-op call measured the same way. A call whose
+    unexplained time ``roundtrip - overhead`` exceeds ``3 x reported + 2 ms + overhead/2``
+    (the last term absorbs the noise of the flush itself) on more than half of the
+    iterations means the reported clock does not describe the call (patched timer, work
+    before the first device activity, or deferred work).
+    """
+    if not reported_ms or len(reported_ms) != len(roundtrip_ms):
+        return None
+    bad = [
+        i for i, (r, rt) in enumerate(zip(reported_ms, roundtrip_ms))
+        if rt - overhead_ms > 3 * r + 2.0 + 0.5 * overhead_ms
+    ]
+    if len(bad) * 2 > len(reported_ms):
+        med_r = sorted(reported_ms)[len(reported_ms) // 2]
+        med_rt = sorted(roundtrip_ms)[len(roundtrip_ms) // 2]
+        return Finding(
+            check="timing_plausibility", severity="hack",
+            message=(f"reported median {med_r:.4f} ms, but the parent's round trip is "
+                     f"{med_rt:.3f} ms with {overhead_ms:.3f} ms no-op overhead on "
+                     f"{len(bad)}/{len(reported_ms)} iterations"),
+            evidence={"reported_median_ms": med_r, "roundtrip_median_ms": med_rt,
+                      "noop_overhead_ms": overhead_ms, "iterations_flagged": len(bad)},
+        )
+    return None
+
+
+# ---------------------------------------------------------------- worker-side snapshot
+def _targets() -> dict[str, tuple[Any, str]]:
+    import builtins
+    import time
+
+    t: dict[str, tuple[Any, str]] = {
+        "time.perf_counter": (time, "perf_counter"),
+        "time.perf_counter_ns": (time, "perf_counter_ns"),
+        "time.time": (time, "time"),
+        "time.monotonic": (time, "monotonic"),
+        "builtins.type": (builtins, "type"),
+        "builtins.isinstance": (builtins, "isinstance"),
+        "torch.Tensor.copy_": (torch.Tensor, "copy_"),
+        "torch.Tensor.fill_": (torch.Tensor, "fill_"),
+        "torch.Tensor.clone": (torch.Tensor, "clone"),
+        "torch.Tensor.view": (torch.Tensor, "view"),
+        "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+        "torch.cuda.Event": (torch.cuda, "Event"),
+        "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+        "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+        "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
+        "torch.cuda.current_stream": (torch.cuda, "current_stream"),
+        "torch.cuda.Stream.synchronize": (torch.cuda.Stream, "synchronize"),
+        "torch.profiler.profile": (torch.profiler, "profile"),
+        "torch.profiler.record_function": (torch.profiler, "record_function"),
+        "torch.autograd.profiler.record_function": (torch.autograd.profiler, "record_function"),
+    }
+    return t
+
+
+def take_snapshot(extra: dict[str, Any] | None = None) -> dict[str, tuple[int, Any]]:
+    """Record (id, code object) of every guarded callable (and ``extra`` harness functions)."""
+    snap: dict[str, tuple[int, Any]] = {}
+    for name, (owner, attr) in _targets().items():
+        obj = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+        if obj is None:
+            obj = getattr(owner, attr, None)
+        snap[name] = (id(obj), getattr(obj, "__code__", None), obj)
+    for name, fn in (extra or {}).items():
+        snap[name] = (id(fn), getattr(fn, "__code__", None), fn)
+    return snap
+
+
+def verify_snapshot(snap: dict[str, tuple[int, Any, Any]], extra: dict[str, Any] | None = None) -> list[str]:
+    """Names whose current object or code object differs from the snapshot."""
+    changed = []
+    targets = _targets()
+    for name, (oid, code, obj) in snap.items():
+        if name in targets:
+            owner, attr = targets[name]
+            cur = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+            if cur is None:
+                cur = getattr(owner, attr, None)
+        else:
+            cur = (extra or {}).get(name, obj)
+        if id(cur) != oid or getattr(cur, "__code__", None) is not code:
+            changed.append(name)
+        elif code is not None and getattr(obj, "__code__", None) is not code:
+            changed.append(name)
+    return changed
+
+
+def backend_flags() -> dict[str, Any]:
+    """Precision-relevant backend flags (TF32, float32 matmul precision, reduced-precision
+    reductions)."""
+    out: dict[str, Any] = {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction":
+            bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction":
+            bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+    }
+    return out

@@ -1,0 +1,75 @@
+"""GPU telemetry through NVML (nvidia-ml-py): clocks, throttle reasons, temperature, power.
+
+Recorded around each workload's timed phase; a measurement taken while a clock-throttle
+reason other than idle / application-clock setting was active is flagged (nvbench practice;
+hardware.md: we never lock clocks, we record them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_THROTTLE_NAMES = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+BENIGN = {"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"}
+
+
+class Telemetry:
+    """NVML reader for one device index; every method degrades to ``{}`` without NVML."""
+
+    def __init__(self, index: int = 0):
+        self.ok = False
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nv = pynvml
+            self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.ok = True
+        except Exception:  # noqa: BLE001 - no NVML (CPU machine, container without driver)
+            self._nv = None
+
+    def sample(self) -> dict[str, Any]:
+        """One reading: sm/mem clock (MHz), max sm clock, throttle reasons, temp (C), power (W)."""
+        if not self.ok:
+            return {}
+        nv, h = self._nv, self._h
+        out: dict[str, Any] = {}
+        for key, fn in (
+            ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+            ("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+            ("max_sm_clock_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+            ("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
+        ):
+            try:
+                out[key] = fn()
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            mask = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
+        except Exception:  # noqa: BLE001
+            try:
+                mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+            except Exception:  # noqa: BLE001
+                mask = None
+        if mask is not None:
+            out["throttle_reasons"] = [n for b, n in _THROTTLE_NAMES.items() if mask & b]
+        return out
+
+    def name(self) -> str | None:
+        if not self.ok:
+            return None
+        n = self._nv.nvmlDeviceGetName(self._h)
+        return n.decode() if isinstance(n, bytes) else n
+
+
+def throttled(samples: list[dict[str, Any]]) -> list[str]:
+    """Non-benign throttle reasons seen in any sample."""
+    seen: set[str] = set()
+    for s in samples:
+        seen.update(r for r in s.get("throttle_reasons", []) if r not in BENIGN)
+    return sorted(seen)

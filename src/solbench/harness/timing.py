@@ -1,0 +1,192 @@
+"""Timing: statistics over kept samples and the segmentation of device activity into
+timed iterations.
+
+Protocol (both devices): before each timed iteration the worker flushes the cache (CUDA:
+writes a buffer of at least 2x the device's L2; CPU: 2x the last-level cache, capped at
+256 MiB), then times one call on a fresh input slot.
+
+- CUDA: the whole timed loop runs under ``torch.profiler`` (Kineto over CUPTI). Each flush
+  is a ``record_function("solbench::l2_flush")`` range; the flush kernels found through it
+  delimit the iterations on the device timeline, and iteration *i*'s time is the span from
+  the first to the last device activity (kernel, memcpy, memset; every stream) between flush
+  *i* and flush *i+1*. The sum of kernel durations is kept beside it. CUDA events around
+  each call are the fallback (they include launch overhead: about 10 us per launch on our
+  H200, hardware.md) and are always recorded as ``event_ms``.
+- CPU: ``time.perf_counter`` around the call.
+
+Statistics are named for what they are (median, IQR = p75 - p25, min, mean) and computed
+from the kept samples (torch.utils.benchmark / nvbench practice).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+FLUSH_RANGE = "solbench::l2_flush"
+ITER_RANGE = "solbench::timed_call"
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of a non-empty sample."""
+    s = sorted(xs)
+    if not s:
+        return math.nan
+    k = (len(s) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    if lo == hi:
+        return s[lo]
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def stats(samples_ms: Sequence[float]) -> dict[str, float]:
+    """median, IQR, min, mean (ms) of ``samples_ms``; NaN for an empty sample."""
+    xs = [x for x in samples_ms if x is not None and math.isfinite(x)]
+    if not xs:
+        return {"median_ms": math.nan, "iqr_ms": math.nan, "min_ms": math.nan, "mean_ms": math.nan}
+    return {
+        "median_ms": percentile(xs, 50),
+        "iqr_ms": percentile(xs, 75) - percentile(xs, 25),
+        "min_ms": min(xs),
+        "mean_ms": sum(xs) / len(xs),
+    }
+
+
+@dataclass
+class DeviceActivity:
+    """One device activity record (times in ns on the profiler clock)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    stream: int = 0
+    kind: str = "kernel"  # kernel | memcpy | memset
+
+
+@dataclass
+class Segmentation:
+    """Per-iteration device figures. ``ok`` False means the flushes could not be matched
+    and the caller must fall back to events (``reason`` says why)."""
+
+    ok: bool
+    span_ms: list[float] = field(default_factory=list)
+    kernel_sum_ms: list[float] = field(default_factory=list)
+    n_activities: list[int] = field(default_factory=list)
+    kernel_sets: list[tuple[str, ...]] = field(default_factory=list)
+    reason: str = ""
+
+
+def segment(flushes: list[DeviceActivity], activities: list[DeviceActivity],
+            n_iters: int) -> Segmentation:
+    """Split ``activities`` into ``n_iters`` iterations delimited by ``flushes``.
+
+    ``flushes`` must hold n_iters + 1 records (one before each iteration and a closing one);
+    iteration i takes every activity that starts at or after the end of flush i and before
+    the start of flush i+1. Activities inside a flush's own interval are the flush.
+    """
+    fl = sorted(flushes, key=lambda a: a.start_ns)
+    if len(fl) != n_iters + 1:
+        return Segmentation(False, reason=f"found {len(fl)} flush kernels, expected {n_iters + 1}")
+    acts = sorted(activities, key=lambda a: a.start_ns)
+    out = Segmentation(True)
+    j = 0
+    for i in range(n_iters):
+        lo, hi = fl[i].end_ns, fl[i + 1].start_ns
+        while j < len(acts) and acts[j].start_ns < lo:
+            j += 1
+        k = j
+        win: list[DeviceActivity] = []
+        while k < len(acts) and acts[k].start_ns < hi:
+            win.append(acts[k])
+            k += 1
+        j = k
+        if win:
+            span = (max(a.end_ns for a in win) - min(a.start_ns for a in win)) / 1e6
+            ksum = sum(a.end_ns - a.start_ns for a in win if a.kind == "kernel") / 1e6
+        else:
+            span, ksum = 0.0, 0.0
+        out.span_ms.append(span)
+        out.kernel_sum_ms.append(ksum)
+        out.n_activities.append(len(win))
+        out.kernel_sets.append(tuple(sorted(a.name for a in win)))
+    return out
+
+
+def kernel_set_consistency(sets: list[tuple[str, ...]]) -> dict[str, Any]:
+    """How many iterations launched a different multiset of kernels than the most common one."""
+    if not sets:
+        return {"mode_count": 0, "inconsistent": 0, "distinct": 0}
+    counts: dict[tuple[str, ...], int] = {}
+    for s in sets:
+        counts[s] = counts.get(s, 0) + 1
+    mode = max(counts, key=counts.get)
+    bad = [i for i, s in enumerate(sets) if s != mode]
+    return {
+        "mode_count": counts[mode],
+        "inconsistent": len(bad),
+        "inconsistent_iters": bad[:20],
+        "distinct": len(counts),
+        "mode_kernels": list(mode)[:20],
+        "empty_iters": [i for i, s in enumerate(sets) if not s][:20],
+    }
+
+
+def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceActivity]]:
+    """Extract flush and candidate device activities from a finished ``torch.profiler``
+    session and segment them. Flush kernels are the device events launched from within the
+    ``solbench::l2_flush`` ranges, found through the GPU user-annotation of that range when
+    present, else through correlation ids of the CPU ops inside the range."""
+    from torch.autograd import DeviceType
+
+    res = prof.profiler.kineto_results
+    evs = list(res.events())
+    dev, cpu_ranges, cpu_ops = [], [], []
+    gpu_annot = []
+    for e in evs:
+        dt = e.device_type()
+        if dt == DeviceType.CUDA:
+            if e.is_user_annotation():
+                if e.name() == FLUSH_RANGE:
+                    gpu_annot.append(e)
+                continue
+            name = e.name()
+            kind = "memcpy" if name.startswith("Memcpy") else "memset" if name.startswith("Memset") else "kernel"
+            dev.append((e, DeviceActivity(name, e.start_ns(), e.end_ns(), e.device_resource_id(), kind)))
+        elif dt == DeviceType.CPU:
+            if e.name() == FLUSH_RANGE:
+                cpu_ranges.append((e.start_ns(), e.end_ns()))
+            else:
+                cpu_ops.append(e)
+    flush_ids: set[int] = set()
+    if gpu_annot:
+        windows = [(a.start_ns(), a.end_ns()) for a in gpu_annot]
+        for e, a in dev:
+            if any(lo <= a.start_ns and a.end_ns <= hi for lo, hi in windows):
+                flush_ids.add(id(e))
+    if len(flush_ids) != n_iters + 1 and cpu_ranges:
+        flush_ids = set()
+        corr = set()
+        for op in cpu_ops:
+            s = op.start_ns()
+            if any(lo <= s <= hi for lo, hi in cpu_ranges):
+                corr.add(op.correlation_id())
+        for e, a in dev:
+            if e.linked_correlation_id() in corr or e.correlation_id() in corr:
+                flush_ids.add(id(e))
+    flushes = [a for e, a in dev if id(e) in flush_ids]
+    others = [a for e, a in dev if id(e) not in flush_ids]
+    # a flush is one fill kernel; if the range produced more than one record, merge per range
+    flushes = _merge_close(flushes)
+    return segment(flushes, others, n_iters), others
+
+
+def _merge_close(fl: list[DeviceActivity]) -> list[DeviceActivity]:
+    fl = sorted(fl, key=lambda a: a.start_ns)
+    out: list[DeviceActivity] = []
+    for a in fl:
+        if out and a.start_ns - out[-1].end_ns < 2_000:  # same flush split in pieces (<2 us gap)
+            out[-1] = DeviceActivity(out[-1].name, out[-1].start_ns, max(out[-1].end_ns, a.end_ns))
+        else:
+            out.append(a)
+    return out

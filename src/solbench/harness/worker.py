@@ -1,0 +1,291 @@
+"""The worker: the only process where candidate code runs.
+
+Started as a fresh interpreter by :mod:`solbench.harness.process`. It receives input and
+output tensors as shared memory (CPU) or CUDA IPC handles through a torch.multiprocessing
+pipe, calls the candidate, and reports what it did. It never sees reference outputs,
+tolerances or seeds; its stdout/stderr go to a capped log file, never to the result channel.
+
+Messages are ``(seq, op, payload)``; replies are ``(seq, status, payload)`` with status
+"ok" | "error" | "compile_error". One request is answered by exactly one reply.
+"""
+
+from __future__ import annotations
+
+
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+_perf = time.perf_counter  # captured before any candidate code exists
+
+
+def _cache_bytes() -> int:
+    """2x the last-level CPU cache (from sysfs), capped at 256 MiB; 64 MiB if unknown."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in os.listdir(base):
+            with open(f"{base}/{idx}/size") as f:
+                s = f.read().strip()
+            mult = 1024 * 1024 if s.endswith("M") else 1024 if s.endswith("K") else 1
+            best = max(best, int(s.rstrip("KMG")) * mult)
+    except (OSError, ValueError):
+        best = 32 * 1024 * 1024
+    return min(2 * best, 256 * 1024 * 1024)
+
+
+class Worker:
+    def __init__(self, conn, device: str):
+        import torch
+
+        from . import guards
+
+        self.torch = torch
+        self.conn = conn
+        self.device = device
+        self.is_cuda = torch.device(device).type == "cuda"
+        self.fn = None
+        self.dps = True
+        self.slots: list[dict[str, Any]] = []
+        self.flush_buf = None
+        self.flush_bytes = 0
+        self.prof = None
+        self.timed_host: list[float] = []
+        self.timed_event: list[float] = []
+        self.timed_n = 0
+        self.guards = guards
+        if self.is_cuda:
+            torch.cuda.set_device(torch.device(device))
+            torch.cuda.init()
+        self.flags0 = guards.backend_flags()
+        self._harness_fns = {
+            "worker._call": Worker._call, "worker._timed_iter": Worker._timed_iter,
+            "worker._copy_out": Worker._copy_out, "worker.handle": Worker.handle,
+        }
+        self.snapshot = guards.take_snapshot(self._harness_fns)
+        self._Event = torch.cuda.Event
+        self._sync = torch.cuda.synchronize
+        self._record_function = torch.profiler.record_function
+
+    # ------------------------------------------------------------------ protocol
+    def loop(self) -> None:
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            seq, op, payload = msg
+            if op == "exit":
+                self.conn.send((seq, "ok", {}))
+                return
+            try:
+                status, out = self.handle(op, payload)
+            except BaseException as e:  # noqa: BLE001 - candidate errors become replies
+                if isinstance(e, SystemExit):
+                    status, out = "error", {"type": "SystemExit", "message": f"sys.exit({e.code})",
+                                            "traceback": traceback.format_exc()[-4000:]}
+                elif isinstance(e, KeyboardInterrupt):
+                    raise
+                else:
+                    status, out = "error", {"type": type(e).__name__, "message": str(e)[:2000],
+                                            "traceback": traceback.format_exc()[-4000:]}
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except Exception:  # noqa: BLE001
+                pass
+            self.conn.send((seq, status, out))
+
+    def handle(self, op: str, p: dict) -> tuple[str, dict]:
+        torch = self.torch
+        if op == "ping":
+            return "ok", {"pid": os.getpid()}
+        if op == "build":
+            from ..spec.solution import Solution
+            from .build import BuildError, load_entry
+
+            sol = Solution.model_validate_json(p["solution"])
+            self.dps = sol.spec.destination_passing_style
+            try:
+                self.fn, info = load_entry(sol, self.device, tuple(p["init_args"]),
+                                           p["init_seed"], p["build_timeout_s"])
+            except BuildError as e:
+                return "compile_error", {"message": str(e)[-8000:]}
+            self.snapshot_after_build = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
+            return "ok", info
+        if op == "load":
+            self.slots = p["slots"]
+            want = p.get("flush_bytes", 0)
+            if want and want != self.flush_bytes:
+                dev = self.device if self.is_cuda else "cpu"
+                self.flush_buf = torch.empty(want // 4, dtype=torch.int32, device=dev)
+                self.flush_bytes = want
+            return "ok", {}
+        if op == "call":
+            slot = self.slots[p["slot"]]
+            meta = self._call(slot, p.get("scalars") or {})
+            return "ok", meta
+        if op == "noop":  # the timed-iteration path without the call: flush + messaging
+            t0 = _perf()
+            self._flush(0)
+            return "ok", {"host_ms": (_perf() - t0) * 1e3}
+        if op == "time_begin":
+            self.timed_host, self.timed_event, self.timed_n = [], [], 0
+            self.prof = None
+            if self.is_cuda and p.get("cupti", True):
+                try:
+                    from torch.profiler import ProfilerActivity, profile
+
+                    self.prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                        record_shapes=False, with_stack=False)
+                    self.prof.__enter__()
+                except Exception as e:  # noqa: BLE001 - fall back to events
+                    self.prof = None
+                    return "ok", {"cupti": False, "reason": f"{type(e).__name__}: {e}"}
+            return "ok", {"cupti": self.prof is not None}
+        if op == "time_iter":
+            return "ok", self._timed_iter(self.slots[p["slot"]], p.get("scalars") or {}, p["i"])
+        if op == "time_end":
+            return "ok", self._time_end()
+        if op == "guards":
+            changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
+            flags = self.guards.backend_flags()
+            return "ok", {"changed": changed, "flags": flags, "flags0": self.flags0}
+        raise ValueError(f"unknown op {op!r}")
+
+    # ------------------------------------------------------------------ calls
+    def _args(self, slot, scalars):
+        args = []
+        for i, v in enumerate(slot["inputs"]):
+            args.append(scalars.get(str(i), v) if v is None else v)
+        return args
+
+    def _call(self, slot, scalars) -> dict:
+        torch = self.torch
+        args = self._args(slot, scalars)
+        with torch.no_grad():
+            if self.dps:
+                ret = self.fn(*args, *slot["outputs"])
+                if self.is_cuda:
+                    self._sync()
+                return {"returned": None}
+            ret = self.fn(*args)
+            if self.is_cuda:
+                self._sync()
+        return self._copy_out(slot, ret, args)
+
+    def _copy_out(self, slot, ret, args) -> dict:
+        """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped.
+        Only plain torch.Tensor outputs of the declared shape and dtype are copied."""
+        torch = self.torch
+        outs = list(ret) if isinstance(ret, (tuple, list)) else [ret]
+        meta = []
+        for o in outs:
+            meta.append({
+                "type": f"{type(o).__module__}.{type(o).__qualname__}",
+                "plain": type(o) is torch.Tensor,
+                "shape": list(o.shape) if isinstance(o, torch.Tensor) else None,
+                "dtype": str(o.dtype).replace("torch.", "") if isinstance(o, torch.Tensor) else None,
+            })
+        if len(outs) != len(slot["outputs"]):
+            return {"returned": meta, "count_mismatch": True}
+        for o, dst, m in zip(outs, slot["outputs"], meta):
+            if not m["plain"] or tuple(o.shape) != tuple(dst.shape) or o.dtype != dst.dtype:
+                continue
+            dst.copy_(o)
+        if self.is_cuda:
+            self._sync()
+        # poison the returned buffers (freed-memory poisoning) unless they alias an input
+        in_ptrs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        for o, m in zip(outs, meta):
+            if m["plain"] and o.is_contiguous() and o.untyped_storage().data_ptr() not in in_ptrs:
+                try:
+                    o.view(torch.uint8).fill_(0xFF)
+                except Exception:  # noqa: BLE001 - views that cannot be reinterpreted
+                    pass
+        return {"returned": meta}
+
+    def _flush(self, i: int) -> None:
+        if self.flush_buf is not None:
+            with self._record_function("solbench::l2_flush"):
+                self.flush_buf.fill_(i & 0x7FFFFFFF)
+            if self.is_cuda:
+                self._sync()
+
+    def _timed_iter(self, slot, scalars, i: int) -> dict:
+        torch = self.torch
+        args = self._args(slot, scalars)
+        self._flush(i + 1)
+        if self.is_cuda:
+            start, end = self._Event(enable_timing=True), self._Event(enable_timing=True)
+            with torch.no_grad():
+                start.record()
+                t0 = _perf()
+                ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
+                end.record()
+                self._sync()
+                t1 = _perf()
+            ev = start.elapsed_time(end)
+        else:
+            with torch.no_grad():
+                t0 = _perf()
+                ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
+                t1 = _perf()
+            ev = None
+        meta = {"host_ms": (t1 - t0) * 1e3, "event_ms": ev}
+        if not self.dps:
+            meta.update(self._copy_out(slot, ret, args))
+        self.timed_n += 1
+        return meta
+
+    def _time_end(self) -> dict:
+        if self.prof is None:
+            return {"cupti": False}
+        from .timing import kineto_segmentation
+
+        self._flush(10**6)  # closing flush: ends the last iteration's window
+        self.prof.__exit__(None, None, None)
+        try:
+            seg, _ = kineto_segmentation(self.prof, self.timed_n)
+        except Exception as e:  # noqa: BLE001
+            return {"cupti": False, "reason": f"segmentation failed: {type(e).__name__}: {e}"}
+        finally:
+            self.prof = None
+        if not seg.ok:
+            return {"cupti": False, "reason": seg.reason}
+        return {"cupti": True, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
+                "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: ``python -m solbench.harness.worker ADDRESS DEVICE`` (authkey in
+    ``$SOLBENCH_WORKER_AUTHKEY``). stdout/stderr are already the capped log file."""
+    from multiprocessing.connection import Client
+
+    argv = argv if argv is not None else sys.argv[1:]
+    address, device = argv[0], argv[1]
+    key = bytes.fromhex(os.environ.pop("SOLBENCH_WORKER_AUTHKEY"))
+    import torch.multiprocessing as tmp
+
+    tmp.set_sharing_strategy("file_system")
+    conn = Client(address, family="AF_UNIX", authkey=key)
+    try:
+        w = Worker(conn, device)
+    except BaseException as e:  # noqa: BLE001
+        try:
+            conn.send((0, "error", {"type": type(e).__name__, "message": f"worker start: {e}"}))
+        finally:
+            os._exit(3)
+    conn.send((0, "ok", {"pid": os.getpid(), "flush_default": _cache_bytes()}))
+    w.loop()
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
