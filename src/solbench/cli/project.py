@@ -15,22 +15,35 @@ from .common import clean_errors, console, err_console
 FRACTIONS = ("strict_wall", "loose_wall", "strict_busy", "loose_busy")
 
 
-def load_profile(path: Path) -> dict[str, Any]:
-    """Read a ProfileReport JSON; raises SpecError naming the file and the field at fault."""
+def load_profile(path: Path, workload: str | None = None, mode: str | None = None) -> dict[str, Any]:
+    """Read a ProfileReport JSON, or pick one from a bundle ``{"reports": [...]}`` (as
+    bench/profile_device.py writes) by ``workload`` and ``mode``. Raises SpecError naming the
+    file and the field at fault."""
     from pydantic import ValidationError
 
     from ..errors import SpecError
     from ..profile.pipeline import ProfileReport
 
     try:
-        text = path.read_text()
+        data = json.loads(path.read_text())
     except OSError as e:
         raise SpecError(path, "", f"cannot read: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise SpecError(path, f"line {e.lineno}", f"invalid JSON: {e.msg}") from None
+    where = ""
+    if isinstance(data, dict) and isinstance(data.get("reports"), list):
+        picks = [(i, r) for i, r in enumerate(data["reports"]) if isinstance(r, dict)
+                 and (workload is None or r.get("workload") == workload) and (mode is None or r.get("mode") == mode)]
+        if len(picks) != 1:
+            have = ", ".join(f"{r.get('workload')}/{r.get('mode')}" for r in data["reports"] if isinstance(r, dict))
+            raise SpecError(path, "reports", f"{len(picks)} reports match --workload {workload} --mode {mode}; "
+                            f"the bundle holds: {have}")
+        where, data = f"reports[{picks[0][0]}].", picks[0][1]
     try:
-        return ProfileReport.model_validate_json(text).model_dump(mode="json")
+        return ProfileReport.model_validate(data).model_dump(mode="json")
     except ValidationError as e:
         err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
+        field = where + ".".join(str(x) for x in err["loc"])
         raise SpecError(path, field, f"not a solbench profile: {err['msg']}") from None
 
 
@@ -43,6 +56,8 @@ def register(app: typer.Typer) -> None:
                                                    "(default: the bundled solbench/profile/problem_map.json)"),
         fraction: str = typer.Option("strict_wall", "--fraction", help="addressable fraction for the "
                                      "study's formula: " + " | ".join(FRACTIONS)),
+        workload: Optional[str] = typer.Option(None, "--workload", help="pick this workload from a bundle"),
+        mode: Optional[str] = typer.Option(None, "--mode", help="pick this mode from a bundle"),
         json_out: bool = typer.Option(False, "--json", help="print the projection as JSON"),
     ) -> None:
         """Project the end-to-end gain of evaluated problems on a profiled workload."""
@@ -52,7 +67,7 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[red]error:[/red] --fraction: {fraction!r} not in {list(FRACTIONS)}")
             raise typer.Exit(2)
         with clean_errors():
-            prof = load_profile(profile)
+            prof = load_profile(profile, workload, mode)
             traces = load_results(results)
             entries = load_problem_map(problem_map)
             res = project(prof, traces, entries, fraction=fraction)

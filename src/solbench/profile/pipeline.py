@@ -15,7 +15,8 @@ Denominators (both reported):
 On CUDA a "kernel" is a device activity record (kernels, memcpy, memset; user annotations
 excluded), linked to its launching aten op by the profiler's correlation id. On CPU there are
 no device kernels: each aten op's self time is the unit of work, classified by its op name,
-and busy time is the union of top-level aten op intervals.
+and busy time is the sum of those self times (bookkeeping ops such as ``aten::empty`` and
+``aten::view`` are left out).
 """
 
 from __future__ import annotations
@@ -255,14 +256,11 @@ def _cpu_records(prof) -> tuple[list[_Rec], float]:
     from torch.autograd import DeviceType
 
     recs: list[_Rec] = []
-    intervals = []
     for e in prof.events():
         if e.device_type != DeviceType.CPU or not _is_aten(e.name):
             continue
         anc = _ancestors(e)
         aten_anc = [a.name for a in anc if _is_aten(a.name)]
-        if not aten_anc:
-            intervals.append((e.time_range.start, e.time_range.end))
         if e.name in IGNORED_CPU_OPS:
             continue
         dur = float(e.self_cpu_time_total)
@@ -272,7 +270,8 @@ def _cpu_records(prof) -> tuple[list[_Rec], float]:
         c = classify_op(e.name, aten_anc, context)
         recs.append(_Rec(e.name, [e.name] + aten_anc, context, e.time_range.start, dur,
                          list(e.input_shapes or []), c))
-    return recs, union_length(intervals)
+    # ops run one at a time on the calling thread, and self times do not overlap: busy = their sum
+    return recs, sum(r.dur for r in recs)
 
 
 # ------------------------------------------------------------------ aggregation

@@ -213,7 +213,7 @@ def build_llama(name: str, mode: str, scale: str, device: str) -> BuiltWorkload:
     conf = transformers.LlamaConfig(attn_implementation="sdpa", **cfg)
     with torch.device(device):
         model = transformers.LlamaForCausalLM(conf)
-    model.to(_want_dtype(prec))
+    model.to(device=device, dtype=_want_dtype(prec))  # no-op when the device context was honoured
     (b, s), (db, ctx) = _LLAMA_SIZES[scale]
     g = torch.Generator(device="cpu").manual_seed(0)
     config = {"implementation": f"transformers {transformers.__version__} LlamaForCausalLM (sdpa)",
@@ -241,7 +241,10 @@ def build_llama(name: str, mode: str, scale: str, device: str) -> BuiltWorkload:
     ids = torch.randint(0, conf.vocab_size, (b, s), generator=g).to(device)
     config.update(batch=b, sequence=s, tokens_per_step=b * s)
     if mode == "infer":
-        return BuiltWorkload(name, mode, scale, device, _infer_step(model, lambda: model(ids, use_cache=False)),
+        # prefill as generate() runs it: logits for the last position only, when supported
+        kw = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+        config.update(logits="last position only (logits_to_keep=1)" if kw else "every position")
+        return BuiltWorkload(name, mode, scale, device, _infer_step(model, lambda: model(ids, use_cache=False, **kw)),
                              config, prec, model)
     opt = _optimizer(model, "adamw", device)
     config.update(optimizer="AdamW (fused on CUDA)", loss="causal LM cross-entropy")
@@ -268,7 +271,7 @@ def build_bert(name: str, mode: str, scale: str, device: str) -> BuiltWorkload:
     cls = transformers.BertModel if mode == "infer" else transformers.BertForMaskedLM
     with torch.device(device):
         model = cls(conf)
-    model.to(_want_dtype(prec))
+    model.to(device=device, dtype=_want_dtype(prec))
     b, s = _BERT_SIZES[scale]
     ids = torch.randint(0, conf.vocab_size, (b, s), generator=torch.Generator().manual_seed(0)).to(device)
     config = {"implementation": f"transformers {transformers.__version__} {cls.__name__} (sdpa)",
@@ -381,7 +384,7 @@ def build_dit(name: str, mode: str, scale: str, device: str) -> BuiltWorkload:
     prec = _precision(device, mode, low=torch.bfloat16)
     with torch.device(device):
         model = models.DiTStack(depth=c["depth"], dim=c["dim"], heads=c["heads"])
-    model.to(_want_dtype(prec))
+    model.to(device=device, dtype=_want_dtype(prec))
     g = torch.Generator().manual_seed(0)
     x = torch.randn(c["batch"], c["tokens"], c["dim"], generator=g).to(device, _want_dtype(prec))
     cond = torch.randn(c["batch"], c["dim"], generator=g).to(device, _want_dtype(prec))
