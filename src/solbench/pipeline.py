@@ -1,0 +1,104 @@
+"""The evaluation pipeline the CLI and suites call: harness evaluation, then the SOL block
+(bound, score) for each PASSED trace when the GPU's hardware spec is known.
+
+Data flows one way: ``harness`` produces traces from evidence; this module adds the analytic
+SOL figures (``sol``) to them. Neither of those modules imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .harness import EvalConfig, evaluate
+from .spec.problem import Problem
+from .spec.solution import Solution
+from .spec.trace import Finding, Status, Trace
+
+
+def resolve_hardware(device: str, hardware: str | None) -> str | None:
+    """The hardware spec to use: ``hardware`` if given ("none" disables SOL), else the bundled
+    spec matching the CUDA device's name, else None (CPU: no SOL)."""
+    if hardware is not None:
+        return None if hardware.lower() == "none" else hardware
+    if torch.device(device).type != "cuda" or not torch.cuda.is_available():
+        return None
+    from .sol import hardware_for_device_name
+
+    return hardware_for_device_name(torch.cuda.get_device_name(torch.device(device)))
+
+
+def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refined",
+              cache: dict | None = None) -> dict[str, Any]:
+    """SOL figures for one trace: bound terms, T_SOL (ms), score and headroom h against the
+    eager reference measured in the same run. Raises nothing: a counting failure is recorded
+    as ``{"error": ...}``."""
+    from .sol import bound, sol_score
+
+    key = (trace.workload.uuid, hardware, model)
+    try:
+        if cache is not None and key in cache:
+            b = cache[key]
+        else:
+            b = bound(problem, trace.workload, hardware=hardware, model=model)
+            if cache is not None:
+                cache[key] = b
+    except Exception as e:  # noqa: BLE001 - the SOL block is best effort, never fatal
+        return {"hardware": hardware, "model": model, "error": f"{type(e).__name__}: {e}"}
+    block: dict[str, Any] = {"hardware": b.hardware, "model": model, "sol_ms": b.sol_ms,
+                             "bound": b.model_dump(mode="json"), "baseline": "eager"}
+    perf = trace.evaluation.performance
+    if perf is not None and perf.reference_latency_ms:
+        s = sol_score(perf.latency_ms, perf.reference_latency_ms, b.sol_ms, baseline="eager")
+        block.update(s.model_dump(mode="json"))
+    return block
+
+
+def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
+                       hardware: str | None = None, sol_model: str = "refined") -> list[Trace]:
+    """Evaluate and attach the SOL block to each PASSED trace.
+
+    A candidate time below T_SOL is never scored: when the eager reference also beats the
+    bound, the bound is suspect (finding ``sol_bound_violated``, advisory); when only the
+    candidate does, the measurement cannot be trusted (finding ``faster_than_sol``, which
+    decides REWARD_HACK).
+    """
+    cfg = config or EvalConfig()
+    traces = evaluate(problem, solution, cfg)
+    hw = resolve_hardware(cfg.device, hardware)
+    if hw is None:
+        return traces
+    cache: dict = {}
+    out = []
+    for t in traces:
+        if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
+            out.append(t)
+            continue
+        block = sol_block(problem, t, hw, sol_model, cache)
+        ev = t.evaluation.model_copy(deep=True)
+        ev.sol = block
+        sol_ms = block.get("sol_ms")
+        perf = ev.performance
+        if sol_ms and perf is not None and perf.latency_ms < sol_ms:
+            ref_below = perf.reference_latency_ms is not None and perf.reference_latency_ms < sol_ms
+            if ref_below:
+                ev.findings.append(Finding(
+                    check="sol_bound_violated", severity="advisory",
+                    message=(f"both the candidate ({perf.latency_ms:.4g} ms) and the eager reference "
+                             f"({perf.reference_latency_ms:.4g} ms) beat T_SOL {sol_ms:.4g} ms: "
+                             "the bound is wrong for this workload; no score"),
+                    evidence={"sol_ms": sol_ms}))
+                ev.sol["score"] = None
+            else:
+                ev.findings.append(Finding(
+                    check="faster_than_sol", severity="hack",
+                    message=(f"measured {perf.latency_ms:.4g} ms is below the speed-of-light bound "
+                             f"{sol_ms:.4g} ms on {hw}: a broken measurement or tampering"),
+                    evidence={"latency_ms": perf.latency_ms, "sol_ms": sol_ms}))
+                ev.sol["score"] = None
+                ev.status = Status.REWARD_HACK
+                ev.performance = None
+        t = t.model_copy(update={"evaluation": ev})
+        out.append(Trace.model_validate(t.model_dump()))
+    return out
