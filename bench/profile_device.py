@@ -196,6 +196,13 @@ def main(argv=None) -> int:
               f"amdahl_mapped saves {am['time_saved']:.2%} ({am['end_to_end_speedup']:.4f}x over "
               f"{am['share_wall_mapped']:.1%} of wall); study_simple {st['addressable_fraction']:.3f} x "
               f"{st['win_rate']:.3f} x (1 - 1/{st['median_speedup']:.3f}) = {st['gain']:.2%}")
+    print("\nMarkdown (docs/profiling.md):\n")
+    print("| workload | mode | params | wall ms | busy/wall | strict busy | strict wall | loose busy | loose wall |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for t in table:
+        print(f"| {t['workload']} | {t['mode']} | {(t['parameters'] or 0) / 1e6:,.1f}M | {t['wall_ms']:.2f} | "
+              f"{t['busy_over_wall']:.0%}{' (launch-bound)' if t['launch_bound'] else ''} | {t['strict_busy']:.1%} | "
+              f"{t['strict_wall']:.1%} | {t['loose_busy']:.1%} | {t['loose_wall']:.1%} |")
     print(f"failures {len(failures)}, skipped {len(skipped)}, elapsed {summary['elapsed_s']} s")
     for f in failures:
         print(f"FAILED {f['workload']} {f['mode']}: {f['error']}")
