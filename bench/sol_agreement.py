@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import statistics
 import sys
 import time
@@ -27,6 +28,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "sol-execbench-dev"
+
+
+#: per-workload counting budget (s): a reference that loops in Python over a large real
+#: workload is reported as an error rather than stalling the bench
+TIME_LIMIT_S = 90
+
+
+class CountTimeout(Exception):
+    pass
+
+
+def _timeout(signum, frame):
+    raise CountTimeout(f"counting took more than {TIME_LIMIT_S} s")
 
 
 def problem_rows(pdir: str) -> list[dict]:
@@ -50,8 +64,11 @@ def problem_rows(pdir: str) -> list[dict]:
         row = {"problem": pdir.name, "subset": pdir.parent.name, "index": i, "uuid": w.uuid,
                "axes": w.axes, "official_ms": official[i] if i < len(official) else None}
         t0 = time.perf_counter()
+        signal.signal(signal.SIGALRM, _timeout)
+        signal.alarm(TIME_LIMIT_S)
         try:
-            c = count_workload(problem, w)
+            c = count_workload(problem, w, max_real_bytes=2e9)
+            signal.alarm(0)
             for model in ("solar", "refined"):
                 b = bound_from_counts(c, hw, model, allow_tf32=bool(problem.definition.allow_tf32),
                                       workload_uuid=w.uuid, axes=w.axes)
@@ -67,6 +84,8 @@ def problem_rows(pdir: str) -> list[dict]:
             row["attention"] = [{k: a[k] for k in ("L", "S", "causal", "gqa")} for a in c.attention_calls[:1]]
         except Exception as e:  # noqa: BLE001
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        finally:
+            signal.alarm(0)
         row["count_s"] = round(time.perf_counter() - t0, 3)
         rows.append(row)
     return rows

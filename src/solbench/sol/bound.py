@@ -12,8 +12,8 @@ Resources (``refined`` model, the default; shared/docs/sol-model.md):
 ``solar`` model (upstream SOLAR conventions, to reproduce SOL-ExecBench's official figures):
     MACs of all matmul/conv/attention (causal in full) at one tensor-core rate, the fastest
     format present (fp4 > fp8 > 16-bit; fp32 priced at the 16-bit rate), versus
-    (input + output elements) x one width (0.5 B for fp4 problems, 1 B for fp8 problems,
-    each tensor's own width otherwise), plus the spec's fixed overhead.
+    (input + output elements) x one width for every tensor (0.5 B for fp4 problems, 1 B for fp8
+    problems, 2 B otherwise, fp32 and int64 included), plus the spec's fixed overhead.
 """
 
 from __future__ import annotations
@@ -137,13 +137,13 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
         elif "fp8" in classes:
             rate_cls, bpe = "fp8", 1.0
         else:
-            rate_cls, bpe = "fp16", None
+            rate_cls, bpe = "fp16", 2.0
         got = _tensor_rate(hw, rate_cls, subs)
         rate = got[1] if got else hw.tensor_peak("fp16")
         tensor_terms[rate_cls] = 2 * solar_macs / rate * 1e3
         flops[f"tensor_{rate_cls}"] = 2 * solar_macs
         terms["tensor"] = tensor_terms[rate_cls]
-        bytes_model = counts.elements_io() * bpe if bpe is not None else counts.bytes_fused
+        bytes_model = counts.elements_io() * bpe if bpe is not None else counts.bytes_io
         terms["dram"] = bytes_model / hw.peak.dram_bytes_per_s * 1e3
         overhead = hw.solar_fixed_overhead_ms
         total = 2 * solar_macs

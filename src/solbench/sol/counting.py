@@ -94,8 +94,10 @@ class Counts:
     cuda_flops: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sfu_ops: float = 0.0
     bytes_unfused: float = 0.0
-    #: (name, numel, element bytes) of each distinct input tensor (incl. module parameters)
-    inputs: list[tuple[str, int, float, str]] = field(default_factory=list)
+    #: (name, numel, element bytes, class, bytes read) of each distinct input tensor (module
+    #: parameters included); bytes read < numel*width when the reference only gathers rows of it
+    #: (embedding, index_select, indexing) and 0 when it never reads it
+    inputs: list[tuple[str, int, float, str, float]] = field(default_factory=list)
     #: (numel, element bytes, dtype name) of each distinct output tensor
     outputs: list[tuple[int, float, str]] = field(default_factory=list)
     op_counts: Counter = field(default_factory=Counter)
@@ -108,14 +110,20 @@ class Counts:
 
     @property
     def bytes_fused(self) -> float:
-        """Lower bound: each distinct input read once + each output written once, own widths."""
-        return sum(n * b for _, n, b, _ in self.inputs) + sum(n * b for n, b, _ in self.outputs)
+        """Lower bound: each distinct input read once (only its gathered rows when the reference
+        only gathers from it) + each output written once, each at its own width."""
+        return sum(r for *_, r in self.inputs) + sum(n * b for n, b, _ in self.outputs)
+
+    @property
+    def bytes_io(self) -> float:
+        """Every input in full + every output, own widths (upstream's per-tensor-dtype bytes)."""
+        return sum(n * b for _, n, b, _, _ in self.inputs) + sum(n * b for n, b, _ in self.outputs)
 
     def elements_io(self) -> int:
-        return sum(n for _, n, _, _ in self.inputs) + sum(n for n, _, _ in self.outputs)
+        return sum(n for _, n, *_ in self.inputs) + sum(n for n, _, _ in self.outputs)
 
     def io_dtype_classes(self) -> set[str]:
-        return {c for *_, c in self.inputs} | {c for *_, c in self.outputs}
+        return {x[3] for x in self.inputs} | {c for *_, c in self.outputs}
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,6 +161,32 @@ class _CountingMode(TorchDispatchMode):
         self.c = counts
         self.depth = 0  # > 0 while inside an analytically counted SDPA call
         self.short_circuit = short_circuit
+        #: storage key -> input name, and per input: read in full? bytes gathered
+        self.input_storages: dict = {}
+        self.full_read: set[str] = set()
+        self.gathered: dict[str, float] = defaultdict(float)
+
+    def note_reads(self, name: str, tensors, out) -> None:
+        """Mark which declared inputs an op reads, in full or by gathering rows."""
+        if not self.input_storages:
+            return
+        src_pos = {"embedding": 0, "embedding_bag": 0, "_embedding_bag": 0,
+                   "_embedding_bag_forward_only": 0, "index_select": 0, "index": 0,
+                   "gather": 0, "_unsafe_index": 0}.get(name)
+        for i, t in enumerate(tensors):
+            key = _skey(t)
+            inp = self.input_storages.get(key)
+            if inp is None:
+                continue
+            if src_pos is not None and i == src_pos:
+                if name.startswith("embedding_bag") or name.startswith("_embedding_bag"):
+                    idx = tensors[1]
+                    self.gathered[inp] += float(idx.numel()) * t.shape[-1] * t.element_size()
+                else:
+                    o = tree_flatten(out)[0][0]
+                    self.gathered[inp] += float(o.numel()) * o.element_size()
+            else:
+                self.full_read.add(inp)
 
     # -- SDPA ---------------------------------------------------------------------------
     def record_sdpa(self, args, kwargs) -> None:
@@ -178,6 +212,7 @@ class _CountingMode(TorchDispatchMode):
         in_bytes = sum(_tensor_bytes(t) for t in (q, k, v, mask) if isinstance(t, torch.Tensor))
         self.c.bytes_unfused += in_bytes + out_bytes
         self.c.op_counts["scaled_dot_product_attention"] += 1
+        self.note_reads("sdpa", [t for t in (q, k, v, mask) if isinstance(t, torch.Tensor)], None)
         self.c.attention_calls.append({
             "batch_heads": batch_heads, "L": L, "S": S, "E": E, "Ev": Ev, "causal": causal,
             "gqa": bool(a.get("enable_gqa", False)), "masked": isinstance(mask, torch.Tensor),
@@ -221,6 +256,7 @@ class _CountingMode(TorchDispatchMode):
             return
         flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
         flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+        self.note_reads(name, flat_in, out)
         c.bytes_unfused += sum(_tensor_bytes(t) for t in flat_in) + sum(_tensor_bytes(t) for t in flat_out)
         base = getattr(func, "_overloadpacket", None)
         if base in flop_registry or name in _MMA_PACKETS:
@@ -239,7 +275,8 @@ class _CountingMode(TorchDispatchMode):
                 if isinstance(expo, torch.Tensor) or (isinstance(expo, float) and not float(expo).is_integer()):
                     sfu, cuda = 2.0, 1.0  # x**y = exp2(y * log2(x))
                 elif isinstance(expo, (int, float)):
-                    cuda = max(1.0, math.ceil(math.log2(max(abs(expo), 1))) + 1)
+                    e = int(abs(expo))  # square-and-multiply: floor(log2 e) + popcount(e) - 1
+                    cuda = max(1.0, float(e.bit_length() - 1 + bin(e).count("1") - 1)) if e > 1 else 1.0
             if name == "embedding_bag" or name.startswith("_embedding_bag"):
                 # weight[indices] summed per bag: one add per gathered element
                 w, idx = args[0], args[1]
@@ -456,15 +493,27 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                 ref = problem.make_reference("cpu")
             call_args = [vals[k] for k in problem.definition.inputs]
             seen: set = set()
+            declared = []
             for name, v in list(zip(problem.definition.inputs, call_args)) + params:
                 if isinstance(v, torch.Tensor):
-                    key = _storage_key(v)
+                    key = _skey(v)
                     if key in seen:
                         continue
                     seen.add(key)
-                    counts.inputs.append((name, v.numel(), _elem_bytes(v), DTYPE_CLASS.get(v.dtype, "int")))
+                    mode.input_storages[key] = name
+                    declared.append((name, v))
             with _SdpaFunctionMode(mode), mode:
                 result = ref(*call_args)
+            for name, v in declared:
+                full = float(v.numel()) * _elem_bytes(v)
+                if name in mode.full_read:
+                    read = full
+                elif name in mode.gathered:
+                    read = min(full, mode.gathered[name])
+                else:
+                    read = 0.0
+                    counts.notes.append(f"input {name} is never read by the reference")
+                counts.inputs.append((name, v.numel(), _elem_bytes(v), DTYPE_CLASS.get(v.dtype, "int"), read))
         outs = [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
         seen_out: set = set()
         for o in outs:
@@ -477,6 +526,14 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
         for m in reversed(ctx_stack):
             m.__exit__(None, None, None)
     return counts
+
+
+def _skey(t: torch.Tensor):
+    """Identity of a tensor's storage (views of one input share it)."""
+    try:
+        return t.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001
+        return id(t)
 
 
 def _storage_key(t: torch.Tensor):

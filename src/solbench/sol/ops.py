@@ -25,6 +25,7 @@ VIEW_OPS = {
     "is_same_size", "_to_copy_meta", "dim", "size", "stride", "numel", "is_nonzero",
     "_assert_async", "_assert_scalar", "_functional_assert_async", "set_", "resize_",
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "record_stream",
+    "device", "layout", "dtype", "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense",
 }
 
 #: data movement / creation / indexing ops: no FLOPs, bytes counted unfused
