@@ -32,7 +32,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "sol-execbench-dev"
 
 #: per-workload counting budget (s): a reference that loops in Python over a large real
 #: workload is reported as an error rather than stalling the bench
-TIME_LIMIT_S = 90
+TIME_LIMIT_S = 30
 
 
 class CountTimeout(Exception):
