@@ -20,10 +20,7 @@ pytestmark = pytest.mark.skipif(HARNESS is not None, reason=f"harness not availa
 CANDS = {
     "relu_fp32": ("import torch\n\ndef run(x):\n    return torch.relu(x)\n",
                   "import torch\n\ndef run(x):\n    return torch.zeros_like(x)\n"),
-    "softmax_fp32": ("import torch\n\ndef run(x):\n    return torch.softmax(x, dim=-1)\n",
-                     "import torch\n\ndef run(x):\n    return torch.zeros_like(x)\n"),
-    "cumsum_fp32": ("import torch\n\ndef run(x):\n    return torch.cumsum(x, dim=1)\n",
-                    "import torch\n\ndef run(x):\n    return x.clone()\n"),
+    "cumsum_fp32": ("import torch\n\ndef run(x):\n    return torch.cumsum(x, dim=1)\n", None),
 }
 
 
@@ -34,21 +31,23 @@ def test_run_small_cpu_subset_with_resume(tmp_path):
     for name, (good, trivial) in CANDS.items():
         (sols / name).mkdir(parents=True)
         (sols / name / "eager.py").write_text(good)
-        (sols / name / "trivial.py").write_text(trivial)
+        if trivial:
+            (sols / name / "trivial.py").write_text(trivial)
     out = tmp_path / "res.jsonl"
     base = ["run", "l1", "--solutions", str(sols), "-o", str(out), "--tag", "cpu",
-            "--device", "cpu", "--json"]
-    # half: two of the three problems
-    r1 = CliRunner().invoke(app, base + ["--problem", "relu_fp32", "--problem", "softmax_fp32"])
-    assert r1.exit_code == 0, r1.output
-    assert json.loads(r1.stdout)["evaluated_now"] == 4
-    r2 = CliRunner().invoke(app, base + ["--problem", "relu_fp32", "--problem", "softmax_fp32",
-                                         "--problem", "cumsum_fp32", "--resume"])
+            "--device", "cpu", "--json", "--iters", "3", "--rounds", "2"]
+    # half: the first problem
+    r1 = CliRunner().invoke(app, base + ["--problem", "relu_fp32"])
+    assert r1.exit_code == 0, (r1.stdout, r1.stderr if hasattr(r1, "stderr") else "")
+    assert json.loads(r1.stdout)["evaluated_now"] == 2
+    r2 = CliRunner().invoke(app, base + ["--problem", "relu_fp32", "--problem", "cumsum_fp32",
+                                         "--resume"])
     assert r2.exit_code == 0, r2.output
     d = json.loads(r2.stdout)
-    assert d["evaluated_now"] == 2  # only cumsum's pair of candidates
+    assert d["evaluated_now"] == 1  # only cumsum's eager candidate
     s = d["summary"]
     assert s["eager"]["correct_rate"] == 1.0
     assert s["trivial"]["correct_rate"] == 0.0 and s["trivial"]["win_rate"] == 0.0
     lines = out.read_text().splitlines()
-    assert len(lines) == 6
+    assert len(lines) == 3
+    assert d["summary"]["eager"]["units"] == 2 and d["summary"]["all"]["units"] == 3

@@ -80,6 +80,11 @@ def register(app: typer.Typer) -> None:
         unit: str = typer.Option("problem", "--unit",
                                  help="summary unit: problem (all workloads must pass; "
                                       "speedup = geomean over them) or workload"),
+        iters: Optional[int] = typer.Option(None, "--iters",
+                                            help="timed iterations per workload (harness "
+                                                 "default when omitted)"),
+        rounds: Optional[int] = typer.Option(None, "--rounds",
+                                             help="correctness rounds per workload"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
         """Evaluate every problem x solution pair; append traces; print a summary."""
@@ -113,6 +118,7 @@ def register(app: typer.Typer) -> None:
             plan = plan_run(paths, solutions, done_keys(previous), tags=tag or None,
                             workload_limit=max_workloads)
 
+        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
         quiet = json_out or not is_tty()
         if not json_out:
             console.print(
@@ -125,7 +131,7 @@ def register(app: typer.Typer) -> None:
                               f"solution in {solutions}[/yellow]", highlight=False)
 
         if quiet:
-            outcome = execute(plan, out, dev)
+            outcome = execute(plan, out, dev, eval_options=opts)
         else:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TimeRemainingColumn)
@@ -138,7 +144,7 @@ def register(app: typer.Typer) -> None:
                     prog.update(task, advance=len(pair.todo),
                                 description=f"{pair.problem.name[:28]} / {pair.candidate.label}")
 
-                outcome = execute(plan, out, dev, on_pair_done=done)
+                outcome = execute(plan, out, dev, on_pair_done=done, eval_options=opts)
 
         # summary over this plan's pairs: the traces written now plus resumed ones
         wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs

@@ -183,15 +183,16 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
 
 # --- evaluation ---------------------------------------------------------------------------
 def default_evaluator(problem: Problem, solution: Solution, device: str,
-                      uuids: list[str]) -> list[Trace]:
+                      uuids: list[str], options: dict | None = None) -> list[Trace]:
     """The product evaluator: ``solbench.pipeline.evaluate_and_score`` when it exists (adds
-    the SOL block), else ``solbench.harness.evaluate``. Raises SolbenchError when neither
-    is importable."""
+    the SOL block), else ``solbench.harness.evaluate``. ``options``: extra
+    ``harness.EvalConfig`` fields (e.g. ``iters``, ``rounds``). Raises SolbenchError when
+    neither is importable."""
     try:
         from .. import harness
     except ImportError as e:
         raise SolbenchError(f"the evaluation harness is not available ({e})") from None
-    config = harness.EvalConfig(device=device, workloads=list(uuids))
+    config = harness.EvalConfig(device=device, workloads=list(uuids), **(options or {}))
     try:
         from ..pipeline import evaluate_and_score  # type: ignore[attr-defined]
     except ImportError:
@@ -224,13 +225,19 @@ class RunOutcome:
 
 def execute(plan: RunPlan, results_path: Path, device: str,
             evaluator: Evaluator | None = None,
-            on_pair_done: Callable[[PairPlan, list[Trace]], None] | None = None) -> RunOutcome:
+            on_pair_done: Callable[[PairPlan, list[Trace]], None] | None = None,
+            eval_options: dict | None = None) -> RunOutcome:
     """Evaluate every pair of ``plan`` with work left, appending traces to ``results_path``
     after each pair. Every trace gets the candidate's solution hash. An exception from the
     evaluator itself (not a candidate failure, which the harness turns into a trace) is
     reported in ``harness_errors`` and nothing is written for that pair, so a resumed run
-    retries it."""
-    evaluator = evaluator or default_evaluator
+    retries it. ``eval_options`` go to the default evaluator's EvalConfig."""
+    if evaluator is None:
+        if eval_options:
+            def evaluator(p, s, d, u):
+                return default_evaluator(p, s, d, u, options=eval_options)
+        else:
+            evaluator = default_evaluator
     written: list[Trace] = []
     errors: list[str] = []
     for pair in plan.pairs:
