@@ -10,7 +10,7 @@ Public API:
 Imports solbench.spec (and optionally solbench.inputs) only, never solbench.harness.
 """
 
-from .bound import SolBound, bound, bound_from_counts
+from .bound import SolBound, bound, bound_from_counts, sol_block
 from .counting import CountingError, Counts, count_workload
 from .hwspec import (
     HardwareError, HardwareSpec, calibrated_spec, hardware_for_device_name, list_hardware,
@@ -19,7 +19,7 @@ from .hwspec import (
 from .score import ScoreResult, sol_score
 
 __all__ = [
-    "SolBound", "bound", "bound_from_counts", "CountingError", "Counts", "count_workload",
+    "SolBound", "bound", "bound_from_counts", "sol_block", "CountingError", "Counts", "count_workload",
     "HardwareError", "HardwareSpec", "calibrated_spec", "hardware_for_device_name",
     "list_hardware", "load_hardware", "spec_to_toml", "ScoreResult", "sol_score",
 ]

@@ -90,35 +90,29 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
     terms: dict[str, float] = {}
     solar_macs = sum(counts.mma_flops_full.values()) / 2
     if model == "refined":
+        # CUDA-core work: elementwise/reductions by output class, plus matmuls that no
+        # tensor core may run (fp32 without TF32; fp64 on a GPU without fp64 tensor cores)
         cuda_work: dict[str, float] = {k: v for k, v in counts.cuda_flops.items() if v}
+        for cls, v in cuda_work.items():
+            flops[f"cuda_{cls}"] = v
         for cls, f in counts.mma_flops.items():
             if not f:
                 continue
-            if cls == "fp32":
-                if allow_tf32 and hw.tensor_peak("tf32"):
-                    tensor_terms["tf32"] = tensor_terms.get("tf32", 0) + f / hw.tensor_peak("tf32") * 1e3
-                    flops["tensor_tf32"] = flops.get("tensor_tf32", 0) + f
-                else:
-                    cuda_work["fp32"] = cuda_work.get("fp32", 0) + f
-                    flops["cuda_fp32_matmul"] = f
+            if cls == "fp32" and not (allow_tf32 and hw.tensor_peak("tf32")):
+                cuda_work["fp32"] = cuda_work.get("fp32", 0) + f
+                flops["cuda_fp32_matmul"] = f
                 continue
             if cls == "fp64" and not hw.tensor_peak("fp64"):
                 cuda_work["fp64"] = cuda_work.get("fp64", 0) + f
+                flops["cuda_fp64_matmul"] = f
                 continue
-            got = _tensor_rate(hw, cls, subs)
+            key = "tf32" if cls == "fp32" else cls
+            got = _tensor_rate(hw, key, subs)
             if got is None:
-                raise ValueError(f"{hw.id}: no tensor-core rate for {cls}")
-            rate_cls, rate = got
-            tensor_terms[cls] = tensor_terms.get(cls, 0) + f / rate * 1e3
-            flops[f"tensor_{cls}"] = flops.get(f"tensor_{cls}", 0) + f
-        cuda_ms = 0.0
-        for cls, f in cuda_work.items():
-            rate = hw.cuda_peak(cls) or hw.cuda_peak("fp32")
-            cuda_ms += f / rate * 1e3
-            if not flops.get(f"cuda_{cls}_matmul") or cls != "fp32":
-                flops[f"cuda_{cls}"] = flops.get(f"cuda_{cls}", 0) + (f if cls != "fp32" else counts.cuda_flops.get("fp32", 0))
-            else:
-                flops["cuda_fp32"] = counts.cuda_flops.get("fp32", 0)
+                raise ValueError(f"{hw.id}: no tensor-core rate for {key}")
+            tensor_terms[key] = tensor_terms.get(key, 0) + f / got[1] * 1e3
+            flops[f"tensor_{key}"] = flops.get(f"tensor_{key}", 0) + f
+        cuda_ms = sum(f / (hw.cuda_peak(cls) or hw.cuda_peak("fp32")) * 1e3 for cls, f in cuda_work.items())
         flops = {k: v for k, v in flops.items() if v}
         if counts.sfu_ops:
             flops["sfu"] = counts.sfu_ops
@@ -186,3 +180,22 @@ def bound(problem, workload, hardware: str | HardwareSpec = "H200", model: str =
     allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
     return bound_from_counts(counts, hw, model, allow_tf32=allow_tf32,
                              workload_uuid=workload.uuid, axes=workload.axes)
+
+
+def sol_block(b: SolBound, score=None, *, attainable: SolBound | None = None) -> dict[str, Any]:
+    """The ``evaluation.sol`` block of a trace: T_SOL, bound terms, hardware spec id, and (when
+    a score was computed) score, h, baseline name and finding. Strict-JSON-safe (no NaN)."""
+    out: dict[str, Any] = {
+        "t_sol_ms": b.sol_ms, "model": b.model, "hardware": b.hardware, "hardware_kind": b.hardware_kind,
+        "bottleneck": b.bottleneck, "terms_ms": b.terms_ms, "flops": b.flops,
+        "bytes_fused": b.bytes_fused, "arithmetic_intensity": b.arithmetic_intensity,
+        "unknown_ops": b.unknown_ops, "real_tensors": b.real_tensors,
+    }
+    if attainable is not None:
+        out["t_sol_attainable_ms"] = attainable.sol_ms
+        out["attainable_hardware"] = attainable.hardware
+    if score is not None:
+        out.update({"score": score.score, "raw_score": score.raw_score, "h": score.h,
+                    "baseline": score.baseline, "t_b_ms": score.t_b_ms, "t_k_ms": score.t_k_ms,
+                    "finding": score.finding})
+    return out
