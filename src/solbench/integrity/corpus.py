@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import tomllib
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: CPU-friendly evaluation settings for corpus runs (small counts keep a run short;
-#: hostile code is still sampled in timed iterations)
+#: time limits of corpus runs (s)
 CORPUS_TIMEOUT_S = 20.0
+CORPUS_FIRST_CALL_TIMEOUT_S = 120.0
+CORPUS_BUILD_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Entry:
     static: list[str]
     max_log_chars: int | None = None
     slow: bool = False
+    parent_marker: str | None = None
 
 
 @dataclass
@@ -78,7 +80,8 @@ def load_manifest(corpus_dir: Path) -> list[Entry]:
             out.append(Entry(file=c["file"], problem=c["problem"], kind=c["kind"], cls=c["class"],
                              device=c.get("device", "any"), expect=list(c["expect"]),
                              static=list(c.get("static", [])),
-                             max_log_chars=c.get("max_log_chars"), slow=bool(c.get("slow", False))))
+                             max_log_chars=c.get("max_log_chars"), slow=bool(c.get("slow", False)),
+                             parent_marker=c.get("parent_marker")))
         except KeyError as e:
             raise ValueError(f"{corpus_dir / 'corpus.toml'}: candidate[{i}] lacks {e.args[0]!r}") from None
         if out[-1].kind not in ("hostile", "honest"):
@@ -101,33 +104,44 @@ def select(entries: list[Entry], device: str, only: list[str] | None = None,
 
 
 def eval_config(device: str):
-    """The harness configuration used for corpus runs: the harness defaults, with the
-    device set and the per-call timeout short enough that the hang candidate costs little."""
+    """The harness configuration used for corpus runs: the harness defaults (rounds,
+    timed iterations, sampled verification, precision check), with the device set and
+    shorter time limits so the hang candidate costs little: a call may take
+    ``CORPUS_TIMEOUT_S``; the first call (which may compile) ``CORPUS_FIRST_CALL_TIMEOUT_S``."""
     from ..harness import EvalConfig
 
-    fields = set(getattr(EvalConfig, "model_fields", {}) or getattr(EvalConfig, "__dataclass_fields__", {}))
-    kwargs: dict[str, Any] = {"device": device}
-    for name in ("timeout_s", "call_timeout_s", "timeout"):
-        if name in fields:
-            kwargs[name] = CORPUS_TIMEOUT_S
-            break
-    return EvalConfig(**{k: v for k, v in kwargs.items() if k in fields or k == "device"})
+    return EvalConfig(device=device, call_timeout_s=CORPUS_TIMEOUT_S,
+                      first_call_timeout_s=CORPUS_FIRST_CALL_TIMEOUT_S,
+                      build_timeout_s=CORPUS_BUILD_TIMEOUT_S)
 
 
-def run_entry(corpus_dir: str, entry: Entry, device: str) -> Outcome:
-    """Evaluate one corpus entry with the real harness and classify the verdict."""
-    from ..harness import evaluate
+def run_entry(corpus_dir: str, entry: Entry, device: str, evaluator=None) -> Outcome:
+    """Evaluate one corpus entry with the real harness and classify the verdict.
+
+    ``evaluator``: a :class:`solbench.harness.Evaluator` for the entry's problem to reuse
+    (its reference worker is kept between candidates); None builds one.
+    """
+    from ..harness import Evaluator
     from ..spec import load_problem, load_solution
     from .static_audit import audit_solution
 
     base = Path(corpus_dir)
     t0 = time.perf_counter()
-    problem = load_problem(base / entry.problem)
+    problem = evaluator.problem if evaluator is not None else load_problem(base / entry.problem)
     solution = load_solution(base / entry.file, problem)
     static = sorted({f.check for f in audit_solution(solution, problem.definition)})
     status, hack, other, log_chars, detail = "HARNESS_ERROR", [], [], 0, ""
+    marker = Path(entry.parent_marker.format(pid=os.getpid())) if entry.parent_marker else None
+    if marker is not None:
+        marker.unlink(missing_ok=True)
+    own = evaluator is None
     try:
-        traces = evaluate(problem, solution, eval_config(device))
+        ev = evaluator if evaluator is not None else Evaluator(problem, eval_config(device))
+        try:
+            traces = ev.evaluate(solution)
+        finally:
+            if own:
+                ev.close()
         statuses = [t.evaluation.status.value for t in traces]
         bad = [s for s in statuses if s != "PASSED"]
         status = bad[0] if bad else ("PASSED" if statuses else "NO_TRACE")
@@ -152,6 +166,11 @@ def run_entry(corpus_dir: str, entry: Entry, device: str) -> Outcome:
     else:
         verdict = "ok" if status == "PASSED" and not hack else "false_positive"
         static_verdict = "ok" if not static else "false_positive"
+    if marker is not None and marker.exists():
+        marker.unlink(missing_ok=True)
+        verdict = "missed" if entry.kind == "hostile" else "false_positive"
+        detail = (f"the trusted parent executed code sent by the candidate (created {marker}); "
+                  + detail)
     log_ok = entry.max_log_chars is None or log_chars <= entry.max_log_chars
     if not log_ok and verdict in ("caught", "ok"):
         verdict = "missed" if entry.kind == "hostile" else "false_positive"
@@ -163,45 +182,170 @@ def run_entry(corpus_dir: str, entry: Entry, device: str) -> Outcome:
                    seconds=round(time.perf_counter() - t0, 2), detail=detail)
 
 
+def _groups(entries: list[Entry], chunk: int) -> list[list[Entry]]:
+    by_problem: dict[str, list[Entry]] = {}
+    for e in entries:
+        by_problem.setdefault(e.problem, []).append(e)
+    out = []
+    for es in by_problem.values():
+        for i in range(0, len(es), chunk):
+            out.append(es[i:i + chunk])
+    out.sort(key=lambda g: -sum(3 if e.slow else 1 for e in g))  # longest first
+    return out
+
+
 def run_corpus(corpus_dir: str | Path, device: str = "cpu", *, jobs: int = 1,
                only: list[str] | None = None, skip_slow: bool = False,
                progress=None) -> dict[str, Any]:
     """Run the selected corpus entries; returns {"device", "summary", "results"}.
 
-    ``jobs`` > 1 evaluates that many candidates at once, each from its own spawned driver
-    process (the harness still gives every candidate its own worker).
+    Entries are grouped by problem (chunks of 6); each group runs in its own spawned driver
+    process sharing one :class:`solbench.harness.Evaluator` (every candidate still gets its
+    own fresh worker); ``jobs`` groups run at once. A driver that has not finished an entry
+    within ``ENTRY_WALL_S`` is killed with its process tree (a harness hang is a result:
+    HARNESS_HANG, counted as missed or as a false positive) and the rest of its group
+    continues in a new driver.
     """
     corpus_dir = Path(corpus_dir).resolve()
     entries = select(load_manifest(corpus_dir), device, only, skip_slow)
     results: list[Outcome] = []
     t0 = time.perf_counter()
-    if jobs <= 1:
-        for e in entries:
-            r = run_entry(str(corpus_dir), e, device)
-            results.append(r)
-            if progress:
-                progress(r)
-    else:
-        import multiprocessing as mp
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = {ex.submit(run_entry, str(corpus_dir), e, device): e for e in entries}
-            for fut in as_completed(futs):
-                e = futs[fut]
-                try:
-                    r = fut.result()
-                except Exception as exc:  # noqa: BLE001 - the driver process died
-                    r = Outcome(file=e.file, kind=e.kind, cls=e.cls, problem=e.problem,
-                                expect=e.expect, status="HARNESS_ERROR",
-                                verdict="missed" if e.kind == "hostile" else "false_positive",
-                                detail=f"driver process failed: {type(exc).__name__}: {exc}")
+    pending = _groups(entries, chunk=6)
+    running: list[_Supervised] = []
+    while pending or running:
+        while pending and len(running) < max(1, jobs):
+            running.append(_Supervised(str(corpus_dir), pending.pop(0), device))
+        time.sleep(0.2)
+        for sup in list(running):
+            for r in sup.poll():
                 results.append(r)
                 if progress:
                     progress(r)
-        order = {e.file: i for i, e in enumerate(entries)}
-        results.sort(key=lambda r: order[r.file])
+            if sup.done:
+                running.remove(sup)
+    order = {e.file: i for i, e in enumerate(entries)}
+    results.sort(key=lambda r: order[r.file])
     return {"device": device, "summary": summarize(results, time.perf_counter() - t0),
             "results": [asdict(r) for r in results]}
+
+
+ENTRY_WALL_S = 300.0
+
+
+def _group_main(corpus_dir: str, entries: list[Entry], device: str, q) -> None:
+    """Driver process body: evaluate the group, one result message per entry."""
+    from ..harness import Evaluator
+    from ..spec import load_problem
+
+    try:
+        problem = load_problem(Path(corpus_dir) / entries[0].problem)
+        ev = Evaluator(problem, eval_config(device))
+    except Exception as e:  # noqa: BLE001
+        for en in entries:
+            q.put(asdict(_error_outcome(en, "HARNESS_ERROR", f"{type(e).__name__}: {e}")))
+        return
+    try:
+        for en in entries:
+            q.put(("start", en.file))
+            q.put(asdict(run_entry(corpus_dir, en, device, evaluator=ev)))
+    finally:
+        ev.close()
+
+
+def _error_outcome(e: Entry, status: str, detail: str) -> Outcome:
+    return Outcome(file=e.file, kind=e.kind, cls=e.cls, problem=e.problem, expect=e.expect,
+                   status=status, verdict="missed" if e.kind == "hostile" else "false_positive",
+                   detail=detail)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (by /proc parent links; session changes do not hide them)."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d.name))
+    out, stack = [], [pid]
+    while stack:
+        for c in kids.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+class _Supervised:
+    """One driver process running a group, with a wall-clock limit per entry."""
+
+    def __init__(self, corpus_dir: str, entries: list[Entry], device: str):
+        import multiprocessing as mp
+
+        self.corpus_dir, self.device = corpus_dir, device
+        self.left = list(entries)
+        self.done = False
+        self._ctx = mp.get_context("spawn")
+        self._start()
+
+    def _start(self) -> None:
+        self.q = self._ctx.Queue()
+        self.proc = self._ctx.Process(target=_group_main,
+                                      args=(self.corpus_dir, self.left, self.device, self.q),
+                                      daemon=False)
+        self.proc.start()
+        self.current: str | None = None
+        self.since = time.monotonic()
+
+    def _kill_tree(self) -> None:
+        import os
+        import signal
+
+        pids = _descendants(self.proc.pid) + [self.proc.pid]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.proc.join(5)
+
+    def poll(self) -> list[Outcome]:
+        import queue
+
+        out = []
+        while True:
+            try:
+                msg = self.q.get_nowait()
+            except (queue.Empty, EOFError, OSError):
+                break
+            if isinstance(msg, tuple) and msg[0] == "start":
+                self.current, self.since = msg[1], time.monotonic()
+                continue
+            r = Outcome(**msg)
+            out.append(r)
+            self.left = [e for e in self.left if e.file != r.file]
+            self.current = None
+            self.since = time.monotonic()
+        if not self.left:
+            self.proc.join(10)
+            self.done = True
+            return out
+        hung = time.monotonic() - self.since > ENTRY_WALL_S
+        died = not self.proc.is_alive()
+        if hung or died:
+            if not died:
+                self._kill_tree()
+            victim = next((e for e in self.left if e.file == self.current), self.left[0])
+            why = (f"the harness did not finish within {ENTRY_WALL_S:.0f} s (driver killed)" if hung
+                   else f"the driver process died (exit code {self.proc.exitcode})")
+            out.append(_error_outcome(victim, "HARNESS_HANG" if hung else "HARNESS_ERROR", why))
+            self.left = [e for e in self.left if e is not victim]
+            if self.left:
+                self._start()
+            else:
+                self.done = True
+        return out
 
 
 def summarize(results: list[Outcome], seconds: float = 0.0) -> dict[str, Any]:

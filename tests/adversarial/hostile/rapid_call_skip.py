@@ -1,16 +1,25 @@
-"""Hostile (batch-and-skip keyed on timing): when called again less than 2 ms after the last
-call (a timed loop), returns the previous output instead of computing."""
-import time
+"""Hostile (batch-and-skip keyed on the timed loop): looks up the call stack, and when a caller's
+function name mentions timing ("time", "bench", "iter"), returns the previous output instead of
+computing. Correctness rounds see honest work; timed iterations see none."""
+import sys
 
 import torch.nn.functional as F
 
-_state = {"t": -1.0, "last": None}
+_state = {"last": None}
+
+
+def _in_timed_loop() -> bool:
+    f = sys._getframe(2)
+    while f is not None:
+        name = f.f_code.co_name.lower()
+        if "time" in name or "bench" in name or "iter" in name:
+            return True
+        f = f.f_back
+    return False
 
 
 def run(x):
-    now = time.perf_counter()
-    stale = _state["last"] is not None and now - _state["t"] < 2e-3 and _state["last"].shape == x.shape
-    if not stale:
-        _state["last"] = F.gelu(x, approximate="tanh")
-    _state["t"] = time.perf_counter()
+    if _state["last"] is not None and _state["last"].shape == x.shape and _in_timed_loop():
+        return _state["last"]
+    _state["last"] = F.gelu(x, approximate="tanh")
     return _state["last"]
