@@ -57,7 +57,7 @@ class Worker:
         self.timed_n = 0
         self.guards = guards
         if self.is_cuda:
-            torch.cuda.set_device(torch.device(device))
+            torch.cuda.set_device(torch.device(device).index or 0)
             torch.cuda.init()
         self.flags0 = guards.backend_flags()
         self._harness_fns = {
