@@ -134,6 +134,13 @@ def write_md(records: list[dict], path: Path, args) -> None:
         lines.append(f"| {r['subset']}/{r['problem']} | {why(r['result'])} | {worst_figures(r['result'])} |")
     if not deg:
         lines.append("| (none) | | |")
+    lines += ["", "## Structural identities (a stand-in bit-identical to the answer: a free output, not a hole)", "",
+              "| problem | stand-in → output |", "|---|---|"]
+    for r in ok:
+        st = r["result"]["details"].get("structural") or []
+        if st:
+            lines.append(f"| {r['subset']}/{r['problem']} | "
+                         + "; ".join(sorted({f"{x['candidate']}→{x['output']}" for x in st})) + " |")
     lines += ["", "## Admit a precision downgrade (not degenerate; the precision check matters most here)", "",
               "| problem | dtypes that pass upstream |", "|---|---|"]
     for r in down:
@@ -165,6 +172,8 @@ def main() -> int:
                     help="skip workloads declaring more input+output bytes than this")
     ap.add_argument("--only", action="append", default=None, help="substring of problem names")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--update", action="store_true",
+                    help="re-screen only the selected problems and merge into the existing JSON")
     args = ap.parse_args()
     if not args.dataset.is_dir():
         print(f"error: dataset not found: {args.dataset}", file=sys.stderr)
@@ -184,6 +193,10 @@ def main() -> int:
             print(f"{r['status']:>8} {r['seconds']:>6}s  degenerate={res.get('degenerate', '-')!s:<5} "
                   f"downgrade={res.get('admits_downgrade', '-')!s:<5} {r['subset']}/{r['problem']}",
                   flush=True)
+    if args.update and (args.out / "audit_dev.json").is_file():
+        old = json.loads((args.out / "audit_dev.json").read_text())["problems"]
+        new = {r["path"]: r for r in records}
+        records = [new.pop(r["path"], r) for r in old] + list(new.values())
     ok = [r for r in records if r["status"] == "ok"]
     summary = {
         "problems": len(records), "screened": len(ok),

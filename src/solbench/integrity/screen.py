@@ -8,6 +8,11 @@ compared, with the workload's tolerance, against trivial stand-ins that do no wo
 - ``mean``: the reference output's own mean, as a constant (float outputs);
 - ``passthrough:<input>``: an input of the same shape and dtype, returned unchanged.
 
+A stand-in bit-identical to the reference output is the answer itself (the gradient of a
+residual add is the incoming gradient; the mean of a one-element output is that element): it
+is recorded in ``details["structural"]`` as a free output, not counted as degenerate, and
+the ``mean`` stand-in is not used for one-element outputs.
+
 Each comparison is made in two modes by :func:`solbench.harness.correctness.check_outputs`:
 ``upstream`` (the SOL-ExecBench tolerance rule alone: ``report.upstream_passed``) and
 ``solbench`` (the full check with the scale-invariant tests: ``report.passed``). A problem is
@@ -140,6 +145,7 @@ def screen_problem(
     passing: list[TrivialPass] = []
     downgrade_runs: dict[str, list[bool]] = {d: [] for d in DOWNGRADE_DTYPES}
     screened: list[str] = []
+    structural: list[dict[str, str]] = []
 
     try:
         reference = problem.make_reference(device)
@@ -185,10 +191,17 @@ def screen_problem(
                 rep = check_outputs([value], [ref], tol, names=[name])
                 up = bool(rep.upstream_passed)
                 full = bool(rep.passed)
+                exact = _bit_equal(value, ref)
                 wd["trivial"].append({
                     "candidate": cand_name, "output": name, "upstream_passed": up,
-                    "passed": full, "failed_check": rep.failed_check, "figures": _figs(rep.figures),
+                    "passed": full, "exact": exact, "failed_check": rep.failed_check,
+                    "figures": _figs(rep.figures),
                 })
+                if exact:
+                    # the stand-in IS the answer (e.g. the gradient of a residual add is the
+                    # incoming gradient): a free output, not a tolerance hole
+                    structural.append({"candidate": cand_name, "workload": w.uuid, "output": name})
+                    continue
                 if up:
                     passing.append(TrivialPass(candidate=cand_name, workload=w.uuid, output=name, mode="upstream"))
                 if full:
@@ -206,6 +219,7 @@ def screen_problem(
 
     admitted = [d for d, runs in downgrade_runs.items() if runs and all(runs)]
     details["skipped"] = skipped
+    details["structural"] = structural
     return ScreenResult(
         problem=problem.name,
         device=device,
@@ -263,11 +277,21 @@ def _stand_ins(name: str, ref: torch.Tensor, inputs: dict[str, Any]):
     if _is_float(ref):
         yield "tiny_constant", torch.full_like(ref, TINY_CONSTANT)
         finite = ref[torch.isfinite(ref)]
-        m = float(finite.double().mean()) if finite.numel() else 0.0
-        yield "mean", torch.full_like(ref, m)
+        if ref.numel() > 1:  # the mean of one element is the element itself
+            m = float(finite.double().mean()) if finite.numel() else 0.0
+            yield "mean", torch.full_like(ref, m)
     for iname, x in inputs.items():
         if isinstance(x, torch.Tensor) and x.shape == ref.shape and x.dtype == ref.dtype:
             yield f"passthrough:{iname}", x.clone()
+
+
+def _bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    try:
+        return bool(torch.equal(a, b))
+    except RuntimeError:  # dtypes without eq kernels (fp8/fp4): compare bytes
+        return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
 
 
 def _full_precision_outputs(problem: Problem) -> bool:
