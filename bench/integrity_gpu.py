@@ -36,6 +36,8 @@ def main() -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--skip-slow", action="store_true")
+    ap.add_argument("--wall-s", type=float, default=150.0,
+                    help="per-candidate wall limit of the corpus driver (a harness hang costs this)")
     ap.add_argument("--only", action="append", default=None)
     args = ap.parse_args()
     import torch
@@ -59,7 +61,7 @@ def main() -> int:
             print(f"{r.verdict:>14}  {r.status:<20} {r.file} ({r.seconds:.1f} s)", flush=True)
 
         report = run_corpus(corpus_dir, device, jobs=args.jobs, only=args.only,
-                            skip_slow=args.skip_slow, progress=progress)
+                            skip_slow=args.skip_slow, progress=progress, wall_s=args.wall_s)
         (args.out / f"corpus_{device}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
         summary["corpus"] = report["summary"]
         summary["corpus_seconds"] = round(time.perf_counter() - t0, 1)

@@ -196,7 +196,7 @@ def _groups(entries: list[Entry], chunk: int) -> list[list[Entry]]:
 
 def run_corpus(corpus_dir: str | Path, device: str = "cpu", *, jobs: int = 1,
                only: list[str] | None = None, skip_slow: bool = False,
-               progress=None) -> dict[str, Any]:
+               progress=None, wall_s: float | None = None) -> dict[str, Any]:
     """Run the selected corpus entries; returns {"device", "summary", "results"}.
 
     Entries are grouped by problem (chunks of 6); each group runs in its own spawned driver
@@ -214,7 +214,8 @@ def run_corpus(corpus_dir: str | Path, device: str = "cpu", *, jobs: int = 1,
     running: list[_Supervised] = []
     while pending or running:
         while pending and len(running) < max(1, jobs):
-            running.append(_Supervised(str(corpus_dir), pending.pop(0), device))
+            running.append(_Supervised(str(corpus_dir), pending.pop(0), device,
+                                       wall_s or ENTRY_WALL_S))
         time.sleep(0.2)
         for sup in list(running):
             for r in sup.poll():
@@ -280,9 +281,10 @@ def _descendants(pid: int) -> list[int]:
 class _Supervised:
     """One driver process running a group, with a wall-clock limit per entry."""
 
-    def __init__(self, corpus_dir: str, entries: list[Entry], device: str):
+    def __init__(self, corpus_dir: str, entries: list[Entry], device: str, wall_s: float):
         import multiprocessing as mp
 
+        self.wall_s = wall_s
         self.corpus_dir, self.device = corpus_dir, device
         self.left = list(entries)
         self.done = False
@@ -331,13 +333,13 @@ class _Supervised:
             self.proc.join(10)
             self.done = True
             return out
-        hung = time.monotonic() - self.since > ENTRY_WALL_S
+        hung = time.monotonic() - self.since > self.wall_s
         died = not self.proc.is_alive()
         if hung or died:
             if not died:
                 self._kill_tree()
             victim = next((e for e in self.left if e.file == self.current), self.left[0])
-            why = (f"the harness did not finish within {ENTRY_WALL_S:.0f} s (driver killed)" if hung
+            why = (f"the harness did not finish within {self.wall_s:.0f} s (driver killed)" if hung
                    else f"the driver process died (exit code {self.proc.exitcode})")
             out.append(_error_outcome(victim, "HARNESS_HANG" if hung else "HARNESS_ERROR", why))
             self.left = [e for e in self.left if e is not victim]
@@ -405,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="candidates evaluated at once")
     ap.add_argument("--only", action="append", default=None, help="substring of candidate files")
     ap.add_argument("--skip-slow", action="store_true", help="skip entries marked slow")
+    ap.add_argument("--wall-s", type=float, default=ENTRY_WALL_S,
+                    help="kill a driver that spends longer than this on one entry")
     args = ap.parse_args(argv)
     if not (args.corpus_dir / "corpus.toml").is_file():
         print(f"error: {args.corpus_dir}: no corpus.toml", file=sys.stderr)
@@ -414,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.verdict:>14}  {r.status:<20} {r.file} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
 
     report = run_corpus(args.corpus_dir, args.device, jobs=args.jobs, only=args.only,
-                        skip_slow=args.skip_slow, progress=progress)
+                        skip_slow=args.skip_slow, progress=progress, wall_s=args.wall_s)
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
