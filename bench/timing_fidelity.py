@@ -2,9 +2,8 @@
 against ground truth from an independent path, for kernels from about 2 us to 10 ms.
 
 Ground truth: the same op run in this process under torch.profiler with the same cold-L2
-protocol (flush + synchronize before each call), the op's own kernel time per call taken from
-``key_averages()`` (torch's aggregation of CUPTI kernel records: total device time of the
-op's kernels / calls). solbench's number comes from the isolated worker, its own flush
+protocol (flush + synchronize before each call): the median over calls of the summed
+durations of the op's own kernels (CUPTI kernel records as torch.profiler reports them). solbench's number comes from the isolated worker, its own flush
 segmentation and the median over timed iterations.
 
 Reports per kernel: solbench median (ms), ground truth (ms), relative error, absolute error
@@ -73,15 +72,15 @@ def write_problem(root: Path, name: str, fam: dict) -> Path:
 
 
 def ground_truth(fam: dict, axes: dict, iters: int, flush_bytes: int) -> dict:
-    """Mean kernel time per call (ms) of the op, from torch.profiler.key_averages()."""
+    """Median per-call kernel time (ms) of the op, measured in this process: torch.profiler's
+    per-kernel records (``prof.events()``), the op's kernels of each call summed, the flush
+    (a fill kernel launched before each call) excluded by name."""
     from torch.profiler import ProfilerActivity, profile
 
-    from solbench.spec import load_problem  # noqa: F401 - same dtype map
     dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    env = dict(axes)
     tensors = {}
     for name, spec in fam["inputs"].items():
-        shape = [env[s] for s in spec["shape"]]
+        shape = [axes[s] for s in spec["shape"]]
         tensors[name] = torch.randn(*shape, device="cuda", dtype=dt[spec["dtype"]])
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
     for _ in range(5):
@@ -93,19 +92,22 @@ def ground_truth(fam: dict, axes: dict, iters: int, flush_bytes: int) -> dict:
             torch.cuda.synchronize()
             fam["op"](tensors)
             torch.cuda.synchronize()
-    total_us, names = 0.0, []
-    for ev in prof.key_averages():
-        if ev.device_type != torch.autograd.DeviceType.CUDA and getattr(ev, "self_device_time_total", 0) == 0:
+    kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                     key=lambda e: e.time_range.start)
+    per_call, cur, names = [], None, set()
+    for e in kernels:
+        if "FillFunctor" in e.name:
+            if cur is not None:
+                per_call.append(cur)
+            cur = 0.0
             continue
-        if "Fill" in ev.key or "fill" in ev.key:
-            continue
-        t = getattr(ev, "self_device_time_total", None)
-        if t is None:
-            t = ev.self_cuda_time_total
-        if t > 0:
-            total_us += t
-            names.append(ev.key[:60])
-    return {"gt_ms": total_us / iters / 1000.0, "kernels": names}
+        if cur is not None:
+            cur += e.time_range.elapsed_us()
+            names.add(e.name[:60])
+    if cur is not None:
+        per_call.append(cur)
+    return {"gt_ms": statistics.median(per_call) / 1000.0 if per_call else float("nan"),
+            "gt_calls": len(per_call), "kernels": sorted(names)}
 
 
 def main() -> int:

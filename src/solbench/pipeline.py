@@ -55,6 +55,27 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
     return block
 
 
+def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
+    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
+    Advisory only: runtime evidence decides verdicts."""
+    if solution.author == "reference":
+        return traces
+    try:
+        from .integrity.static_audit import audit_solution
+
+        found = audit_solution(solution, problem.definition)
+    except Exception as e:  # noqa: BLE001 - the audit never blocks an evaluation
+        found = [Finding(check="audit.failed", severity="advisory", message=f"{type(e).__name__}: {e}")]
+    if not found:
+        return traces
+    out = []
+    for t in traces:
+        ev = t.evaluation.model_copy(deep=True)
+        ev.findings.extend(f.model_copy() for f in found)
+        out.append(t.model_copy(update={"evaluation": ev}))
+    return out
+
+
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined") -> list[Trace]:
     """Evaluate and attach the SOL block to each PASSED trace.
@@ -66,6 +87,7 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     """
     cfg = config or EvalConfig()
     traces = evaluate(problem, solution, cfg)
+    traces = attach_static_audit(problem, solution, traces)
     hw = resolve_hardware(cfg.device, hardware)
     if hw is None:
         return traces

@@ -41,6 +41,7 @@ from ..spec.workload import Workload
 from . import guards
 from .correctness import CheckReport, check_outputs, poison_, rel_l2
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
+from .shm import ShmArena
 from .telemetry import Telemetry, throttled
 from .timing import kernel_set_consistency, stats
 
@@ -161,26 +162,39 @@ class _Slots:
         self.k = k
         self.device = device
         self.slots: list[dict] = []
+        self.wire: list[dict] = []  # what the worker receives: CUDA tensors or /dev/shm descriptors
         self.pristine: list[dict | None] = [None] * k
+        self.arena = ShmArena() if torch.device(device).type == "cpu" else None
+
+        def alloc(shape, stride, dt):
+            if self.arena is not None:
+                return self.arena.tensor(shape, stride, dt)
+            t = (torch.empty_strided(shape, stride, dtype=dt, device=device) if stride is not None
+                 else torch.empty(shape, dtype=dt, device=device))
+            return t, t
+
         for _ in range(k):
-            ins = []
+            ins, wins = [], []
             for name in self.names_in:
                 v = first[name]
                 if isinstance(v, torch.Tensor):
-                    t = (torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=device)
-                         if _dense(v) else torch.empty(v.shape, dtype=v.dtype, device=device))
-                    if t.device.type == "cpu":
-                        t.share_memory_()
+                    t, wt = alloc(tuple(v.shape), tuple(v.stride()) if _dense(v) else None, v.dtype)
                     ins.append(t)
+                    wins.append(wt)
                 else:
                     ins.append(None)
-            outs = []
+                    wins.append(None)
+            outs, wouts = [], []
             for shape, dt in self.out_specs:
-                t = torch.empty(shape or (), dtype=dt, device=device)
-                if t.device.type == "cpu":
-                    t.share_memory_()
+                t, wt = alloc(tuple(shape or ()), None, dt)
                 outs.append(t)
+                wouts.append(wt)
             self.slots.append({"inputs": ins, "outputs": outs})
+            self.wire.append({"inputs": wins, "outputs": wouts})
+
+    def close(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
 
     def fill(self, i: int, values: dict) -> dict[str, Any]:
         """Copy an input set into slot i, poison its outputs; return the per-call scalars."""
@@ -297,7 +311,12 @@ class Evaluator:
                         traces.append(self._trace(solution, w, fail[0], fail[1]))
                         handle = None
                         continue
-                tr = self._workload(handle, solution, w, j)
+                self._open_slots = None
+                try:
+                    tr = self._workload(handle, solution, w, j)
+                finally:
+                    if self._open_slots is not None:
+                        self._open_slots.close()
                 traces.append(tr)
                 if tr.evaluation.status in (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REWARD_HACK):
                     handle.kill()
@@ -398,11 +417,12 @@ class Evaluator:
         if not cfg.timing:
             k = 1
         slots = _Slots(self.problem, w, k, cfg.device, first)
+        self._open_slots = slots
         tol = w.tolerance_or_default()
         self._current_tol = tol
         self._last_flush = self._flush_bytes(h)
         try:
-            h.request("load", {"slots": slots.slots, "flush_bytes": self._last_flush}, timeout_s=120)
+            h.request("load", {"slots": slots.wire, "flush_bytes": self._last_flush}, timeout_s=120)
         except (WorkerDied, WorkerTimeout, ProtocolError) as e:
             return fail(Status.RUNTIME_ERROR, f"worker failed to receive inputs: {e}")
 
@@ -637,7 +657,7 @@ class Evaluator:
                 rh = self._ref_handle()
                 if rh is not None:
                     try:
-                        rh.request("load", {"slots": slots.slots, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
+                        rh.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
                         for i in range(cfg.n_warmup() if b == 0 else 1):
                             rh.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
                         ref_blocks.append(self._block(rh, slots, scalars, m, fresh, verify=False, rng=rng,
@@ -647,7 +667,7 @@ class Evaluator:
                         findings.append(Finding(check="reference_timing_failed", severity="advisory",
                                                 message=f"{type(e).__name__}: {e}"))
                 # restore the candidate's view of the slots
-                h.request("load", {"slots": slots.slots, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
+                h.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
         timing = self._stats(cand_blocks, findings, overhead, candidate=True)
@@ -754,7 +774,8 @@ class Evaluator:
             samples = host
             method = "perf_counter"
         if findings is not None:
-            f = guards.plausibility_finding(samples, rt, overhead)
+            f = guards.plausibility_finding(samples, rt, overhead,
+                                            severity="hack" if cfg.is_cuda else "advisory")
             if f is not None:
                 findings.append(f)
         st = stats(samples)
@@ -767,6 +788,7 @@ class Evaluator:
 
     _current_tol = None
     _last_flush = 0
+    _open_slots = None
 
 
 class _CandidateError(Exception):

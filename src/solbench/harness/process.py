@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import signal
 import tempfile
+import threading
 import time
 from typing import Any
+
+#: largest reply the parent accepts from a worker (bytes of JSON)
+MAX_REPLY_BYTES = 16 << 20
 
 
 class WorkerDied(Exception):
@@ -40,10 +46,15 @@ class ProtocolError(Exception):
 
 class WorkerHandle:
     """One worker process (a fresh ``python -m solbench.harness.worker``), connected through
-    an authenticated AF_UNIX ``multiprocessing.connection``; tensors cross as shared memory
-    (torch's ``file_system`` strategy on CPU) or CUDA IPC handles. Not thread-safe; one
-    request in flight at a time. stdout/stderr of the worker go to a log file capped by
-    RLIMIT_FSIZE."""
+    an authenticated AF_UNIX ``multiprocessing.connection``.
+
+    Trust boundary: requests go parent -> worker pickled (the worker may unpickle what the
+    parent sends); replies come back as length-prefixed **JSON only**, at most
+    :data:`MAX_REPLY_BYTES`, read by a reader thread so a stalled or garbage reply can never
+    block or execute code in the parent. Tensors are never sent back: the parent owns every
+    buffer (files in /dev/shm on CPU, CUDA IPC on GPU). stdout/stderr of the worker are drained
+    by a parent thread into a log file that keeps at most ``log_cap_bytes``.
+    Not thread-safe; one request in flight at a time."""
 
     def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180):
         import secrets
@@ -52,9 +63,6 @@ class WorkerHandle:
         import threading
         from multiprocessing.connection import Listener
 
-        import torch.multiprocessing as tmp
-
-        tmp.set_sharing_strategy("file_system")
         self.device = device
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
@@ -67,22 +75,15 @@ class WorkerHandle:
         env["SOLBENCH_WORKER_AUTHKEY"] = key.hex()
         env.setdefault("PYTHONUNBUFFERED", "1")
 
-        def limits():
-            try:
-                import resource
-
-                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-                resource.setrlimit(resource.RLIMIT_FSIZE, (log_cap_bytes, log_cap_bytes))
-            except Exception:  # noqa: BLE001
-                pass
-            os.setsid()  # own process group: killing it takes the candidate's children too
-
         self._logf = open(self.log_path, "ab")
+        self.log_dropped = 0
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solbench.harness.worker", address, device],
-            stdin=subprocess.DEVNULL, stdout=self._logf, stderr=subprocess.STDOUT, env=env,
-            preexec_fn=limits, close_fds=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True, close_fds=True,  # own process group: kill takes its children
         )
+        self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
+        self._drain.start()
         box: dict = {}
 
         def accept():
@@ -117,12 +118,67 @@ class WorkerHandle:
         self.alive = True
         self.pid = self.proc.pid
         status, hello = self._wait(0, start_timeout_s, "start")
+        self._replies: queue.Queue = queue.Queue()
+        self._reader = threading.Thread(target=self._read_replies, daemon=True)
+        self._reader.start()
         if status != "ok":
             self.kill()
             raise WorkerDied(self.proc.returncode, f"start: {hello.get('message')}")
         self.flush_default = hello.get("flush_default", 0)
 
+    def _drain_logs(self, cap: int) -> None:
+        """Copy the worker's output to the log file until ``cap`` bytes, then count the rest."""
+        written = 0
+        out = self.proc.stdout
+        while True:
+            try:
+                chunk = out.read1(65536) if hasattr(out, "read1") else out.read(65536)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            if written < cap:
+                part = chunk[: cap - written]
+                try:
+                    self._logf.write(part)
+                    self._logf.flush()
+                except (OSError, ValueError):
+                    return
+                written += len(part)
+                self.log_dropped += len(chunk) - len(part)
+            else:
+                self.log_dropped += len(chunk)
+
+    def _read_replies(self) -> None:
+        """Reader thread: JSON replies only, size-capped; anything else ends the channel."""
+        while True:
+            try:
+                raw = self.conn.recv_bytes(MAX_REPLY_BYTES)
+            except (EOFError, OSError) as e:
+                self._replies.put(("eof", str(e)))
+                return
+            try:
+                msg = json.loads(raw.decode("utf-8"))
+                if not (isinstance(msg, list) and len(msg) == 3 and isinstance(msg[0], int)
+                        and isinstance(msg[1], str) and isinstance(msg[2], dict)):
+                    raise ValueError("not a [seq, status, payload] reply")
+            except (ValueError, UnicodeDecodeError) as e:
+                self._replies.put(("garbage", f"{type(e).__name__}: {e}"))
+                return
+            self._replies.put(("msg", msg))
+
     def _wait(self, seq: int, timeout_s: float, during: str):
+        if not hasattr(self, "_replies"):
+            # before the reader exists (hello): read one reply directly, JSON only
+            if not self.conn.poll(timeout_s):
+                self.kill()
+                raise WorkerTimeout(timeout_s, during)
+            try:
+                msg = json.loads(self.conn.recv_bytes(MAX_REPLY_BYTES).decode("utf-8"))
+                return msg[1], msg[2]
+            except Exception as e:  # noqa: BLE001
+                self.kill()
+                raise ProtocolError(f"unreadable hello: {type(e).__name__}: {e}") from None
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -130,30 +186,23 @@ class WorkerHandle:
                 self.kill()
                 raise WorkerTimeout(timeout_s, during)
             try:
-                ready = self.conn.poll(min(left, 0.25))
-            except (EOFError, OSError):
-                ready = False
+                kind, item = self._replies.get(timeout=min(left, 0.25))
+            except queue.Empty:
+                if self.proc.poll() is not None and self._replies.empty():
+                    time.sleep(0.05)
+                    if self._replies.empty():
+                        self._dead(during)
+                continue
+            if kind == "eof":
                 self._dead(during)
-            if ready:
-                try:
-                    rseq, status, payload = self.conn.recv()
-                except (EOFError, OSError, ConnectionResetError):
-                    self._dead(during)
-                except Exception as e:  # noqa: BLE001 - garbage on the channel
-                    self.kill()
-                    raise ProtocolError(f"unreadable reply during {during}: {type(e).__name__}: {e}") from None
-                if rseq != seq:
-                    self.kill()
-                    raise ProtocolError(f"reply #{rseq} to request #{seq} during {during}")
-                return status, payload
-            if self.proc.poll() is not None:
-                # drain a reply that raced the exit
-                try:
-                    if self.conn.poll(0):
-                        continue
-                except (EOFError, OSError):
-                    pass
-                self._dead(during)
+            if kind == "garbage":
+                self.kill()
+                raise ProtocolError(f"unreadable reply during {during}: {item}")
+            rseq, status, payload = item
+            if rseq != seq:
+                self.kill()
+                raise ProtocolError(f"reply #{rseq} to request #{seq} during {during}")
+            return status, payload
 
     def _dead(self, during: str):
         try:
@@ -188,6 +237,9 @@ class WorkerHandle:
         except OSError:
             return ""
         text = data.decode(errors="replace")
+        if self.log_dropped:
+            text += f"\n[... {self.log_dropped} more bytes of output dropped (log cap) ...]"
+            self.log_dropped = 0
         if skipped > 0:
             text = f"[... {skipped} bytes of log cut ...]\n" + text
         return text

@@ -6,10 +6,13 @@ writes a buffer of at least 2x the device's L2; CPU: 2x the last-level cache, ca
 256 MiB), then times one call on a fresh input slot.
 
 - CUDA: the whole timed loop runs under ``torch.profiler`` (Kineto over CUPTI). Each flush
-  is a ``record_function("solbench::l2_flush")`` range; the flush kernels found through it
-  delimit the iterations on the device timeline, and iteration *i*'s time is the span from
-  the first to the last device activity (kernel, memcpy, memset; every stream) between flush
-  *i* and flush *i+1*. The sum of kernel durations is kept beside it. CUDA events around
+  is a ``record_function("solbench::l2_flush")`` range, and right after each call (once the
+  device is synchronised) a one-element fill in a ``solbench::call_end`` range marks the end;
+  the marker kernels found through those ranges delimit the iterations on the device
+  timeline, and iteration *i*'s time is the span from the first to the last device activity
+  (kernel, memcpy, memset; every stream) between flush *i* and end marker *i*. What the
+  harness does after the call (copying returned outputs to the parent's buffers) falls after
+  the end marker and is not timed. The sum of kernel durations is kept beside it. CUDA events around
   each call are the fallback (they include launch overhead: about 10 us per launch on our
   H200, hardware.md) and are always recorded as ``event_ms``.
 - CPU: ``time.perf_counter`` around the call.
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 FLUSH_RANGE = "solbench::l2_flush"
-ITER_RANGE = "solbench::timed_call"
+END_RANGE = "solbench::call_end"
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -78,21 +81,26 @@ class Segmentation:
 
 
 def segment(flushes: list[DeviceActivity], activities: list[DeviceActivity],
-            n_iters: int) -> Segmentation:
-    """Split ``activities`` into ``n_iters`` iterations delimited by ``flushes``.
+            n_iters: int, ends: list[DeviceActivity] | None = None) -> Segmentation:
+    """Split ``activities`` into ``n_iters`` iterations.
 
-    ``flushes`` must hold n_iters + 1 records (one before each iteration and a closing one);
-    iteration i takes every activity that starts at or after the end of flush i and before
-    the start of flush i+1. Activities inside a flush's own interval are the flush.
+    ``flushes`` must hold n_iters + 1 records (one before each iteration and a closing one).
+    With ``ends`` (n_iters end markers), iteration i takes every activity that starts at or
+    after the end of flush i and before the start of end marker i; without, before the start
+    of flush i+1.
     """
     fl = sorted(flushes, key=lambda a: a.start_ns)
     if len(fl) != n_iters + 1:
         return Segmentation(False, reason=f"found {len(fl)} flush kernels, expected {n_iters + 1}")
+    en = sorted(ends, key=lambda a: a.start_ns) if ends else None
+    if en is not None and len(en) != n_iters:
+        return Segmentation(False, reason=f"found {len(en)} end markers, expected {n_iters}")
     acts = sorted(activities, key=lambda a: a.start_ns)
     out = Segmentation(True)
     j = 0
     for i in range(n_iters):
-        lo, hi = fl[i].end_ns, fl[i + 1].start_ns
+        lo = fl[i].end_ns
+        hi = en[i].start_ns if en is not None else fl[i + 1].start_ns
         while j < len(acts) and acts[j].start_ns < lo:
             j += 1
         k = j
@@ -100,6 +108,8 @@ def segment(flushes: list[DeviceActivity], activities: list[DeviceActivity],
         while k < len(acts) and acts[k].start_ns < hi:
             win.append(acts[k])
             k += 1
+        while k < len(acts) and acts[k].start_ns < fl[i + 1].start_ns:
+            k += 1  # harness work after the end marker (output copies): not timed
         j = k
         if win:
             span = (max(a.end_ns for a in win) - min(a.start_ns for a in win)) / 1e6
@@ -133,52 +143,57 @@ def kernel_set_consistency(sets: list[tuple[str, ...]]) -> dict[str, Any]:
 
 
 def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceActivity]]:
-    """Extract flush and candidate device activities from a finished ``torch.profiler``
-    session and segment them. Flush kernels are the device events launched from within the
-    ``solbench::l2_flush`` ranges, found through the GPU user-annotation of that range when
-    present, else through correlation ids of the CPU ops inside the range."""
+    """Extract marker and candidate device activities from a finished ``torch.profiler``
+    session and segment them. Marker kernels (flush, end) are the device events launched from
+    within the ``solbench::l2_flush`` / ``solbench::call_end`` ranges, found through the GPU
+    user annotation of the range when present, else through correlation ids of the CPU ops
+    inside the range."""
     from torch.autograd import DeviceType
 
     res = prof.profiler.kineto_results
-    evs = list(res.events())
-    dev, cpu_ranges, cpu_ops = [], [], []
-    gpu_annot = []
-    for e in evs:
+    dev, cpu_ranges, cpu_ops = [], {FLUSH_RANGE: [], END_RANGE: []}, []
+    gpu_annot = {FLUSH_RANGE: [], END_RANGE: []}
+    for e in res.events():
         dt = e.device_type()
+        name = e.name()
         if dt == DeviceType.CUDA:
             if e.is_user_annotation():
-                if e.name() == FLUSH_RANGE:
-                    gpu_annot.append(e)
+                if name in gpu_annot:
+                    gpu_annot[name].append((e.start_ns(), e.end_ns()))
                 continue
-            name = e.name()
             kind = "memcpy" if name.startswith("Memcpy") else "memset" if name.startswith("Memset") else "kernel"
             dev.append((e, DeviceActivity(name, e.start_ns(), e.end_ns(), e.device_resource_id(), kind)))
         elif dt == DeviceType.CPU:
-            if e.name() == FLUSH_RANGE:
-                cpu_ranges.append((e.start_ns(), e.end_ns()))
+            if name in cpu_ranges:
+                cpu_ranges[name].append((e.start_ns(), e.end_ns()))
             else:
                 cpu_ops.append(e)
-    flush_ids: set[int] = set()
-    if gpu_annot:
-        windows = [(a.start_ns(), a.end_ns()) for a in gpu_annot]
-        for e, a in dev:
-            if any(lo <= a.start_ns and a.end_ns <= hi for lo, hi in windows):
-                flush_ids.add(id(e))
-    if len(flush_ids) != n_iters + 1 and cpu_ranges:
-        flush_ids = set()
-        corr = set()
-        for op in cpu_ops:
-            s = op.start_ns()
-            if any(lo <= s <= hi for lo, hi in cpu_ranges):
-                corr.add(op.correlation_id())
-        for e, a in dev:
-            if e.linked_correlation_id() in corr or e.correlation_id() in corr:
-                flush_ids.add(id(e))
-    flushes = [a for e, a in dev if id(e) in flush_ids]
-    others = [a for e, a in dev if id(e) not in flush_ids]
-    # a flush is one fill kernel; if the range produced more than one record, merge per range
-    flushes = _merge_close(flushes)
-    return segment(flushes, others, n_iters), others
+
+    def markers(rng: str, expect: int) -> set[int]:
+        ids: set[int] = set()
+        windows = gpu_annot[rng]
+        if windows:
+            for e, a in dev:
+                if any(lo <= a.start_ns and a.end_ns <= hi for lo, hi in windows):
+                    ids.add(id(e))
+        if len(_merge_close([a for e, a in dev if id(e) in ids])) != expect and cpu_ranges[rng]:
+            ids = set()
+            corr = {op.correlation_id() for op in cpu_ops
+                    if any(lo <= op.start_ns() <= hi for lo, hi in cpu_ranges[rng])}
+            for e, a in dev:
+                if e.linked_correlation_id() in corr or e.correlation_id() in corr:
+                    ids.add(id(e))
+        return ids
+
+    flush_ids = markers(FLUSH_RANGE, n_iters + 1)
+    end_ids = markers(END_RANGE, n_iters)
+    flushes = _merge_close([a for e, a in dev if id(e) in flush_ids])
+    ends = _merge_close([a for e, a in dev if id(e) in end_ids])
+    others = [a for e, a in dev if id(e) not in flush_ids and id(e) not in end_ids]
+    seg = segment(flushes, others, n_iters, ends if len(ends) == n_iters else None)
+    if seg.ok and len(ends) != n_iters:
+        seg.reason = f"end markers not found ({len(ends)}); windows end at the next flush"
+    return seg, others
 
 
 def _merge_close(fl: list[DeviceActivity]) -> list[DeviceActivity]:

@@ -12,6 +12,7 @@ Messages are ``(seq, op, payload)``; replies are ``(seq, status, payload)`` with
 from __future__ import annotations
 
 
+import json
 import os
 import sys
 import time
@@ -50,6 +51,7 @@ class Worker:
         self.dps = True
         self.slots: list[dict[str, Any]] = []
         self.flush_buf = None
+        self.end_buf = None
         self.flush_bytes = 0
         self.prof = None
         self.timed_host: list[float] = []
@@ -78,7 +80,7 @@ class Worker:
                 return
             seq, op, payload = msg
             if op == "exit":
-                self.conn.send((seq, "ok", {}))
+                self._reply(seq, "ok", {})
                 return
             try:
                 status, out = self.handle(op, payload)
@@ -96,7 +98,11 @@ class Worker:
                 sys.stderr.flush()
             except Exception:  # noqa: BLE001
                 pass
-            self.conn.send((seq, status, out))
+            self._reply(seq, status, out)
+
+    def _reply(self, seq: int, status: str, out: dict) -> None:
+        """Replies are JSON (the parent never unpickles anything from a worker)."""
+        self.conn.send_bytes(json.dumps([seq, status, out], default=str).encode("utf-8"))
 
     def handle(self, op: str, p: dict) -> tuple[str, dict]:
         torch = self.torch
@@ -116,7 +122,13 @@ class Worker:
             self.snapshot_after_build = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
             return "ok", info
         if op == "load":
-            self.slots = p["slots"]
+            from .shm import open_desc
+
+            def mat(x):
+                return open_desc(x) if isinstance(x, dict) and "path" in x else x
+
+            self.slots = [{"inputs": [mat(x) for x in s["inputs"]],
+                           "outputs": [mat(x) for x in s["outputs"]]} for s in p["slots"]]
             want = p.get("flush_bytes", 0)
             if want and want != self.flush_bytes:
                 dev = self.device if self.is_cuda else "cpu"
@@ -214,6 +226,14 @@ class Worker:
             if self.is_cuda:
                 self._sync()
 
+    def _end_marker(self, i: int) -> None:
+        if self.is_cuda:
+            if self.end_buf is None:
+                self.end_buf = self.torch.empty(1, dtype=self.torch.int32, device=self.device)
+            with self._record_function("solbench::call_end"):
+                self.end_buf.fill_(i & 0x7FFFFFFF)
+            self._sync()
+
     def _timed_iter(self, slot, scalars, i: int) -> dict:
         torch = self.torch
         args = self._args(slot, scalars)
@@ -228,6 +248,7 @@ class Worker:
                 self._sync()
                 t1 = _perf()
             ev = start.elapsed_time(end)
+            self._end_marker(i)
         else:
             with torch.no_grad():
                 t0 = _perf()
@@ -255,7 +276,7 @@ class Worker:
             self.prof = None
         if not seg.ok:
             return {"cupti": False, "reason": seg.reason}
-        return {"cupti": True, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
+        return {"cupti": True, "note": seg.reason, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
                 "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets]}
 
 
@@ -267,18 +288,16 @@ def main(argv: list[str] | None = None) -> None:
     argv = argv if argv is not None else sys.argv[1:]
     address, device = argv[0], argv[1]
     key = bytes.fromhex(os.environ.pop("SOLBENCH_WORKER_AUTHKEY"))
-    import torch.multiprocessing as tmp
-
-    tmp.set_sharing_strategy("file_system")
     conn = Client(address, family="AF_UNIX", authkey=key)
     try:
         w = Worker(conn, device)
     except BaseException as e:  # noqa: BLE001
         try:
-            conn.send((0, "error", {"type": type(e).__name__, "message": f"worker start: {e}"}))
+            conn.send_bytes(json.dumps([0, "error", {"type": type(e).__name__,
+                                                     "message": f"worker start: {e}"}]).encode())
         finally:
             os._exit(3)
-    conn.send((0, "ok", {"pid": os.getpid(), "flush_default": _cache_bytes()}))
+    conn.send_bytes(json.dumps([0, "ok", {"pid": os.getpid(), "flush_default": _cache_bytes()}]).encode())
     w.loop()
     try:
         sys.stdout.flush()
