@@ -21,7 +21,6 @@ import statistics
 import sys
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +31,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "sol-execbench-dev"
 
 #: per-workload counting budget (s): a reference that loops in Python over a large real
 #: workload is reported as an error rather than stalling the bench
-TIME_LIMIT_S = 30
+TIME_LIMIT_S = 60
 
 
 class CountTimeout(BaseException):  # not Exception: must not be caught as a failed fake run
@@ -129,13 +128,28 @@ def by_problem(rows, model):
     return res
 
 
+t0_global = time.time()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default=None, help="only problems whose name contains this")
+    ap.add_argument("--shard-out", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("dirs", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.shard_out:  # worker: count the given problem dirs, append rows as JSON lines
+        for d in args.dirs:
+            t1 = time.time()
+            got = problem_rows(d)
+            with open(args.shard_out, "a") as fh:
+                for r in got:
+                    fh.write(json.dumps(r, allow_nan=False) + "\n")
+            print(f"[{time.time() - t0_global:6.0f}s] {Path(d).name}: {len(got)} workloads, "
+                  f"{sum('error' in r for r in got)} errors ({time.time() - t1:.0f} s)", flush=True)
+        return 0
     if not args.data.exists():
         print(f"dataset not found: {args.data}", file=sys.stderr)
         return 2
@@ -144,17 +158,30 @@ def main(argv=None) -> int:
         pdirs = [p for p in pdirs if args.only in p]
     t0 = time.time()
     rows: list[dict] = []
-    with ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=4) as ex:
-        futs = {ex.submit(problem_rows, p): p for p in pdirs}
-        for f in as_completed(futs):
-            try:
-                got = f.result()
-            except Exception:  # noqa: BLE001
-                got = [{"problem": Path(futs[f]).name, "subset": Path(futs[f]).parent.name,
-                        "index": -1, "official_ms": None, "error": traceback.format_exc(limit=1)}]
-            rows.extend(got)
-            print(f"[{time.time() - t0:6.0f}s] {Path(futs[f]).name}: {len(got)} workloads, "
-                  f"{sum('error' in r for r in got)} errors", flush=True)
+    # one process per shard (no executor: a worker killed by the OOM killer must not hang the
+    # bench); each shard runs problems in order and writes JSON lines to a temp file
+    import subprocess
+    import tempfile
+
+    tmpdir = Path(tempfile.mkdtemp(prefix="sol_agreement_"))
+    shards = [pdirs[i::args.jobs] for i in range(args.jobs)]
+    procs = []
+    for i, shard in enumerate(shards):
+        f = tmpdir / f"shard{i}.jsonl"
+        procs.append((subprocess.Popen([sys.executable, __file__, "--shard-out", str(f), *shard]), f, shard))
+    for proc, f, shard in procs:
+        proc.wait()
+    done = set()
+    for proc, f, shard in procs:
+        if f.exists():
+            for line in f.read_text().splitlines():
+                r = json.loads(line)
+                rows.append(r)
+                done.add(r["problem"])
+        for p in shard:
+            if Path(p).name not in done:
+                rows.append({"problem": Path(p).name, "subset": Path(p).parent.name, "index": -1,
+                             "official_ms": None, "error": f"shard process exited {proc.returncode}"})
     rows.sort(key=lambda r: (r["subset"], r["problem"], r["index"]))
     result = {
         "hardware": "B200_SOLAR", "data": str(args.data), "workloads": len(rows),

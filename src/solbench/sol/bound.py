@@ -11,7 +11,8 @@ Resources (``refined`` model, the default; shared/docs/sol-model.md):
 
 ``solar`` model (upstream SOLAR conventions, to reproduce SOL-ExecBench's official figures):
     MACs of all matmul/conv/attention (causal in full) at one tensor-core rate, the fastest
-    format present (fp4 > fp8 > 16-bit; fp32 priced at the 16-bit rate), versus
+    format present anywhere in the graph, inputs or conversions inside the reference
+    (fp4 > fp8 > 16-bit; fp32 priced at the 16-bit rate), versus
     (input + output elements) x one width for every tensor (0.5 B for fp4 problems, 1 B for fp8
     problems, 2 B otherwise, fp32 and int64 included), plus the spec's fixed overhead.
 """
@@ -125,7 +126,8 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
         overhead = 0.0
         total = sum(v for k, v in flops.items() if k != "sfu")
     else:
-        classes = {c for c, f in counts.mma_flops_full.items() if f} | counts.io_dtype_classes()
+        classes = ({c for c, f in counts.mma_flops_full.items() if f} | counts.io_dtype_classes()
+                   | set(counts.dtypes_seen))
         if "fp4" in classes:
             rate_cls, bpe = "fp4", 0.5
         elif "fp8" in classes:

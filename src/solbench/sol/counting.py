@@ -103,6 +103,9 @@ class Counts:
     op_counts: Counter = field(default_factory=Counter)
     unknown_ops: Counter = field(default_factory=Counter)
     attention_calls: list[dict] = field(default_factory=list)
+    #: operand classes of every tensor any op produced (e.g. "fp8" when the reference
+    #: quantises a bf16 input itself): the solar model picks its rate from these
+    dtypes_seen: set = field(default_factory=set)
     mode: str = "fake"
     real_tensors: bool = False
     synthesized: list[str] = field(default_factory=list)
@@ -257,6 +260,10 @@ class _CountingMode(TorchDispatchMode):
         flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
         flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
         self.note_reads(name, flat_in, out)
+        for t in flat_out:
+            cls_ = DTYPE_CLASS.get(t.dtype)
+            if cls_:
+                c.dtypes_seen.add(cls_)
         c.bytes_unfused += sum(_tensor_bytes(t) for t in flat_in) + sum(_tensor_bytes(t) for t in flat_out)
         base = getattr(func, "_overloadpacket", None)
         if base in flop_registry or name in _MMA_PACKETS:
