@@ -27,6 +27,10 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--max-problems", type=int, default=100)
     ap.add_argument("--time-budget-s", type=float, default=420)
+    ap.add_argument("--no-ref-timing", action="store_true",
+                    help="skip timing the eager reference (it is the candidate here)")
+    ap.add_argument("--skip", default="", help="comma-separated problem names to leave out")
+    ap.add_argument("--no-examples", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,7 +49,7 @@ def main() -> int:
     ex = Path(__file__).resolve().parents[1] / "examples" / "solutions" / "024_rmsnorm_h2048"
     data = Path(args.data)
     rms = data / "FlashInfer-Bench" / "024_rmsnorm_h2048"
-    if rms.exists():
+    if rms.exists() and not args.no_examples:
         for s in ("triton.json", "cuda.json"):
             jobs.append((rms, ex / s))
     dirs = sorted(p for p in data.glob("*/*") if (p / "definition.json").exists())
@@ -58,7 +62,8 @@ def main() -> int:
         for k in sorted(by_subset):
             if by_subset[k]:
                 order.append(by_subset[k].pop(0))
-    jobs += [(d, None) for d in order[: args.max_problems]]
+    skip = {x for x in args.skip.split(",") if x}
+    jobs += [(d, None) for d in order if d.name not in skip][: args.max_problems]
     for pdir, sol_path in jobs:
         if time.time() - t_start > args.time_budget_s:
             rows.append({"problem": pdir.name, "skipped": "time budget"})
@@ -68,7 +73,8 @@ def main() -> int:
             prob = load_problem(pdir)
             sol = load_solution(sol_path, prob) if sol_path else reference_solution(prob)
             ws = prob.smallest_workloads(args.per_problem, max_bytes=4 << 30)
-            cfg = EvalConfig(device=dev, workloads=[w.uuid for w in ws], iters=args.iters)
+            cfg = EvalConfig(device=dev, workloads=[w.uuid for w in ws], iters=args.iters,
+                             reference_timing=not args.no_ref_timing or sol_path is not None)
             traces = evaluate_and_score(prob, sol, cfg)
             append_traces(tr_path, traces)
             for t in traces:
