@@ -455,6 +455,17 @@ class Evaluator:
                 return fail(Status.RUNTIME_ERROR,
                             f"correctness round {r}: {meta.get('type')}: {meta.get('message')}\n"
                             f"{meta.get('traceback', '')}")
+            if meta.get("stream_unordered"):
+                findings.append(Finding(
+                    check="stream_unordered", severity="hack",
+                    message=(f"outputs {meta['stream_unordered']} were still being written after the call "
+                             "returned, on a stream the caller's stream does not wait for"),
+                    evidence={"outputs": meta["stream_unordered"], "round": r}))
+            if meta.get("stream_changed") and not any(f.check == "stream_changed" for f in findings):
+                findings.append(Finding(
+                    check="stream_changed", severity="hack",
+                    message="the candidate changed the current CUDA stream and left it changed",
+                    evidence={"round": r}))
             mutated = slots.inputs_intact(0)
             if mutated:
                 findings.append(Finding(check="input_mutation", severity="hack",

@@ -22,6 +22,16 @@ from typing import Any
 _perf = time.perf_counter  # captured before any candidate code exists
 
 
+def _same_bits(a, b) -> bool:
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
 def _cache_bytes() -> int:
     """2x the last-level CPU cache (from sysfs), capped at 256 MiB; 64 MiB if unknown."""
     best = 0
@@ -68,6 +78,7 @@ class Worker:
         }
         self.snapshot = guards.take_snapshot(self._harness_fns)
         self._Event = torch.cuda.Event
+        self.stream0 = torch.cuda.current_stream().cuda_stream if self.is_cuda else None
         self._sync = torch.cuda.synchronize
         self._record_function = torch.profiler.record_function
 
@@ -164,6 +175,8 @@ class Worker:
         if op == "guards":
             changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
             flags = self.guards.backend_flags()
+            if self.is_cuda and torch.cuda.current_stream().cuda_stream != self.stream0:
+                changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
             return "ok", {"changed": changed, "flags": flags, "flags0": self.flags0}
         raise ValueError(f"unknown op {op!r}")
 
@@ -175,18 +188,27 @@ class Worker:
         return args
 
     def _call(self, slot, scalars) -> dict:
+        """One untimed call. On CUDA, before synchronising, the outputs are cloned on the
+        caller's stream: if that snapshot differs from the outputs once the device is idle,
+        work was still running on a stream the caller's stream does not wait for
+        (``stream_unordered``; a real caller would read unfinished outputs)."""
         torch = self.torch
         args = self._args(slot, scalars)
         with torch.no_grad():
-            if self.dps:
-                ret = self.fn(*args, *slot["outputs"])
-                if self.is_cuda:
-                    self._sync()
-                return {"returned": None}
-            ret = self.fn(*args)
+            ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
+            shadow = None
             if self.is_cuda:
+                outs = slot["outputs"] if self.dps else (
+                    list(ret) if isinstance(ret, (tuple, list)) else [ret])
+                shadow = [o.clone() if type(o) is torch.Tensor else None for o in outs]
                 self._sync()
-        return self._copy_out(slot, ret, args)
+                unordered = [i for i, (o, c) in enumerate(zip(outs, shadow))
+                             if c is not None and not _same_bits(o, c)]
+            meta = {"returned": None} if self.dps else self._copy_out(slot, ret, args)
+        if shadow is not None:
+            meta["stream_unordered"] = unordered
+            meta["stream_changed"] = torch.cuda.current_stream().cuda_stream != self.stream0
+        return meta
 
     def _copy_out(self, slot, ret, args) -> dict:
         """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped.
