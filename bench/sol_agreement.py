@@ -32,6 +32,8 @@ DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "sol-execbench-dev"
 #: per-workload counting budget (s): a reference that loops in Python over a large real
 #: workload is reported as an error rather than stalling the bench
 TIME_LIMIT_S = 60
+#: address-space cap of each shard process (GiB)
+SHARD_MEMORY_GB = 7
 
 
 class CountTimeout(BaseException):  # not Exception: must not be caught as a failed fake run
@@ -139,8 +141,19 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="only problems whose name contains this")
     ap.add_argument("--shard-out", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("dirs", nargs="*", help=argparse.SUPPRESS)
+    ap.add_argument("--render-only", action="store_true", help="re-render the .md from the .json")
     args = ap.parse_args(argv)
+    if args.render_only:
+        res = json.loads((args.out / "sol_agreement.json").read_text())
+        (args.out / "sol_agreement.md").write_text(render_md(res))
+        return 0
     if args.shard_out:  # worker: count the given problem dirs, append rows as JSON lines
+        # cap the address space so a reference that needs more memory on the real CPU path
+        # fails with an allocation error (recorded) instead of drawing the OOM killer
+        import resource
+
+        cap = int(SHARD_MEMORY_GB * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         for d in args.dirs:
             t1 = time.time()
             got = problem_rows(d)
@@ -202,6 +215,26 @@ def main(argv=None) -> int:
     return 0
 
 
+#: why a problem's solar-mode ratio is off, from reading its reference and rows (checked by
+#: hand; see docs/sol-model.md)
+REASONS = {
+    "013_fused_residual_rms_norm_backward": "fp32 saved tensors: ours prices every input and output "
+        "(x, normalized fp32 + grad_output, 2 bf16 outputs); the official figure matches ~40% of those "
+        "elements, i.e. upstream's traced graph drops inputs it sees only through in-place/aliased outputs",
+    "045_fused_linear_gelu_grn_linear": "fp32 problem priced at the TF32 rate upstream (official - 0.4 us "
+        "= MACs/0.906 PF) while other fp32 problems use the 16-bit rate (leaderboard fp32_as policy applied "
+        "unevenly); ours uses the 16-bit rate for all",
+    "031_flux_timestep_guidance_projection_embedding": "custom inputs build large weight tensors that the "
+        "official figure does not count (it tracks the batch only); ours counts every input of run()",
+    "093_grouped_topk_moe_routing_backward": "int64 index tensors and fp32 inputs all priced at 2 B by "
+        "both; the official bytes are ~64% of ours (upstream counts only tensors its trace reaches)",
+    "004_gemm_n128_k2048": "a few large-M workloads are official = compute + 0.4 us although the input "
+        "alone needs more DRAM time: upstream's memory term is smaller there",
+    "047_moe_training_token_repeat_and_expert_computation": "data-dependent (.item()); the real CPU "
+        "fallback is refused for inputs over 2 GB in this bench",
+}
+
+
 def _f(x, d=3):
     return "-" if x is None else f"{x:.{d}f}"
 
@@ -217,6 +250,26 @@ def render_md(res: dict) -> str:
         if s.get("n"):
             out.append(f"| {m} | {s['n']} | {_f(s['median'])} | {_f(s['p10'])} | {_f(s['p90'])} | "
                        f"{s['within_0.8_1.25']:.1%} | {_f(s['geomean'])} |")
+    out += ["", "## Outliers (solar mode: problems with a workload outside 0.8-1.25)", "",
+            "| problem | median | min | max | likely reason |", "|---|---|---|---|---|"]
+    for p in res["by_problem"]["solar"]:
+        if p["median"] is None or p["min"] < 0.8 or p["max"] > 1.25:
+            reason = REASONS.get(p["problem"], "small workloads: the official figure is rounded to 0.1 us "
+                                 "and the 0.4 us constant dominates" if p["median"] and 0.9 < p["median"] < 1.1
+                                 else "not analysed")
+            out.append(f"| {p['problem']} | {_f(p['median'])} | {_f(p['min'])} | {_f(p['max'])} | {reason} |")
+    out += ["", "## Refined mode: the systematic shifts", "",
+            "- x15.0 on fp32 problems bound by matmul (L1/037, L2/023, L2/063, L2/071, L2/079, L1/021): "
+            "refined prices fp32 matmul on CUDA cores (121 TF at the lock) unless the definition allows "
+            "TF32; solar at the bf16 rate (1811 TF); 1811/121 = 15.0.",
+            "- x2 on fp32 memory-bound problems (L1/085, L1/025): refined sizes fp32 tensors at 4 B, solar at 2 B.",
+            "- x30 on fp8 problems whose reference emulates the fp8 GEMM in fp32 (Quant/013, Quant/021, "
+            "Quant/005): refined prices the fp32 matmul it sees on CUDA cores (3620/121 = 29.9). Known "
+            "limitation: operand provenance (fp8 values up-cast to fp32) is not tracked, so these bounds "
+            "are valid but loose.",
+            "- below 1 on tiny workloads (FlashInfer 024, 004): refined adds no 0.4 us constant.",
+            "- about x0.5 on causal attention (FlashInfer 016): refined counts only unmasked query-key pairs.",
+            "- below 1 where inputs are only gathered (paged KV, embeddings): refined reads the gathered rows."]
     for m in ("solar", "refined"):
         out += ["", f"## Per problem, model={m}", "",
                 "| subset | problem | n | median | min | max | bottleneck | counting | unknown ops | error |",

@@ -204,3 +204,20 @@ def test_packed_fp4_input_half_byte_per_value(tmp_path):
     assert c.bytes_fused == 8 * 4 + 8 * 4
     solar = bound_from_counts(c, load_hardware("B200_SOLAR"), "solar")
     assert solar.bytes_model == (64 * 32 + 8 + 8) * 0.5  # fp4 problem: 0.5 B for every element
+
+
+def test_kernelbench_module_parameters_are_inputs(tmp_path):
+    f = tmp_path / "linear_relu.py"
+    f.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self, i, o):\n        super().__init__()\n        self.fc = nn.Linear(i, o)\n"
+        "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+        "def get_inputs():\n    return [torch.randn(64, 256)]\n"
+        "def get_init_inputs():\n    return [256, 128]\n")
+    p = load_problem(f)
+    b = bound(p, p.workloads[0], "H200")
+    assert b.flops["cuda_fp32_matmul"] == 2 * 64 * 128 * 256
+    assert b.flops["cuda_fp32"] == 64 * 128 * 2  # bias add + relu
+    # x + weight + bias + output, fp32
+    assert b.bytes_fused == (64 * 256 + 128 * 256 + 128 + 64 * 128) * 4 == 229_888
