@@ -10,8 +10,9 @@ from rich.console import Console
 
 from ..errors import SolbenchError
 
-console = Console(stderr=False)
-err_console = Console(stderr=True)
+# a pipe or file gets wide tables (rich would otherwise assume 80 columns)
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 @contextmanager

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install solbench (editable) with the given extras. Keeps an existing torch (e.g. a CUDA build on
+# a GPU machine); otherwise installs the CPU torch 2.13.0 that our machines carry, never an
+# unpinned torch (which would pull a multi-GB CUDA build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+if ! python3 -c "import torch" >/dev/null 2>&1; then
+  python3 -m pip install -q torch==2.13.0 2>&1 | grep -v "is ignored: it is neither" || true
+fi
+python3 -m pip install -q -e ".${extras:+[$extras]}" 2>&1 | grep -v "is ignored: it is neither" || true

@@ -1,0 +1,58 @@
+"""``solbench demo``: a real problem suite slice with real candidates through the hardened
+harness, CUDA when present (eager reference, torch.compile baseline, hand-written Triton),
+else CPU (eager reference, an honest PyTorch rewrite, and three hostile candidates the harness
+must catch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..spec import Problem, Solution, load_problem, load_solution, reference_solution
+from ..suites import suite_problems
+
+HERE = Path(__file__).resolve().parent
+SOLUTIONS = HERE.parent / "suites" / "solutions"
+
+
+@dataclass
+class DemoJob:
+    problem: Problem
+    solution: Solution
+    expect: str  # "PASSED" or "caught"
+    workloads: list[str]
+
+
+def _problem(suite: str, name: str) -> Problem:
+    for p in suite_problems(suite):
+        if p.name == name:
+            return load_problem(p)
+    raise FileNotFoundError(f"bundled problem {suite}/{name} is missing")
+
+
+def demo_jobs(device: str) -> list[DemoJob]:
+    """The demo's (problem, candidate, expected verdict, workloads) list for ``device``."""
+    jobs: list[DemoJob] = []
+    cuda = device.startswith("cuda")
+    softmax = _problem("l1", "softmax_fp32")
+    emb = _problem("dlrm", "dlrm01_embedding_bag_sum_fp32")
+    rms = _problem("l1", "rms_norm_bf16")
+
+    def wl(p: Problem) -> list[str]:
+        if cuda:
+            return [w.uuid for w in p.workloads if not (w.tags and "cpu" in w.tags)][:2]
+        return [w.uuid for w in p.workloads if w.tags and "cpu" in w.tags][:1]
+
+    for p in (softmax, rms, emb):
+        jobs.append(DemoJob(p, reference_solution(p), "PASSED", wl(p)))
+        if cuda:
+            tri = SOLUTIONS / ("l1" if p is not emb else "dlrm") / p.name / "triton.json"
+            if tri.exists():
+                jobs.append(DemoJob(p, load_solution(tri, p), "PASSED", wl(p)))
+            from ..suites.baseline import compile_baseline
+
+            jobs.append(DemoJob(p, compile_baseline(p), "PASSED", wl(p)))
+    jobs.append(DemoJob(softmax, load_solution(HERE / "softmax_online.py", softmax), "PASSED", wl(softmax)))
+    for hostile in ("softmax_uniform.py", "softmax_replay.py", "softmax_timer_patch.py"):
+        jobs.append(DemoJob(softmax, load_solution(HERE / hostile, softmax), "caught", wl(softmax)))
+    return jobs
