@@ -73,6 +73,12 @@ class WorkerHandle:
         listener = Listener(address, family="AF_UNIX", authkey=key)
         env = dict(os.environ)
         env["SOLBENCH_WORKER_AUTHKEY"] = key.hex()
+        # the worker imports the same solbench as this process (an installed copy elsewhere
+        # must never stand in for it)
+        import solbench
+
+        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))
+        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
 
         self._logf = open(self.log_path, "ab")
