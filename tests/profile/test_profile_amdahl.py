@@ -203,3 +203,27 @@ def test_cli_project_bundle_and_errors(tmp_path):
     badr.write_text('{"definition": "x"}\n')
     res = runner.invoke(app, ["project", str(pp), str(badr)])
     assert res.exit_code == 2 and "bad.jsonl: line 1" in res.output and "Traceback" not in res.output
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "bench" / "results" / "profile_recommendation.json"
+
+
+@pytest.mark.skipif(not RECORDED.is_file(), reason="no recorded H200 profile bundle in bench/results/")
+def test_project_on_the_recorded_h200_bundle():
+    """The device script's bundle (with its extra run_s field) loads as profiles, and the
+    projection on it follows the Amdahl rule from the per-problem wall shares."""
+    from solbench.cli.project import load_profile
+
+    prof = load_profile(RECORDED, "dlrm-v2", "train")
+    assert prof["device_name"] == "NVIDIA H200" and prof["run_s"] > 0
+    res = project(prof, TRACES)
+    rows = {r["problem"]: r for r in res["problems"]}
+    p2 = rows["dlrm02_tbe_forward_fp32"]["share_wall"]
+    p3 = rows["dlrm03_embedding_bag_backward_dense"]["share_wall"]
+    # the forward embedding kernels exist in dlrm-v2 training and go to dlrm02 (the faster)
+    assert p2 > 0.01 and rows["dlrm01_embedding_bag_sum_fp32"]["share_wall"] == 0.0
+    saved = p2 * (1 - 1 / math.sqrt(3))  # dlrm03 at 0.8x counts 1x: saves nothing
+    assert res["amdahl_mapped"]["time_saved"] == pytest.approx(saved)
+    assert res["amdahl_mapped"]["share_wall_mapped"] == pytest.approx(p2 + p3)
+    s = res["study_simple"]
+    assert s["gain"] == pytest.approx(prof["addressable_fraction"]["strict_wall"] * 0.5 * (1 - 1 / 1.75))

@@ -114,6 +114,9 @@ class ProfileReport(_M):
     steps: dict[str, int]
     environment: dict[str, str]
     warnings: list[str] = Field(default_factory=list)
+    #: seconds the whole run took (build, warm-up, timing, profiling); set by
+    #: bench/profile_device.py, None when not recorded
+    run_s: float | None = None
 
     def to_json(self, **kw) -> str:
         return self.model_dump_json(**kw)
