@@ -53,7 +53,7 @@ def dtype_eps(dtype: torch.dtype) -> float:
 def poison_(t: torch.Tensor) -> torch.Tensor:
     """Fill ``t`` in place with the poison byte pattern (any dtype). Returns ``t``."""
     if t.numel():
-        t.view(torch.uint8).fill_(POISON_BYTE) if t.is_contiguous() else t.fill_(float("nan"))
+        t.reshape(-1).view(torch.uint8).fill_(POISON_BYTE) if t.is_contiguous() else t.fill_(float("nan"))
     return t
 
 

@@ -240,8 +240,8 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
-    av = a.contiguous().view(torch.uint8)
-    bv = b.to(a.device).contiguous().view(torch.uint8)
+    av = a.contiguous().reshape(-1).view(torch.uint8)  # reshape: 0-d tensors cannot be viewed as bytes
+    bv = b.to(a.device).contiguous().reshape(-1).view(torch.uint8)
     return bool(torch.equal(av, bv))
 
 

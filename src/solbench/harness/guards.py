@@ -105,7 +105,7 @@ def tensor_digest(t: Any) -> str:
     x = x.contiguous()
     if x.numel() == 0:
         return "empty"
-    return hashlib.sha256(x.view(torch.uint8).numpy().tobytes()).hexdigest()
+    return hashlib.sha256(x.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 def digests(values: list[Any]) -> list[str]:

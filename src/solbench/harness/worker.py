@@ -29,7 +29,8 @@ def _same_bits(a, b) -> bool:
         return False
     if a.numel() == 0:
         return True
-    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
+                            b.contiguous().reshape(-1).view(torch.uint8)))
 
 
 def _cache_bytes() -> int:
@@ -236,7 +237,7 @@ class Worker:
         for o, m in zip(outs, meta):
             if m["plain"] and o.is_contiguous() and o.untyped_storage().data_ptr() not in in_ptrs:
                 try:
-                    o.view(torch.uint8).fill_(0xFF)
+                    o.reshape(-1).view(torch.uint8).fill_(0xFF)
                 except Exception:  # noqa: BLE001 - views that cannot be reinterpreted
                     pass
         return {"returned": meta}
