@@ -1,0 +1,221 @@
+"""Correctness checks (pure functions) against hand-worked figures: the upstream tolerance
+rule, the scale-invariant checks, poison write coverage, NaN/Inf, -inf allowance, exact
+integer comparison and shape/dtype verdicts."""
+
+import math
+
+import pytest
+import torch
+
+from solbench.harness.correctness import (POISON_BYTE, check_output, check_outputs, dtype_eps,
+                                          poison_, rel_l2, unpack_fp4)
+from solbench.spec import Status, Tolerance
+
+# reference [1, 2, 4, 64] with errors [1/64, 1/32, 1/16, 1/2] (all exactly representable)
+REF = torch.tensor([1.0, 2.0, 4.0, 64.0])
+ERR = torch.tensor([1 / 64, 1 / 32, 1 / 16, 1 / 2])
+# atol = 1/64, rtol = 1/128 -> thresholds 1/64+1/128, 1/32, 3/64, 1/64+1/2:
+# matches: yes, yes (on the boundary), no, yes -> 3/4
+TOL = dict(max_atol=1 / 64, max_rtol=1 / 128)
+
+
+def test_atol_rtol_matched_ratio_hand_worked():
+    oc = check_output("o", REF + ERR, REF, Tolerance(**TOL, required_matched_ratio=0.75))
+    assert oc.matched_ratio == 0.75
+    assert oc.max_abs_error == 0.5
+    assert oc.max_rel_error == 1 / 64  # 1/64 / 1 = 1/32 / 2 = 1/16 / 4; 1/2 / 64 = 1/128
+    want_l2 = math.sqrt(sum(e * e for e in ERR.tolist())) / math.sqrt(1 + 4 + 16 + 4096)
+    assert oc.rel_l2 == pytest.approx(want_l2, rel=1e-12)
+    assert oc.norm_max_error == pytest.approx(0.5 / 64)
+    assert oc.worst_slice_rel_l2 == pytest.approx(1 / 64)  # 4 one-element slices
+    assert oc.rel_l2_limit == pytest.approx(4 / 128)  # max(4 rtol, 4 eps32)
+    assert oc.upstream_ok and oc.scale_ok and oc.failed_check is None
+    rep = check_outputs([REF + ERR], [REF], Tolerance(**TOL, required_matched_ratio=0.8))
+    assert not rep.passed and not rep.upstream_passed
+    assert rep.status == Status.INCORRECT_NUMERICAL and rep.failed_check == "tolerance"
+    assert "matched 75.0000% < required 80.00%" in rep.outputs[0].detail
+
+
+def test_error_cap():
+    tol = Tolerance(**TOL, required_matched_ratio=0.75, max_error_cap=0.25)
+    oc = check_output("o", REF + ERR, REF, tol)
+    assert not oc.upstream_ok and oc.failed_check == "error_cap"
+    oc = check_output("o", REF + ERR, REF, Tolerance(**TOL, required_matched_ratio=0.75, max_error_cap=0.5))
+    assert oc.upstream_ok
+
+
+def test_all_zeros_against_tiny_reference_fails_both_layers():
+    ref = torch.tensor([1e-4, -2e-4, 3e-4, -1e-4])
+    out = torch.zeros(4)
+    # every element is within atol = 1e-2, so only the all-zero rule catches it upstream
+    rep = check_outputs([out], [ref], Tolerance())
+    oc = rep.outputs[0]
+    assert oc.matched_ratio == 1.0
+    assert not rep.passed and not rep.upstream_passed and oc.failed_check == "all_zero"
+    assert oc.rel_l2 == 1.0 and oc.rel_l2 > oc.rel_l2_limit  # ||0 - b|| / ||b||
+    assert rep.status == Status.INCORRECT_NUMERICAL
+
+
+def test_tiny_constant_passes_upstream_fails_rel_l2():
+    ref = torch.tensor([1e-3, -1e-3, 1e-3, -1e-3])
+    out = torch.full((4,), 1e-3)
+    rep = check_outputs([out], [ref], Tolerance())
+    oc = rep.outputs[0]
+    assert rep.upstream_passed and not rep.passed
+    assert oc.failed_check == "rel_l2"
+    # diffs [0, 2e-3, 0, 2e-3]: sqrt(8e-6) / sqrt(4e-6) = sqrt(2)
+    assert oc.rel_l2 == pytest.approx(math.sqrt(2), rel=1e-6)
+    assert rep.summary()["rel_l2"] == pytest.approx(math.sqrt(2), rel=1e-6)
+
+
+def test_scaled_output_fails_norm_max_but_passes_rel_l2():
+    # one outlier: rel_l2 small, max error / max|ref| large
+    ref = torch.ones(1000)
+    out = ref.clone()
+    out[7] = 1.5
+    oc = check_output("o", out, ref, Tolerance(required_matched_ratio=0.99))
+    assert oc.matched_ratio == 0.999 and oc.upstream_ok
+    assert oc.rel_l2 == pytest.approx(0.5 / math.sqrt(1000))
+    assert oc.failed_check == "norm_max_error" and oc.norm_max_error == 0.5
+
+
+def test_write_coverage_exact_fraction():
+    ref = torch.arange(1.0, 9.0)  # 8 elements, none equal to the poison pattern
+    out = poison_(torch.empty(8))
+    assert torch.isnan(out).all()
+    out[:6] = ref[:6]
+    oc = check_output("o", out, ref, Tolerance(), poisoned=True)
+    assert oc.write_coverage == 0.75
+    assert oc.failed_check == "write_coverage" and not oc.scale_ok
+    assert check_outputs([out], [ref], Tolerance(), poisoned=True).status == Status.INCORRECT_NUMERICAL
+    # without the poison flag the same output is a NaN/Inf failure
+    assert check_output("o", out, ref, Tolerance()).failed_check == "nan_inf"
+
+
+def test_write_coverage_ignores_positions_where_reference_equals_poison():
+    # int32 poison is -1 (all bytes 0xFF): an unwritten -1 where the reference is -1 is fine
+    ref = torch.tensor([-1, 5, 7, -1], dtype=torch.int32)
+    out = poison_(torch.empty(4, dtype=torch.int32))
+    assert out.tolist() == [-1, -1, -1, -1]
+    out[1], out[2] = 5, 7
+    oc = check_output("o", out, ref, Tolerance(max_atol=0, max_rtol=0), poisoned=True)
+    assert oc.write_coverage == 1.0 and oc.failed_check is None
+    out[2] = -1  # left unwritten where the reference is 7
+    oc = check_output("o", out, ref, Tolerance(max_atol=0, max_rtol=0), poisoned=True)
+    assert oc.write_coverage == 0.75 and not oc.scale_ok
+    assert oc.failed_check == "tolerance"  # -1 is a finite int: the first failing check is named
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.float8_e4m3fn, torch.bool])
+def test_poison_fills_every_byte(dtype):
+    t = torch.zeros(3, 5, dtype=dtype)
+    poison_(t)
+    assert (t.view(torch.uint8) == POISON_BYTE).all()
+    z = torch.zeros((), dtype=dtype)  # 0-d outputs (scalars like a loss) are poisoned too
+    poison_(z)
+    assert (z.reshape(-1).view(torch.uint8) == POISON_BYTE).all()
+
+
+def test_nan_and_inf_fail():
+    ref = torch.arange(200, dtype=torch.float32)
+    out = ref.clone()
+    out[5] = float("nan")  # 199/200 matched >= 0.99, but NaN anywhere fails
+    oc = check_output("o", out, ref, Tolerance())
+    assert oc.has_nan and not oc.has_inf and oc.failed_check == "nan_inf"
+    out = ref.clone()
+    out[5] = float("inf")
+    oc = check_output("o", out, ref, Tolerance())
+    assert oc.has_inf and oc.failed_check == "nan_inf"
+
+
+def test_nan_fails_even_when_the_reference_has_an_infinity_elsewhere():
+    ref = torch.arange(200, dtype=torch.float32)
+    ref[0] = -math.inf
+    out = ref.clone()
+    out[5] = float("nan")  # 198/200 matched = 0.99, so only the NaN check can catch it
+    oc = check_output("o", out, ref, Tolerance())
+    assert oc.failed_check == "nan_inf", oc.detail
+    oc = check_output("o", out, ref, Tolerance(allow_negative_inf=True))
+    assert oc.failed_check == "nan_inf", oc.detail
+
+
+def test_allow_negative_inf():
+    ref = torch.tensor([-math.inf, 1.0, 2.0])
+    out = ref.clone()
+    # not allowed: the -inf position does not match -> 2/3 matched
+    oc = check_output("o", out, ref, Tolerance())
+    assert oc.matched_ratio == pytest.approx(2 / 3) and oc.failed_check == "tolerance"
+    oc = check_output("o", out, ref, Tolerance(allow_negative_inf=True))
+    assert oc.matched_ratio == 1.0 and oc.failed_check is None and oc.has_inf
+    # -inf where the reference is finite still fails under the allowance
+    out2 = torch.tensor([-math.inf, -math.inf, 2.0])
+    oc = check_output("o", out2, ref, Tolerance(allow_negative_inf=True))
+    assert oc.failed_check == "nan_inf"
+    # +inf against -inf is not allowed
+    out3 = torch.tensor([math.inf, 1.0, 2.0])
+    assert check_output("o", out3, ref, Tolerance(allow_negative_inf=True)).failed_check is not None
+
+
+def test_integer_outputs_exact_above_2_24():
+    big = 2**24 + 1  # float32 rounds it to 2^24
+    ref = torch.tensor([big, 3], dtype=torch.int64)
+    out = torch.tensor([big - 1, 3], dtype=torch.int64)
+    assert float(torch.tensor(big, dtype=torch.float32)) == float(big - 1)
+    oc = check_output("o", out, ref, Tolerance(max_atol=0, max_rtol=0, required_matched_ratio=1.0))
+    assert oc.max_abs_error == 1.0 and oc.matched_ratio == 0.5 and oc.failed_check == "tolerance"
+    oc = check_output("o", ref.clone(), ref, Tolerance(max_atol=0, max_rtol=0, required_matched_ratio=1.0))
+    assert oc.max_abs_error == 0.0 and oc.failed_check is None
+    big53 = 2**53 - 1
+    ref = torch.tensor([big53], dtype=torch.int64)
+    oc = check_output("o", ref - 1, ref, Tolerance(max_atol=0, max_rtol=0))
+    assert oc.max_abs_error == 1.0
+
+
+def test_shape_dtype_count_and_type_statuses():
+    ref = torch.zeros(2, 3)
+    rep = check_outputs([torch.zeros(3, 2)], [ref], Tolerance())
+    assert rep.status == Status.INCORRECT_SHAPE and rep.failed_check == "shape"
+    assert "(3, 2) != (2, 3)" in rep.outputs[0].detail
+    rep = check_outputs([torch.zeros(2, 3, dtype=torch.float64)], [ref], Tolerance())
+    assert rep.status == Status.INCORRECT_DTYPE and rep.failed_check == "dtype"
+    rep = check_outputs([ref, ref], [ref], Tolerance())
+    assert rep.status == Status.INCORRECT_SHAPE and "2 outputs returned, 1 expected" in rep.outputs[0].detail
+    rep = check_outputs([[0.0] * 6], [ref], Tolerance())
+    assert rep.status == Status.INCORRECT_SHAPE and rep.failed_check == "type"
+
+    class Sub(torch.Tensor):
+        pass
+
+    rep = check_outputs([torch.zeros(2, 3).as_subclass(Sub)], [ref], Tolerance())
+    assert rep.status == Status.INCORRECT_SHAPE and "not a plain torch.Tensor" in rep.outputs[0].detail
+    # the second output's dtype decides when the first is fine
+    rep = check_outputs([ref, torch.zeros(1, dtype=torch.int32)], [ref, torch.zeros(1, dtype=torch.int64)],
+                        Tolerance(), names=["a", "b"])
+    assert rep.status == Status.INCORRECT_DTYPE and rep.outputs[1].name == "b"
+
+
+def test_exact_output_passes_with_zero_errors_and_summary():
+    ref = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    rep = check_outputs([ref.clone(), ref[0].clone()], [ref, ref[0]], Tolerance(), names=["a", "b"])
+    assert rep.passed and rep.status == Status.PASSED and rep.failed_check is None
+    s = rep.summary()
+    assert s["max_absolute_error"] == 0.0 and s["rel_l2"] == 0.0 and s["write_coverage"] == 1.0
+    assert set(rep.figures) == {"a", "b"}
+
+
+def test_ref_error_widens_scale_limits():
+    # an ill-conditioned output: the declared-precision reference itself is 10% off fp64
+    oc = check_output("o", torch.ones(4), torch.ones(4), Tolerance(), ref_error=0.1, ref_max_error=0.1)
+    assert oc.rel_l2_limit == 0.5  # min(0.5, 8 * 0.1)
+    assert oc.norm_max_limit == 1.0  # min(1, 16 * 0.1)
+
+
+def test_helpers():
+    assert rel_l2(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert rel_l2(torch.ones(3), torch.zeros(3)) == math.inf
+    assert rel_l2(torch.tensor([3.0, 4.0]), torch.tensor([0.0, 0.0]) + torch.tensor([3.0, 0.0])) == pytest.approx(4 / 3)
+    assert dtype_eps(torch.bfloat16) == 2**-7 and dtype_eps(torch.int32) == 0.0
+    packed = torch.tensor([[0x21, 0xF9]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    # low nibble first: 0x1 -> 0.5, 0x2 -> 1.0, 0x9 -> -0.5, 0xF -> -6
+    assert unpack_fp4(packed).tolist() == [[0.5, 1.0, -0.5, -6.0]]

@@ -1,0 +1,105 @@
+"""Timing (pure): segmentation of device activity into timed iterations, statistics, kernel
+set consistency and the plausibility guard, against hand-computed figures."""
+
+import math
+
+import pytest
+
+from solbench.harness import guards
+from solbench.harness.timing import DeviceActivity as A
+from solbench.harness.timing import kernel_set_consistency, percentile, segment, stats
+
+US = 1_000  # ns per microsecond
+
+
+def _timeline():
+    """Two timed iterations (times in us).
+
+    flush0 [0, 100]   | it0: k1 s7 [110, 150], k2 s9 [120, 200] (side stream overlaps k1),
+                      |      memcpy s7 [205, 215]; end0 [220, 221]; harness copy [230, 260]
+    flush1 [300, 400] | it1: k1 s7 [410, 430], k1 s7 [440, 460]; end1 [470, 471]
+    flush2 [500, 600]   (closing)
+    """
+    fl = [A("flush", 0, 100 * US), A("flush", 300 * US, 400 * US), A("flush", 500 * US, 600 * US)]
+    en = [A("end", 220 * US, 221 * US), A("end", 470 * US, 471 * US)]
+    acts = [
+        A("k2", 120 * US, 200 * US, stream=9),
+        A("k1", 110 * US, 150 * US, stream=7),
+        A("Memcpy DtoD", 205 * US, 215 * US, stream=7, kind="memcpy"),
+        A("copy_out", 230 * US, 260 * US, stream=7),
+        A("k1", 410 * US, 430 * US, stream=7),
+        A("k1", 440 * US, 460 * US, stream=7),
+    ]
+    return fl, en, acts
+
+
+def test_segment_with_end_markers_span_and_kernel_sum():
+    fl, en, acts = _timeline()
+    seg = segment(fl, acts, 2, en)
+    assert seg.ok
+    # it0 span: first start 110 -> last end 215 = 105 us; kernel sum 40 + 80 = 120 us
+    # (the overlap on the side stream makes the sum exceed the span; the memcpy is in the span
+    # only; the harness copy after the end marker is not timed)
+    assert seg.span_ms == pytest.approx([0.105, 0.050])
+    assert seg.kernel_sum_ms == pytest.approx([0.120, 0.040])
+    assert seg.n_activities == [3, 2]
+    assert seg.kernel_sets == [("Memcpy DtoD", "k1", "k2"), ("k1", "k1")]
+
+
+def test_segment_without_end_markers_runs_to_next_flush():
+    fl, _, acts = _timeline()
+    seg = segment(fl, acts, 2)
+    # it0 now also takes the harness copy [230, 260]: span 110 -> 260 = 150 us
+    assert seg.span_ms == pytest.approx([0.150, 0.050])
+    assert seg.kernel_sum_ms == pytest.approx([0.150, 0.040])
+    assert seg.n_activities == [4, 2]
+
+
+def test_segment_empty_iteration_and_mismatched_markers():
+    fl, en, acts = _timeline()
+    only_it0 = [a for a in acts if a.start_ns < 300 * US]
+    seg = segment(fl, only_it0, 2, en)
+    assert seg.ok and seg.span_ms[1] == 0.0 and seg.kernel_sets[1] == ()
+    bad = segment(fl[:2], acts, 2, en)
+    assert not bad.ok and bad.reason == "found 2 flush kernels, expected 3"
+    bad = segment(fl, acts, 2, en[:1])
+    assert not bad.ok and bad.reason == "found 1 end markers, expected 2"
+    # activity that starts inside a flush (before it ends) is not counted
+    seg = segment(fl, [A("early", 50 * US, 120 * US)] + acts, 2, en)
+    assert seg.n_activities[0] == 3
+
+
+def test_stats_hand_computed():
+    s = stats([3.0, 1.0, 4.0, 100.0, 2.0])
+    # sorted 1 2 3 4 100: median 3, p25 = 2, p75 = 4 -> IQR 2; mean 110/5
+    assert s == {"median_ms": 3.0, "iqr_ms": 2.0, "min_ms": 1.0, "mean_ms": 22.0}
+    s = stats([1.0, 2.0, 3.0, 4.0])
+    # median 2.5; p25 at rank 0.75 -> 1.75; p75 at rank 2.25 -> 3.25
+    assert s["median_ms"] == 2.5 and s["iqr_ms"] == pytest.approx(1.5)
+    s = stats([None, 5.0, math.nan, math.inf])  # unusable samples are dropped
+    assert s["median_ms"] == 5.0 and s["iqr_ms"] == 0.0
+    assert all(math.isnan(v) for v in stats([]).values())
+    assert percentile([10.0, 20.0], 90) == pytest.approx(19.0)
+
+
+def test_kernel_set_consistency():
+    sets = [("a", "b"), ("a", "b"), (), ("a",), ("a", "b")]
+    c = kernel_set_consistency(sets)
+    assert c["mode_count"] == 3 and c["inconsistent"] == 2 and c["inconsistent_iters"] == [2, 3]
+    assert c["distinct"] == 3 and c["mode_kernels"] == ["a", "b"] and c["empty_iters"] == [2]
+    assert kernel_set_consistency([]) == {"mode_count": 0, "inconsistent": 0, "distinct": 0}
+
+
+def test_plausibility_finding():
+    # overhead 1 ms: a call is unexplained when rt - 1 > 3 r + 2 + 0.5, i.e. rt > 6.5 for r = 1
+    f = guards.plausibility_finding([1, 1, 1, 1], [10, 10, 10, 1], 1.0)
+    assert f is not None and f.check == "timing_plausibility" and f.severity == "hack"
+    assert f.evidence["iterations_flagged"] == 3 and f.evidence["reported_median_ms"] == 1
+    assert f.evidence["roundtrip_median_ms"] == 10
+    # exactly half flagged is not enough
+    assert guards.plausibility_finding([1, 1, 1, 1], [10, 10, 1, 1], 1.0) is None
+    # on the boundary: rt = 6.5 is not over
+    assert guards.plausibility_finding([1, 1], [6.5, 6.5], 1.0) is None
+    assert guards.plausibility_finding([1, 1], [6.6, 6.6], 1.0, severity="advisory").severity == "advisory"
+    assert guards.plausibility_finding([], [], 1.0) is None
+    assert guards.plausibility_finding([1, 1], [10], 1.0) is None
