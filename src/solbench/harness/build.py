@@ -84,6 +84,9 @@ def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
             env={**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", "4")},
         )
     except subprocess.TimeoutExpired:
+        # the killed build leaves torch's FileBaton lock behind; a later build of the same
+        # source would wait on it forever
+        (build_dir / "lock").unlink(missing_ok=True)
         raise BuildError(f"C++ build timed out after {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         log = (proc.stdout + proc.stderr)[-6000:]

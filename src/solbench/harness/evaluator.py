@@ -126,7 +126,7 @@ def select_workloads(problem: Problem, cfg: EvalConfig) -> list[Workload]:
             if key.isdigit() and int(key) < len(ws):
                 out.append(ws[int(key)])
                 continue
-            hits = [w for w in ws if w.uuid == key or w.uuid.startswith(key)]
+            hits = [w for w in ws if w.uuid == key] or [w for w in ws if w.uuid.startswith(key)]
             if len(hits) != 1:
                 raise SpecError(problem.path, "workloads",
                                 f"{key!r} matches {len(hits)} workloads (need exactly one)")
