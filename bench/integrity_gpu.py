@@ -39,6 +39,8 @@ def main() -> int:
     ap.add_argument("--wall-s", type=float, default=150.0,
                     help="per-candidate wall limit of the corpus driver (a harness hang costs this)")
     ap.add_argument("--only", action="append", default=None)
+    ap.add_argument("--quick", action="store_true",
+                    help="the CI setting (3 rounds, 6 timed iterations, no reference timing)")
     args = ap.parse_args()
     import torch
 
@@ -61,7 +63,8 @@ def main() -> int:
             print(f"{r.verdict:>14}  {r.status:<20} {r.file} ({r.seconds:.1f} s)", flush=True)
 
         report = run_corpus(corpus_dir, device, jobs=args.jobs, only=args.only,
-                            skip_slow=args.skip_slow, progress=progress, wall_s=args.wall_s)
+                            skip_slow=args.skip_slow, progress=progress, wall_s=args.wall_s,
+                            quick=args.quick)
         (args.out / f"corpus_{device}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
         summary["corpus"] = report["summary"]
         summary["corpus_seconds"] = round(time.perf_counter() - t0, 1)
