@@ -75,7 +75,7 @@ def measure(*, buffer_bytes: int = 2 << 30, gemm_n: int = 8192, iters: int = 10,
     out["details"]["copy"] = {"bytes": 2 * buffer_bytes, "best_ms": best, "median_ms": med}
     log(f"copy  {out['dram_bytes_per_s'] / 1e12:.2f} TB/s")
     acc = torch.empty((), device=dev, dtype=torch.float32)
-    best, med = _time_ms(lambda: torch.sum(src, dtype=torch.float32, out=acc), iters, repeats)
+    best, med = _time_ms(lambda: torch.sum(src, dim=0, dtype=torch.float32, out=acc), iters, repeats)
     out["read_bytes_per_s"] = buffer_bytes / (best * 1e-3)
     out["details"]["read"] = {"bytes": buffer_bytes, "best_ms": best, "median_ms": med}
     log(f"read  {out['read_bytes_per_s'] / 1e12:.2f} TB/s")
