@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from solbench.integrity.corpus import load_manifest, run_corpus, select
+from solbench.integrity.corpus import QUICK, _groups, eval_config, load_manifest, run_corpus, select
 
 HERE = Path(__file__).parent
 
@@ -40,6 +40,41 @@ def test_manifest_covers_every_class_and_the_brief():
     assert len(files) == len(set(files))
 
 
+def test_escape_and_hang_candidates_are_checked():
+    """The pickle escape is checked by a marker the trusted parent would create if it ran the
+    candidate's payload; the fd-forging candidate must end (not hang) within the entry limit."""
+    by_file = {e.file: e for e in load_manifest(HERE)}
+    pickle_entry = by_file["hostile/fake_verdict_pickle.py"]
+    assert pickle_entry.parent_marker and "{pid}" in pickle_entry.parent_marker
+    assert "solbench-corpus-pwned" in (HERE / pickle_entry.file).read_text()
+    assert "hostile/fake_verdict_fds.py" in by_file
+
+
+def test_groups_share_a_problem_and_are_balanced():
+    entries = select(load_manifest(HERE), "cpu")
+    groups = _groups(entries, chunk=12)
+    assert sorted(e.file for g in groups for e in g) == sorted(e.file for e in entries)
+    for g in groups:
+        assert len({e.problem for e in g}) == 1 and 1 <= len(g) <= 12
+    by_problem = {}
+    for g in groups:
+        by_problem.setdefault(g[0].problem, []).append(len(g))
+    for sizes in by_problem.values():  # a problem's entries are split evenly
+        assert max(sizes) - min(sizes) <= 1
+    n_add = sum(e.problem == "problems/add_f32" for e in entries)
+    assert len(by_problem["problems/add_f32"]) == -(-n_add // 12)
+
+
+def test_quick_config():
+    cfg = eval_config("cpu", QUICK)
+    assert (cfg.rounds, cfg.n_iters(), cfg.verify, cfg.reference_timing) == (3, 6, 4, False)
+    assert cfg.precision_check and cfg.timing
+    full = eval_config("cpu")
+    assert full.rounds == 5 and full.reference_timing
+    with pytest.raises(TypeError):
+        eval_config("cpu", {"no_such_field": 1})
+
+
 def test_device_selection():
     entries = load_manifest(HERE)
     cpu = select(entries, "cpu")
@@ -61,7 +96,11 @@ def _assert_clean(report):
 
 @pytest.mark.slow
 def test_cpu_corpus_all_caught_no_honest_flagged():
-    report = run_corpus(HERE, "cpu", jobs=2)
+    # the CI setting (QUICK: 3 rounds, 6 timed iterations of which 4 verified, no reference
+    # timing; 12 candidates per Evaluator): about 6 minutes on 2 idle cores. The full-strength
+    # run is `python -m solbench.integrity.corpus tests/adversarial --jobs 2`
+    # (bench/results/adversarial_cpu.json).
+    report = run_corpus(HERE, "cpu", jobs=2, quick=True)
     s = report["summary"]
     assert s["hostile"] >= 30 and s["honest"] >= 15
     _assert_clean(report)

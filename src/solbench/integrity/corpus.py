@@ -3,7 +3,7 @@
 Usage::
 
     python -m solbench.integrity.corpus tests/adversarial [--device cpu|cuda] [--json]
-        [--jobs N] [--only SUBSTR ...] [--skip-slow]
+        [--jobs N] [--only SUBSTR ...] [--skip-slow] [--quick] [--group N]
 
 The corpus directory holds ``corpus.toml`` (see that file for the entry format): candidate
 files (hostile and honest), the problem each runs on, the statuses that count as the right
@@ -17,7 +17,15 @@ candidate; hostile code never runs in this process) and classified:
   must raise none (a static false positive).
 
 ``--device cpu`` selects entries with device "any" or "cpu"; ``--device cuda`` selects
-"any" and "cuda". Exit status: 0 when nothing was missed and nothing honest was flagged.
+"any" and "cuda". ``--quick`` evaluates with :data:`QUICK` (fewer rounds and timed
+iterations, no reference timing: the CI setting); without it the
+harness defaults apply. Exit status: 0 when nothing was missed and nothing honest was flagged.
+
+Where the time goes (2-core host, no GPU): almost all of it is process start-up, about 3 CPU
+seconds of ``import torch`` per process: one fresh worker per candidate (never reused: a
+hostile candidate would contaminate it), plus one driver and, with reference timing, one
+reference worker per group. Rounds and iterations barely matter on the corpus's tiny
+problems; ``--quick`` saves mainly the reference worker, larger groups save drivers.
 """
 
 from __future__ import annotations
@@ -36,6 +44,15 @@ from typing import Any
 CORPUS_TIMEOUT_S = 20.0
 CORPUS_FIRST_CALL_TIMEOUT_S = 120.0
 CORPUS_BUILD_TIMEOUT_S = 300.0
+
+#: the CI setting (``--quick`` / ``run_corpus(quick=True)``): 3 correctness rounds with fresh
+#: inputs, 6 timed iterations of which 4 are verified against the reference (one block, so
+#: the sample is drawn from all 6) and no eager-reference timing (saves one worker per
+#: group; verdicts never depend on it). The call limit stays CORPUS_TIMEOUT_S: a
+#: torch.compile recompilation on a loaded host can take longer than 10 s.
+QUICK: dict[str, Any] = {"rounds": 3, "iters": 6, "verify": 4, "reference_timing": False}
+#: candidates per driver process (one Evaluator shared by a group of the same problem)
+GROUP_SIZE = 12
 
 
 @dataclass
@@ -103,16 +120,21 @@ def select(entries: list[Entry], device: str, only: list[str] | None = None,
     return sel
 
 
-def eval_config(device: str):
+def eval_config(device: str, overrides: dict[str, Any] | None = None):
     """The harness configuration used for corpus runs: the harness defaults (rounds,
     timed iterations, sampled verification, precision check), with the device set and
     shorter time limits so the hang candidate costs little: a call may take
-    ``CORPUS_TIMEOUT_S``; the first call (which may compile) ``CORPUS_FIRST_CALL_TIMEOUT_S``."""
+    ``CORPUS_TIMEOUT_S``; the first call (which may compile) ``CORPUS_FIRST_CALL_TIMEOUT_S``.
+    ``overrides``: EvalConfig fields to change (e.g. :data:`QUICK`); an unknown field
+    raises TypeError."""
+    import dataclasses
+
     from ..harness import EvalConfig
 
-    return EvalConfig(device=device, call_timeout_s=CORPUS_TIMEOUT_S,
-                      first_call_timeout_s=CORPUS_FIRST_CALL_TIMEOUT_S,
-                      build_timeout_s=CORPUS_BUILD_TIMEOUT_S)
+    cfg = EvalConfig(device=device, call_timeout_s=CORPUS_TIMEOUT_S,
+                     first_call_timeout_s=CORPUS_FIRST_CALL_TIMEOUT_S,
+                     build_timeout_s=CORPUS_BUILD_TIMEOUT_S)
+    return dataclasses.replace(cfg, **(overrides or {}))
 
 
 def run_entry(corpus_dir: str, entry: Entry, device: str, evaluator=None) -> Outcome:
@@ -183,25 +205,30 @@ def run_entry(corpus_dir: str, entry: Entry, device: str, evaluator=None) -> Out
 
 
 def _groups(entries: list[Entry], chunk: int) -> list[list[Entry]]:
+    """Entries split by problem into groups of at most ``chunk`` (evenly sized within a
+    problem), longest first."""
     by_problem: dict[str, list[Entry]] = {}
     for e in entries:
         by_problem.setdefault(e.problem, []).append(e)
     out = []
     for es in by_problem.values():
-        for i in range(0, len(es), chunk):
-            out.append(es[i:i + chunk])
+        n = -(-len(es) // max(1, chunk))
+        for i in range(n):
+            out.append(es[i::n])
     out.sort(key=lambda g: -sum(3 if e.slow else 1 for e in g))  # longest first
     return out
 
 
 def run_corpus(corpus_dir: str | Path, device: str = "cpu", *, jobs: int = 1,
                only: list[str] | None = None, skip_slow: bool = False,
-               progress=None, wall_s: float | None = None) -> dict[str, Any]:
-    """Run the selected corpus entries; returns {"device", "summary", "results"}.
+               progress=None, wall_s: float | None = None, quick: bool = False,
+               group_size: int = GROUP_SIZE) -> dict[str, Any]:
+    """Run the selected corpus entries; returns {"device", "config", "summary", "results"}.
 
-    Entries are grouped by problem (chunks of 6); each group runs in its own spawned driver
-    process sharing one :class:`solbench.harness.Evaluator` (every candidate still gets its
-    own fresh worker); ``jobs`` groups run at once. A driver that has not finished an entry
+    Entries are grouped by problem (at most ``group_size`` per group); each group runs in its
+    own spawned driver process sharing one :class:`solbench.harness.Evaluator` (every
+    candidate still gets its own fresh worker); ``jobs`` groups run at once. ``quick``
+    applies :data:`QUICK` to the harness configuration. A driver that has not finished an entry
     within ``ENTRY_WALL_S`` is killed with its process tree (a harness hang is a result:
     HARNESS_HANG, counted as missed or as a false positive) and the rest of its group
     continues in a new driver.
@@ -210,12 +237,14 @@ def run_corpus(corpus_dir: str | Path, device: str = "cpu", *, jobs: int = 1,
     entries = select(load_manifest(corpus_dir), device, only, skip_slow)
     results: list[Outcome] = []
     t0 = time.perf_counter()
-    pending = _groups(entries, chunk=6)
+    overrides = dict(QUICK) if quick else {}
+    eval_config(device, overrides)  # an unknown field fails here, not in every driver
+    pending = _groups(entries, chunk=group_size)
     running: list[_Supervised] = []
     while pending or running:
         while pending and len(running) < max(1, jobs):
             running.append(_Supervised(str(corpus_dir), pending.pop(0), device,
-                                       wall_s or ENTRY_WALL_S))
+                                       wall_s or ENTRY_WALL_S, overrides))
         time.sleep(0.2)
         for sup in list(running):
             for r in sup.poll():
@@ -226,21 +255,24 @@ def run_corpus(corpus_dir: str | Path, device: str = "cpu", *, jobs: int = 1,
                 running.remove(sup)
     order = {e.file: i for i, e in enumerate(entries)}
     results.sort(key=lambda r: order[r.file])
-    return {"device": device, "summary": summarize(results, time.perf_counter() - t0),
+    return {"device": device, "config": {"quick": quick, "overrides": overrides, "jobs": jobs,
+                                         "group_size": group_size},
+            "summary": summarize(results, time.perf_counter() - t0),
             "results": [asdict(r) for r in results]}
 
 
 ENTRY_WALL_S = 300.0
 
 
-def _group_main(corpus_dir: str, entries: list[Entry], device: str, q) -> None:
+def _group_main(corpus_dir: str, entries: list[Entry], device: str, q,
+                overrides: dict[str, Any] | None = None) -> None:
     """Driver process body: evaluate the group, one result message per entry."""
     from ..harness import Evaluator
     from ..spec import load_problem
 
     try:
         problem = load_problem(Path(corpus_dir) / entries[0].problem)
-        ev = Evaluator(problem, eval_config(device))
+        ev = Evaluator(problem, eval_config(device, overrides))
     except Exception as e:  # noqa: BLE001
         for en in entries:
             q.put(asdict(_error_outcome(en, "HARNESS_ERROR", f"{type(e).__name__}: {e}")))
@@ -281,10 +313,12 @@ def _descendants(pid: int) -> list[int]:
 class _Supervised:
     """One driver process running a group, with a wall-clock limit per entry."""
 
-    def __init__(self, corpus_dir: str, entries: list[Entry], device: str, wall_s: float):
+    def __init__(self, corpus_dir: str, entries: list[Entry], device: str, wall_s: float,
+                 overrides: dict[str, Any] | None = None):
         import multiprocessing as mp
 
         self.wall_s = wall_s
+        self.overrides = overrides or {}
         self.corpus_dir, self.device = corpus_dir, device
         self.left = list(entries)
         self.done = False
@@ -294,7 +328,8 @@ class _Supervised:
     def _start(self) -> None:
         self.q = self._ctx.Queue()
         self.proc = self._ctx.Process(target=_group_main,
-                                      args=(self.corpus_dir, self.left, self.device, self.q),
+                                      args=(self.corpus_dir, self.left, self.device, self.q,
+                                            self.overrides),
                                       daemon=False)
         self.proc.start()
         self.current: str | None = None
@@ -409,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-slow", action="store_true", help="skip entries marked slow")
     ap.add_argument("--wall-s", type=float, default=ENTRY_WALL_S,
                     help="kill a driver that spends longer than this on one entry")
+    ap.add_argument("--quick", action="store_true",
+                    help="the CI setting: 3 rounds, 6 timed iterations (4 verified), no reference timing")
+    ap.add_argument("--group", type=int, default=GROUP_SIZE, help="candidates per driver / Evaluator")
     args = ap.parse_args(argv)
     if not (args.corpus_dir / "corpus.toml").is_file():
         print(f"error: {args.corpus_dir}: no corpus.toml", file=sys.stderr)
@@ -418,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.verdict:>14}  {r.status:<20} {r.file} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
 
     report = run_corpus(args.corpus_dir, args.device, jobs=args.jobs, only=args.only,
-                        skip_slow=args.skip_slow, progress=progress, wall_s=args.wall_s)
+                        skip_slow=args.skip_slow, progress=progress, wall_s=args.wall_s,
+                        quick=args.quick, group_size=args.group)
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
