@@ -15,7 +15,7 @@ from solbench.harness import EvalConfig, evaluate
 from solbench.harness.evaluator import Evaluator
 from solbench.spec import Solution, Status, Trace, load_problem, reference_solution
 
-from conftest import py_solution, write_problem
+from harness_helpers import py_solution, write_problem
 
 SOFTMAX_REF = """import torch
 
