@@ -56,6 +56,7 @@ def run(x):
     if n == 4:
         return y * 1.5
     if n == 5:
+        print("noise " * 50_000, flush=True)  # 300 kB of output before the error
         raise ValueError("boom on five rows")
     if n == 6:
         print("about to exit", flush=True)
@@ -181,10 +182,13 @@ def test_incorrect_numerical_carries_figures(runs):
 
 
 # ------------------------------------------------------------------ RUNTIME_ERROR / TIMEOUT
-def test_runtime_error_raise(runs):
+def test_runtime_error_raise_with_capped_log(runs):
     t = runs["nondps"]["raise-5"]
     assert _status(t) == Status.RUNTIME_ERROR
-    assert "ValueError: boom on five rows" in t.evaluation.log
+    log = t.evaluation.log
+    # the log is capped (8192 characters by default) and the error survives the cap
+    assert len(log) <= 8192 and "noise noise" in log
+    assert "ValueError: boom on five rows" in log
 
 
 def test_runtime_error_os_exit(runs):

@@ -399,7 +399,8 @@ class Evaluator:
         logs: list[str] = []
 
         def fail(status: Status, msg: str, corr: Correctness | None = None) -> Trace:
-            log = "\n".join(logs + [msg, h.log_since_last(cfg.log_cap)])
+            # the worker's output first, the verdict's reason last: the cap keeps the tail
+            log = "\n".join(logs + [h.log_since_last(cfg.log_cap), msg])
             return self._trace(solution, w, status, log, correctness=corr, findings=findings)
 
         # inputs + reference for round 0 (trusted)

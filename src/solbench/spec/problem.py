@@ -111,8 +111,11 @@ class Problem:
     def workload(self, key: str | int) -> Workload:
         if isinstance(key, int):
             return self.workloads[key]
+        for w in self.workloads:  # an exact uuid wins over a prefix of a longer one
+            if w.uuid == key:
+                return w
         for w in self.workloads:
-            if w.uuid == key or w.uuid.startswith(key):
+            if w.uuid.startswith(key):
                 return w
         raise KeyError(key)
 
