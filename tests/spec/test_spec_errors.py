@@ -237,3 +237,19 @@ def test_kernelbench_file_without_get_inputs(tmp_path):
     assert r.exit_code == 1
     line = _invalid_lines(r)[0]
     assert str(p) in line and "get_inputs" in line and "must define it" in line
+
+
+def test_validate_candidate_py_files(tmp_path):
+    run_cand = tmp_path / "cand_run.py"
+    run_cand.write_text("import torch\n\ndef run(x, y):\n    return torch.add(x, y)\n")
+    kb_cand = tmp_path / "cand_kb.py"
+    kb_cand.write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                       "        return x\n")
+    r = CliRunner().invoke(app, ["validate", str(run_cand), str(kb_cand)])
+    assert r.exit_code == 0, r.output
+    assert "OK solution cand_run for cand_run (pytorch)" in r.stdout
+    assert "OK solution cand_kb for cand_kb (pytorch)" in r.stdout
+    bad = tmp_path / "cand_bad.py"
+    bad.write_text("class ModelNew(:\n    pass\n")
+    r = CliRunner().invoke(app, ["validate", str(bad)])
+    assert r.exit_code == 1 and f"{bad}: line 1: syntax error" in r.stderr

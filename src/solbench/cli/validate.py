@@ -16,7 +16,9 @@ def _kind(path: Path) -> str:
         return "problem" if (path / "definition.json").exists() else "dir"
     if path.suffix == ".py":
         text = path.read_text(errors="replace")
-        return "kernelbench_candidate" if "class ModelNew" in text else "kernelbench_problem"
+        # a candidate defines ModelNew, or a plain run() without a Model (see solution_from_py)
+        is_cand = "class ModelNew" in text or ("def run" in text and "class Model" not in text)
+        return "kernelbench_candidate" if is_cand else "kernelbench_problem"
     if path.name == "definition.json" or path.name == "workload.jsonl":
         return "problem"
     if path.suffix == ".json":
