@@ -232,6 +232,8 @@ class WorkerHandle:
 
     def log_since_last(self, cap: int = 8192) -> str:
         """New log text since the previous call, keeping the last ``cap`` characters."""
+        if self.proc.poll() is not None:  # exited: let the drain thread copy its last output
+            self._drain.join(timeout=2)
         try:
             size = os.path.getsize(self.log_path)
             with open(self.log_path, "rb") as f:
