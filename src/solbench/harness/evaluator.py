@@ -478,7 +478,7 @@ class Evaluator:
             outs = slots.outputs(0)
             ref_errs = ref_maxs = None
             truth = None
-            if r == 0 and cfg.precision_check and self._fp32_outputs(slots):
+            if cfg.precision_check and self._fp32_outputs(slots):
                 truth = self.truth(values)
                 if truth is not None and len(truth) == len(ref_out):
                     ref_errs = [rel_l2(a.double(), t.double()) for a, t in zip(ref_out, truth)]
@@ -487,7 +487,8 @@ class Evaluator:
                                    ref_errors=ref_errs, ref_max_errors=ref_maxs)
             if truth is not None and report.passed and ref_errs is not None:
                 f = self._precision_finding(outs, truth, ref_errs)
-                if f is not None:
+                if f is not None and not any(x.check == "precision_downgrade" for x in findings):
+                    f.message = f"round {r}: " + f.message
                     findings.append(f)
             out_hashes.append("|".join(guards.digests(outs)))
             if r == 0:
@@ -567,6 +568,16 @@ class Evaluator:
                 )
         return None
 
+    def _precision_vs_truth(self, outs, ref_out, values, where: str) -> Finding | None:
+        truth = self.truth(values)
+        if truth is None or len(truth) != len(ref_out):
+            return None
+        ref_errs = [rel_l2(a.double(), t.double()) for a, t in zip(ref_out, truth)]
+        f = self._precision_finding(outs, truth, ref_errs)
+        if f is not None:
+            f.message = f"{where}: " + f.message
+        return f
+
     def _returned_issue(self, meta: dict, slots: _Slots, findings: list[Finding]):
         ret = meta.get("returned")
         if ret is None:
@@ -620,7 +631,9 @@ class Evaluator:
                                     message=f"backend precision flags changed {when}: "
                                             + ", ".join(f"{k}: {f0[k]} -> {f1[k]}" for k in loosened),
                                     evidence={"before": f0, "after": f1}))
-        extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set()))
+        from .process import stray_children
+
+        extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set())) + stray_children()
         if extra and not any(f.check == "child_process" for f in findings):
             findings.append(Finding(check="child_process", severity="hack",
                                     message=f"the worker started processes {when}: {extra}",
@@ -668,6 +681,7 @@ class Evaluator:
             if cfg.reference_timing:
                 rh = self._ref_handle()
                 if rh is not None:
+                    h.pause()  # the candidate cannot run (or slow the reference) while it is timed
                     try:
                         rh.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
                         for i in range(cfg.n_warmup() if b == 0 else 1):
@@ -678,6 +692,13 @@ class Evaluator:
                         self._ref_worker = None
                         findings.append(Finding(check="reference_timing_failed", severity="advisory",
                                                 message=f"{type(e).__name__}: {e}"))
+                    finally:
+                        # reference outputs must not be left where the candidate can read them
+                        for sl in range(k):
+                            for o in slots.outputs(sl):
+                                poison_(o)
+                        _sync(cfg.device)
+                        h.resume()
                 # restore the candidate's view of the slots
                 h.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
         if self.telemetry is not None and self.telemetry.ok:
@@ -704,12 +725,9 @@ class Evaluator:
         new_threads: set[int] = set()
         for i in range(m):
             s = i % k
-            if i >= k or getattr(h, "_dirty", False):
-                scalars[s] = slots.fill(s, fresh(i))
-            else:
-                for o in slots.outputs(s):
-                    poison_(o)
-                _sync(cfg.device)
+            # every timed call gets values never seen before (by either worker), at one of K
+            # addresses; outputs are poisoned again by fill()
+            scalars[s] = slots.fill(s, fresh(i))
             t0 = _now()
             st, meta = h.request("time_iter", {"slot": s, "scalars": scalars[s], "i": i},
                                  timeout_s=cfg.call_timeout_s)
@@ -719,6 +737,12 @@ class Evaluator:
             if findings is not None:
                 now_tids = guards.thread_ids(h.pid)
                 new_threads |= now_tids - base_tids
+            if findings is not None:
+                bad = [m for m in (meta.get("returned") or []) if not m.get("plain")]
+                if bad and not any(f.check == "non_plain_output" for f in findings):
+                    findings.append(Finding(check="non_plain_output", severity="hack",
+                                            message=f"timed iteration {i} returned {bad[0]['type']}",
+                                            evidence=bad[0]))
             host.append(meta["host_ms"])
             event.append(meta.get("event_ms"))
             if i in to_verify and findings is not None:
@@ -727,6 +751,10 @@ class Evaluator:
                 ref_out = self.run_reference(slots.pristine[s])
                 rep = check_outputs(outs, ref_out, self._current_tol, names=slots.names_out,
                                     poisoned=True)
+                if rep.passed and cfg.precision_check and self._fp32_outputs(slots):
+                    pf = self._precision_vs_truth(outs, ref_out, slots.pristine[s], f"timed iteration {i}")
+                    if pf is not None and not any(f.check == "precision_downgrade" for f in findings):
+                        findings.append(pf)
                 if not rep.passed and not any(f.check == "timed_output_mismatch" for f in findings):
                     o = next(x for x in rep.outputs if x.failed_check)
                     findings.append(Finding(

@@ -84,12 +84,31 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def _allowed(cmd: str) -> bool:
+    """A runtime helper: its program (argv[0] basename) is a compiler/linker/shell from the
+    list, or it is Python running one of the listed modules (``-m``/``-c`` target), not merely
+    a command line that mentions such a name somewhere."""
+    argv = cmd.split()
+    if not argv:
+        return False
+    prog = os.path.basename(argv[0])
+    if prog in {"ptxas", "nvcc", "cicc", "cudafe++", "ninja", "c++", "g++", "gcc", "cc", "cc1plus",
+                "ld", "as", "sh", "bash", "nvlink", "fatbinary", "collect2", "clang"}:
+        return True
+    if prog.startswith("python"):
+        rest = " ".join(argv[1:3])
+        return any(rest.startswith(f"-m {m}") or rest.startswith(f"-c from {m}")
+                   for m in ("torch._inductor.compile_worker", "solbench.harness.build_cpp",
+                             "triton"))
+    return False
+
+
 def unexplained_children(pid: int, known: set[int]) -> list[dict[str, Any]]:
     """Descendants of ``pid`` not in ``known`` and not an allowed runtime helper."""
     out = []
     for c in sorted(descendants(pid) - known):
         cmd = cmdline(c)
-        if any(a in cmd for a in ALLOWED_CHILD_CMDLINE):
+        if _allowed(cmd):
             continue
         out.append({"pid": c, "cmdline": cmd[:200]})
     return out
@@ -180,34 +199,33 @@ def _targets() -> dict[str, tuple[Any, str]]:
     return t
 
 
-def take_snapshot(extra: dict[str, Any] | None = None) -> dict[str, tuple[int, Any]]:
-    """Record (id, code object) of every guarded callable (and ``extra`` harness functions)."""
-    snap: dict[str, tuple[int, Any]] = {}
-    for name, (owner, attr) in _targets().items():
-        obj = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
-        if obj is None:
-            obj = getattr(owner, attr, None)
-        snap[name] = (id(obj), getattr(obj, "__code__", None), obj)
-    for name, fn in (extra or {}).items():
-        snap[name] = (id(fn), getattr(fn, "__code__", None), fn)
+def _lookup(owner: Any, attr: str) -> Any:
+    obj = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+    return getattr(owner, attr, None) if obj is None else obj
+
+
+def take_snapshot(extra: dict[str, tuple[Any, str]] | None = None) -> dict[str, tuple[int, Any, Any]]:
+    """Record (id, code object, defaults) of every guarded callable: the timer, sync and
+    profiler functions, plus ``extra`` harness attributes given as name -> (owner, attribute)
+    (the worker's own methods and module globals), looked up again at verification."""
+    snap: dict[str, tuple[int, Any, Any]] = {}
+    for name, (owner, attr) in {**_targets(), **(extra or {})}.items():
+        obj = _lookup(owner, attr)
+        snap[name] = (id(obj), getattr(obj, "__code__", None), getattr(obj, "__defaults__", None))
     return snap
 
 
-def verify_snapshot(snap: dict[str, tuple[int, Any, Any]], extra: dict[str, Any] | None = None) -> list[str]:
-    """Names whose current object or code object differs from the snapshot."""
+def verify_snapshot(snap: dict[str, tuple[int, Any, Any]],
+                    extra: dict[str, tuple[Any, str]] | None = None) -> list[str]:
+    """Names whose current object, code object or default arguments differ from the snapshot."""
     changed = []
-    targets = _targets()
-    for name, (oid, code, obj) in snap.items():
-        if name in targets:
-            owner, attr = targets[name]
-            cur = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
-            if cur is None:
-                cur = getattr(owner, attr, None)
-        else:
-            cur = (extra or {}).get(name, obj)
-        if id(cur) != oid or getattr(cur, "__code__", None) is not code:
-            changed.append(name)
-        elif code is not None and getattr(obj, "__code__", None) is not code:
+    targets = {**_targets(), **(extra or {})}
+    for name, (oid, code, defaults) in snap.items():
+        if name not in targets:
+            continue
+        cur = _lookup(*targets[name])
+        if (id(cur) != oid or getattr(cur, "__code__", None) is not code
+                or getattr(cur, "__defaults__", None) is not defaults):
             changed.append(name)
     return changed
 

@@ -15,6 +15,53 @@ from typing import Any
 MAX_REPLY_BYTES = 16 << 20
 
 
+#: pids of workers alive in this process (anything else the parent adopts is a stray)
+LIVE_WORKERS: set[int] = set()
+_PRE_EXISTING: set[int] | None = None
+
+
+def become_subreaper() -> None:
+    """Make this process the Linux child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a
+    candidate's double-forked, setsid'd daemon is re-parented here instead of to init, where
+    :func:`stray_children` can see and kill it. No-op where prctl is unavailable."""
+    global _PRE_EXISTING
+    if _PRE_EXISTING is not None:
+        return
+    from .guards import child_pids
+
+    _PRE_EXISTING = child_pids(os.getpid())
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def stray_children() -> list[dict[str, Any]]:
+    """Children of this process that are neither workers, nor runtime helpers, nor older than
+    the first worker: processes a candidate left behind (re-parented to us)."""
+    from .guards import _allowed, child_pids, cmdline
+
+    out = []
+    for c in sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set())):
+        cmd = cmdline(c)
+        if cmd and not _allowed(cmd):
+            out.append({"pid": c, "cmdline": cmd[:200]})
+    return out
+
+
+def kill_strays() -> list[dict[str, Any]]:
+    strays = stray_children()
+    for s in strays:
+        try:
+            os.kill(s["pid"], signal.SIGKILL)
+            os.waitpid(s["pid"], os.WNOHANG)
+        except OSError:
+            pass
+    return strays
+
+
 class WorkerDied(Exception):
     """The worker exited (crash, os._exit, signal). ``exitcode`` as multiprocessing reports
     it (negative = signal number)."""
@@ -81,6 +128,7 @@ class WorkerHandle:
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
 
+        become_subreaper()
         self._logf = open(self.log_path, "ab")
         self.log_dropped = 0
         self.proc = subprocess.Popen(
@@ -88,6 +136,7 @@ class WorkerHandle:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
             start_new_session=True, close_fds=True,  # own process group: kill takes its children
         )
+        LIVE_WORKERS.add(self.proc.pid)
         self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
         self._drain.start()
         box: dict = {}
@@ -274,9 +323,24 @@ class WorkerHandle:
             self.proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
             pass
+        LIVE_WORKERS.discard(self.proc.pid)
+        kill_strays()
         try:
             self._logf.close()
         except Exception:  # noqa: BLE001
+            pass
+
+    def pause(self) -> None:
+        """SIGSTOP the worker's process group (no thread of it runs until :meth:`resume`)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        except OSError:
+            pass
+
+    def resume(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        except OSError:
             pass
 
     def close(self) -> None:

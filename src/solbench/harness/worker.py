@@ -73,10 +73,13 @@ class Worker:
             torch.cuda.set_device(torch.device(device).index or 0)
             torch.cuda.init()
         self.flags0 = guards.backend_flags()
-        self._harness_fns = {
-            "worker._call": Worker._call, "worker._timed_iter": Worker._timed_iter,
-            "worker._copy_out": Worker._copy_out, "worker.handle": Worker.handle,
-        }
+        mod = sys.modules[type(self).__module__]
+        self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
+                             if callable(v)}
+        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_same_bits", "_cache_bytes")})
+        self._harness_fns.update({"json.dumps": (json, "dumps"),
+                                  "guards.verify_snapshot": (guards, "verify_snapshot"),
+                                  "guards.backend_flags": (guards, "backend_flags")})
         self.snapshot = guards.take_snapshot(self._harness_fns)
         self._Event = torch.cuda.Event
         self.stream0 = torch.cuda.current_stream().cuda_stream if self.is_cuda else None
@@ -199,8 +202,7 @@ class Worker:
             ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
             shadow = None
             if self.is_cuda:
-                outs = slot["outputs"] if self.dps else (
-                    list(ret) if isinstance(ret, (tuple, list)) else [ret])
+                outs = slot["outputs"] if self.dps else self._materialize(ret)[0]
                 shadow = [o.clone() if type(o) is torch.Tensor else None for o in outs]
                 self._sync()
                 unordered = [i for i, (o, c) in enumerate(zip(outs, shadow))
@@ -211,11 +213,25 @@ class Worker:
             meta["stream_changed"] = torch.cuda.current_stream().cuda_stream != self.stream0
         return meta
 
-    def _copy_out(self, slot, ret, args) -> dict:
+    def _materialize(self, ret):
+        """(outputs list, container type name or None). Only an exact tuple/list (or a single
+        value) is unpacked, inside the timed region: a container subclass could compute lazily
+        when iterated after the clock stopped, so it is reported instead."""
+        t = type(ret)
+        if t is tuple or t is list:
+            return list(ret), None
+        if t is self.torch.Tensor or not hasattr(ret, "__iter__"):
+            return [ret], None
+        return [ret], f"{t.__module__}.{t.__qualname__}"
+
+    def _copy_out(self, slot, ret, args, materialized=None) -> dict:
         """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped.
         Only plain torch.Tensor outputs of the declared shape and dtype are copied."""
         torch = self.torch
-        outs = list(ret) if isinstance(ret, (tuple, list)) else [ret]
+        outs, container = materialized if materialized is not None else self._materialize(ret)
+        if container is not None:
+            return {"returned": [{"type": container, "plain": False, "shape": [], "dtype": None}],
+                    "count_mismatch": False}
         meta = []
         for o in outs:
             meta.append({
@@ -267,6 +283,7 @@ class Worker:
                 start.record()
                 t0 = _perf()
                 ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
+                mat = None if self.dps else self._materialize(ret)
                 end.record()
                 self._sync()
                 t1 = _perf()
@@ -276,11 +293,12 @@ class Worker:
             with torch.no_grad():
                 t0 = _perf()
                 ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
+                mat = None if self.dps else self._materialize(ret)
                 t1 = _perf()
             ev = None
         meta = {"host_ms": (t1 - t0) * 1e3, "event_ms": ev}
         if not self.dps:
-            meta.update(self._copy_out(slot, ret, args))
+            meta.update(self._copy_out(slot, ret, args, mat))
         self.timed_n += 1
         return meta
 

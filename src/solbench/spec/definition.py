@@ -145,6 +145,8 @@ class Definition(_Strict):
                 v = values[k]
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise ValueError(f"axes.{k}: value {v!r} is not an integer")
+                if v < 0:
+                    raise ValueError(f"axes.{k}: value {v} is negative")
                 env[k] = v
         pending = {k: a for k, a in self.axes.items() if isinstance(a, ExprAxis)}
         for _ in range(len(pending) + 1):

@@ -180,6 +180,24 @@ def check_workload(defn: Definition, w: Workload, path: Path | str, lineno: int)
             raise SpecError(path, f"{where}.inputs.{k}", "a scalar source for a tensor input")
 
 
+def check_reference(defn: Definition, path: Path | str) -> None:
+    """The reference must parse and define ``run`` (and the custom inputs entrypoint when one
+    is named) at top level, without running it. Raises SpecError."""
+    import ast
+
+    try:
+        tree = ast.parse(defn.reference)
+    except SyntaxError as e:
+        raise SpecError(path, "reference", f"syntax error at line {e.lineno}: {e.msg}") from None
+    top = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    top |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    if "run" not in top:
+        raise SpecError(path, "reference", "defines no top-level run(...)")
+    ep = defn.custom_inputs_entrypoint
+    if ep and ep not in top:
+        raise SpecError(path, "custom_inputs_entrypoint", f"{ep!r} is not defined in the reference")
+
+
 def load_definition(path: str | Path) -> Definition:
     path = Path(path)
     raw = _read_json(path)
@@ -237,6 +255,7 @@ def load_problem(path: str | Path) -> Problem:
     if not path.is_dir():
         raise SpecError(path, "", "not a problem directory or KernelBench .py file")
     defn = load_definition(path / "definition.json")
+    check_reference(defn, path / "definition.json")
     workloads = load_workloads(path / "workload.jsonl", defn)
     return Problem(definition=defn, workloads=workloads, path=path)
 
@@ -249,6 +268,8 @@ def load_solution(path: str | Path, problem: Problem | None = None) -> Solution:
     Raises SpecError naming the file and field.
     """
     path = Path(path)
+    if not path.is_file():
+        raise SpecError(path, "", "no such solution file (expected a solution.json or a candidate .py)")
     if path.suffix == ".py":
         from .kernelbench import solution_from_py
 
