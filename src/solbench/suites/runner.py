@@ -67,20 +67,10 @@ class RunPlan:
 # --- results file -------------------------------------------------------------------------
 def read_results(path: Path) -> list[Trace]:
     """Traces of a results file (missing file: empty). Raises SpecError naming the line of a
-    malformed trace."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(Trace.from_json_line(line))
-        except ValueError as e:
-            msg = str(e).splitlines()[0]
-            raise SpecError(path, f"line {i}", f"not a trace: {msg}") from None
-    return out
+    malformed trace. (The trace store's reader; kept under this name for the runner.)"""
+    from ..store import read_traces
+
+    return read_traces(path)
 
 
 def result_key(trace: Trace) -> tuple[str, str] | None:
