@@ -64,6 +64,18 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(view)
 
 
+def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when ``a`` and ``b`` have the same shape, dtype and raw bytes (any device; ``b``
+    is moved to ``a``'s device). Used for input-mutation and stream-order checks."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    av = a.contiguous().reshape(-1).view(torch.uint8)  # reshape: 0-d tensors cannot be viewed as bytes
+    bv = b.to(a.device).contiguous().reshape(-1).view(torch.uint8)
+    return bool(torch.equal(av, bv))
+
+
 def _poison_bits(dtype: torch.dtype) -> int:
     size = torch.empty((), dtype=dtype).element_size()
     val = int.from_bytes(bytes([POISON_BYTE]) * size, "little", signed=size > 1)

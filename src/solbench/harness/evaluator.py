@@ -39,7 +39,7 @@ from ..spec.trace import (Correctness, Environment, Evaluation, Finding, Perform
                           TimingStats, Trace)
 from ..spec.workload import Workload
 from . import guards
-from .correctness import CheckReport, check_outputs, poison_, rel_l2
+from .correctness import CheckReport, bits_equal, check_outputs, poison_, rel_l2
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .shm import ShmArena
 from .telemetry import Telemetry, throttled
@@ -220,7 +220,7 @@ class _Slots:
             if t is None:
                 continue
             ref = self.pristine[i][name]
-            if not _bits_equal(t, ref):
+            if not bits_equal(t, ref):
                 bad.append(name)
         return bad
 
@@ -233,16 +233,6 @@ def _dense(t: torch.Tensor) -> bool:
         return t.is_contiguous() or t.is_non_overlapping_and_dense()
     except Exception:  # noqa: BLE001
         return False
-
-
-def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    av = a.contiguous().reshape(-1).view(torch.uint8)  # reshape: 0-d tensors cannot be viewed as bytes
-    bv = b.to(a.device).contiguous().reshape(-1).view(torch.uint8)
-    return bool(torch.equal(av, bv))
 
 
 class Evaluator:

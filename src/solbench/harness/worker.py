@@ -19,18 +19,9 @@ import time
 import traceback
 from typing import Any
 
+from . import correctness
+
 _perf = time.perf_counter  # captured before any candidate code exists
-
-
-def _same_bits(a, b) -> bool:
-    import torch
-
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
-                            b.contiguous().reshape(-1).view(torch.uint8)))
 
 
 def _cache_bytes() -> int:
@@ -76,7 +67,8 @@ class Worker:
         mod = sys.modules[type(self).__module__]
         self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
                              if callable(v)}
-        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_same_bits", "_cache_bytes")})
+        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes")})
+        self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "guards.verify_snapshot": (guards, "verify_snapshot"),
                                   "guards.backend_flags": (guards, "backend_flags")})
@@ -206,7 +198,7 @@ class Worker:
                 shadow = [o.clone() if type(o) is torch.Tensor else None for o in outs]
                 self._sync()
                 unordered = [i for i, (o, c) in enumerate(zip(outs, shadow))
-                             if c is not None and not _same_bits(o, c)]
+                             if c is not None and not correctness.bits_equal(o, c)]
             meta = {"returned": None} if self.dps else self._copy_out(slot, ret, args)
         if shadow is not None:
             meta["stream_unordered"] = unordered
