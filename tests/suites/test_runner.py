@@ -161,3 +161,30 @@ def test_cli_run_bad_target():
 
     r = CliRunner().invoke(app, ["run", "no_such_suite", "--solutions", "."])
     assert r.exit_code == 2 and "no such suite" in r.output
+
+
+def test_exclude_tag_and_shards_partition_the_plan(tree):
+    probs, sols = tree
+    paths = _paths(probs)  # gelu_fp32, relu_fp32, tanh_fp32
+    full = R.plan_run(paths, sols, set())
+    no_cpu = R.plan_run(paths, sols, set(), exclude_tags=["cpu"], workload_limit=1)
+    for p in no_cpu.pairs:
+        # the first workload that is not cpu-tagged: each l1 problem lists its cpu one first
+        assert [w.uuid for w in p.todo] == [p.problem.workloads[1].uuid]
+        assert "cpu" not in (p.todo[0].tags or [])
+    # two shards: problems 0 and 2 in one, problem 1 in the other; together the full plan
+    s0 = R.plan_run(paths, sols, set(), shard=(0, 2))
+    s1 = R.plan_run(paths, sols, set(), shard=(1, 2))
+    names = lambda pl: sorted({p.problem.name for p in pl.pairs})  # noqa: E731
+    assert names(s0) == ["gelu_fp32", "tanh_fp32"] and names(s1) == ["relu_fp32"]
+    assert s0.todo_workloads + s1.todo_workloads == full.todo_workloads
+    with pytest.raises(ValueError, match="shard 2/2"):
+        R.plan_run(paths, sols, set(), shard=(2, 2))
+
+
+def test_cli_run_rejects_a_bad_shard(tree, tmp_path):
+    from solbench.cli import app
+    probs, sols = tree
+    res = CliRunner().invoke(app, ["run", str(probs), "--solutions", str(sols), "--shard", "3",
+                                   "-o", str(tmp_path / "r.jsonl"), "--device", "cpu"])
+    assert res.exit_code == 2 and "--shard" in res.output

@@ -72,6 +72,12 @@ def register(app: typer.Typer) -> None:
         tag: list[str] = typer.Option([], "--tag",
                                       help="only workloads with this tag (repeatable), "
                                            "e.g. --tag cpu"),
+        exclude_tag: list[str] = typer.Option([], "--exclude-tag",
+                                              help="leave out workloads with this tag "
+                                                   "(repeatable), e.g. --exclude-tag cpu on a GPU"),
+        shard: Optional[str] = typer.Option(None, "--shard",
+                                            help="I/N: only problems at positions i mod n "
+                                                 "(one process per GPU)"),
         problem: list[str] = typer.Option([], "--problem",
                                           help="only problems whose name matches this glob "
                                                "(repeatable)"),
@@ -98,6 +104,16 @@ def register(app: typer.Typer) -> None:
         if unit not in ("problem", "workload"):
             err_console.print(f"[red]error:[/red] --unit: {unit!r} is not problem or workload")
             raise typer.Exit(2)
+        shard_t = None
+        if shard is not None:
+            try:
+                i_s, n_s = (int(x) for x in shard.split("/"))
+                if not (n_s >= 1 and 0 <= i_s < n_s):
+                    raise ValueError
+                shard_t = (i_s, n_s)
+            except ValueError:
+                err_console.print(f"[red]error:[/red] --shard: {shard!r} is not I/N with 0 <= I < N")
+                raise typer.Exit(2)
         dev = _detect_device(device)
         if dev not in ("cpu", "cuda") and not dev.startswith("cuda:"):
             err_console.print(f"[red]error:[/red] --device: {device!r} is not cuda, cpu or auto")
@@ -116,7 +132,8 @@ def register(app: typer.Typer) -> None:
                 out.unlink()
             previous = read_results(out) if resume else []
             plan = plan_run(paths, solutions, done_keys(previous), tags=tag or None,
-                            workload_limit=max_workloads)
+                            workload_limit=max_workloads, exclude_tags=exclude_tag or None,
+                            shard=shard_t)
 
         opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
         quiet = json_out or not is_tty()

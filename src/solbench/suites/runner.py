@@ -143,20 +143,33 @@ def load_candidate(path: Path, problem: Problem) -> Candidate:
 
 
 def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str, str]],
-             tags: list[str] | None = None, workload_limit: int | None = None) -> RunPlan:
+             tags: list[str] | None = None, workload_limit: int | None = None,
+             exclude_tags: list[str] | None = None,
+             shard: tuple[int, int] | None = None) -> RunPlan:
     """Pairs to evaluate: every problem x candidate, minus workloads in ``done``.
 
     ``tags``: keep only workloads carrying all of these tags (e.g. ["cpu"]);
-    ``workload_limit``: keep the first N workloads of each problem (after tag filtering).
-    Raises SpecError when a problem does not load or ``solutions_dir`` is not a directory.
+    ``exclude_tags``: drop workloads carrying any of these tags (e.g. ["cpu"] on a GPU, to
+    time only the model-size workloads);
+    ``workload_limit``: keep the first N workloads of each problem (after tag filtering);
+    ``shard``: (i, n) keeps the problems whose position in ``problem_paths`` is i mod n, so n
+    processes (one per GPU) split a suite without overlap.
+    Raises SpecError when a problem does not load or ``solutions_dir`` is not a directory;
+    ValueError when ``shard`` is not 0 <= i < n.
     """
+    if shard is not None:
+        i, n = shard
+        if not (n >= 1 and 0 <= i < n):
+            raise ValueError(f"shard {i}/{n}: need 0 <= i < n")
+        problem_paths = [p for k, p in enumerate(problem_paths) if k % n == i]
     solutions_dir = Path(solutions_dir)
     if not solutions_dir.is_dir():
         raise SpecError(solutions_dir, "", "solutions directory not found")
     plan = RunPlan(pairs=[])
     for pp in problem_paths:
         problem = load_problem(pp)
-        wls = [w for w in problem.workloads if all(t in (w.tags or []) for t in (tags or []))]
+        wls = [w for w in problem.workloads if all(t in (w.tags or []) for t in (tags or []))
+               and not any(t in (w.tags or []) for t in (exclude_tags or []))]
         if workload_limit is not None:
             wls = wls[:workload_limit]
         files = candidate_files(solutions_dir, problem)
