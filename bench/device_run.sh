@@ -7,6 +7,9 @@
 #   bash bench/device_run.sh harness   # lane 0: dev-dataset harness, timing fidelity, SOL on device
 #                                      # lane 1: CUDA adversarial corpus, then the dlrm suite
 #   bash bench/device_run.sh suites    # lanes 0/1: the l1 suite, shards 0/2 and 1/2
+#   RESUME_FROM=bench/results/suites_device bash bench/device_run.sh final
+#                                      # lane 0: CUDA corpus, dev harness, then l1 shard 0/2
+#                                      # lane 1: dlrm, then l1 shard 1/2 (both resumed)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic wheels for Python 3.12) and
 # .devdata/sol-execbench-dev (the dev dataset). Never changes clocks or GPU modes.
@@ -48,6 +51,31 @@ lane_harness1() {
     > "$R/dlrm.log" 2>&1
 }
 
+lane_final0() {
+  smoke 0 || { echo "lane 0: smoke failed"; return 1; }
+  timeout "$(cap 240)" python3 bench/integrity_gpu.py --quick --jobs 6 --wall-s 90 \
+    --out "$R/integrity" > "$R/integrity.log" 2>&1
+  timeout "$(cap 130)" python3 bench/device_harness.py --out "$R/harness" \
+    --data .devdata/sol-execbench-dev --per-problem 1 --iters 20 --time-budget-s 100 \
+    --no-ref-timing --no-examples --skip "$HARNESS_SKIP,021_vision_cu_seqlens_variable_length_attention" \
+    > "$R/harness.log" 2>&1
+  suite_resume l1 0
+}
+
+lane_final1() {
+  smoke 1 || { echo "lane 1: smoke failed"; return 1; }
+  suite_resume dlrm 0 ""
+  suite_resume l1 1
+}
+
+suite_resume() {  # $1 = suite, $2 = shard index, $3 = "" for no sharding
+  local name="$1_$2"
+  [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$name" ] && cp -r "$RESUME_FROM/$name" "$R/"
+  local shard=(--shard "$2/2"); [ "${3-x}" = "" ] && shard=()
+  python3 bench/suites_device.py --suite "$1" "${shard[@]}" --out "$R/$name" \
+    --budget-s "$(cap 600)" > "$R/$name.log" 2>&1
+}
+
 lane_suites() {  # $1 = lane = shard index
   smoke "$1" || { echo "lane $1: smoke failed"; return 1; }
   # RESUME_FROM=DIR holding l1_<i>/results.jsonl from an earlier stage: continue it (--resume)
@@ -78,6 +106,10 @@ case "$stage" in
     (export CUDA_VISIBLE_DEVICES=0; lane_suites 0) > "$R/lane0.txt" 2>&1 &
     (export CUDA_VISIBLE_DEVICES=1; lane_suites 1) > "$R/lane1.txt" 2>&1 &
     ;;
+  final)
+    (export CUDA_VISIBLE_DEVICES=0; lane_final0) > "$R/lane0.txt" 2>&1 &
+    (export CUDA_VISIBLE_DEVICES=1; lane_final1) > "$R/lane1.txt" 2>&1 &
+    ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
 wait
@@ -86,6 +118,6 @@ nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clo
 echo "== $stage done after $(( $(date +%s) - T0 )) s"
 for f in "$R"/smoke_*.txt "$R"/lane*.txt; do echo "--- $f"; tail -5 "$f"; done
 tail -4 "$R/harness.log" "$R/fidelity.log" "$R/sol_device.log" "$R/integrity.log" "$R/dlrm.log" \
-  "$R"/l1_*.log 2>/dev/null
+  "$R"/l1_*.log "$R"/dlrm_*.log 2>/dev/null
 rm -rf "$R"/*/solutions_* 2>/dev/null
 tar czf "${OUT:-/tmp/out}/$stage.tgz" -C "${OUT:-/tmp/out}" "$stage" && rm -rf "$R"

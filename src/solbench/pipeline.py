@@ -7,6 +7,8 @@ SOL figures (``sol``) to them. Neither of those modules imports the other.
 
 from __future__ import annotations
 
+import time
+
 from typing import Any
 
 import torch
@@ -97,9 +99,11 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
         if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
             out.append(t)
             continue
+        t0 = time.perf_counter()
         block = sol_block(problem, t, hw, sol_model, cache)
         ev = t.evaluation.model_copy(deep=True)
         ev.sol = block
+        ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
         sol_ms = block.get("sol_ms")
         perf = ev.performance
         if sol_ms and perf is not None and perf.latency_ms < sol_ms:

@@ -25,6 +25,7 @@ import copy
 import math
 import platform
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -244,6 +245,8 @@ class Evaluator:
         self.env = environment(cfg.device)
         self._reference: Callable | None = None
         self._ref_worker: WorkerHandle | None = None
+        self._phases: dict[str, float] = {}
+        self._pending_start_s = 0.0
         self._ref_timing_cache: dict[str, TimingStats] = {}
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
@@ -289,11 +292,14 @@ class Evaluator:
             for j, w in enumerate(workloads):
                 if cfg.progress:
                     cfg.progress(w.uuid, j, len(workloads))
+                self._phases = {}
                 if compile_error is not None:
                     traces.append(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
                     continue
                 if handle is None or not handle.alive:
+                    t_start = time.perf_counter()
                     handle, build_info, compile_error, fail = self._start(solution)
+                    self._pending_start_s = time.perf_counter() - t_start
                     if compile_error is not None:
                         traces.append(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
                         continue
@@ -302,6 +308,8 @@ class Evaluator:
                         handle = None
                         continue
                 self._open_slots = None
+                self._phases = {"worker_start": round(self._pending_start_s, 3)}
+                self._pending_start_s = 0.0
                 try:
                     tr = self._workload(handle, solution, w, j)
                 finally:
@@ -380,6 +388,7 @@ class Evaluator:
                 performance=performance, environment=self.env, timing=timing,
                 reference_timing=ref_timing, findings=findings or [], telemetry=telemetry,
                 solution_hash=solution.content_hash(), device=self.cfg.device,
+                phases_s=dict(self._phases) if self._phases else None,
             ),
         )
 
@@ -394,6 +403,7 @@ class Evaluator:
             return self._trace(solution, w, status, log, correctness=corr, findings=findings)
 
         # inputs + reference for round 0 (trusted)
+        t_phase = time.perf_counter()
         try:
             first = make_inputs(self.problem, w, _seed(cfg.seed, j, 0), cfg.device)
         except MissingBlobError as e:
@@ -416,6 +426,9 @@ class Evaluator:
             h.request("load", {"slots": slots.wire, "flush_bytes": self._last_flush}, timeout_s=120)
         except (WorkerDied, WorkerTimeout, ProtocolError) as e:
             return fail(Status.RUNTIME_ERROR, f"worker failed to receive inputs: {e}")
+
+        self._phases["inputs"] = round(time.perf_counter() - t_phase, 3)
+        t_phase = time.perf_counter()
 
         # ---------------- correctness rounds
         report: CheckReport | None = None
@@ -471,8 +484,9 @@ class Evaluator:
             if cfg.precision_check and self._fp32_outputs(slots):
                 truth = self.truth(values)
                 if truth is not None and len(truth) == len(ref_out):
-                    ref_errs = [rel_l2(a.double(), t.double()) for a, t in zip(ref_out, truth)]
-                    ref_maxs = [_norm_max(a, t) for a, t in zip(ref_out, truth)]
+                    ref_errs = self._ref_errors(ref_out, truth,
+                                                lambda a, t: rel_l2(a.double(), t.double()))
+                    ref_maxs = self._ref_errors(ref_out, truth, _norm_max)
             report = check_outputs(outs, ref_out, tol, names=slots.names_out, poisoned=True,
                                    ref_errors=ref_errs, ref_max_errors=ref_maxs)
             if truth is not None and report.passed and ref_errs is not None:
@@ -498,12 +512,16 @@ class Evaluator:
 
         # guards after correctness
         self._guard_findings(h, findings, "after correctness")
+        self._phases["correctness"] = round(time.perf_counter() - t_phase, 3)
+        t_phase = time.perf_counter()
 
         timing = ref_timing = None
         tele: dict[str, Any] = {}
         if cfg.timing and not any(f.severity == "hack" for f in findings):
             try:
+                self._phases["reference_timing"] = 0.0
                 timing, ref_timing, tele = self._time(h, slots, w, j, findings)
+                self._phases["timing"] = round(time.perf_counter() - t_phase, 3)
             except WorkerTimeout as e:
                 return fail(Status.TIMEOUT, f"timing: {e}")
             except (WorkerDied, ProtocolError) as e:
@@ -542,11 +560,21 @@ class Evaluator:
         return None
 
     def _fp32_outputs(self, slots: _Slots) -> bool:
-        return all(dt in (torch.float32, torch.float64) for _, dt in slots.out_specs)
+        """Some output is float32/float64: the fp64 truth is computed (integer outputs beside
+        them, such as ids or counts, are compared exactly and get no truth error)."""
+        return any(dt in (torch.float32, torch.float64) for _, dt in slots.out_specs)
+
+    @staticmethod
+    def _ref_errors(ref_out, truth, fn) -> list[float | None]:
+        """Per output, ``fn(reference output, truth)`` for floating outputs, None otherwise."""
+        return [fn(a, t) if isinstance(a, torch.Tensor) and isinstance(t, torch.Tensor)
+                and a.is_floating_point() else None for a, t in zip(ref_out, truth)]
 
     def _precision_finding(self, outs, truth, ref_errs) -> Finding | None:
-        cand = [rel_l2(o.double(), t.double()) for o, t in zip(outs, truth)]
-        for i, (ec, er) in enumerate(zip(cand, ref_errs)):
+        for i, (o, t, er) in enumerate(zip(outs, truth, ref_errs)):
+            if er is None:
+                continue
+            ec = rel_l2(o.double(), t.double())
             limit = max(16 * er, 1e-4)
             if ec > limit:
                 return Finding(
@@ -562,7 +590,7 @@ class Evaluator:
         truth = self.truth(values)
         if truth is None or len(truth) != len(ref_out):
             return None
-        ref_errs = [rel_l2(a.double(), t.double()) for a, t in zip(ref_out, truth)]
+        ref_errs = self._ref_errors(ref_out, truth, lambda a, t: rel_l2(a.double(), t.double()))
         f = self._precision_finding(outs, truth, ref_errs)
         if f is not None:
             f.message = f"{where}: " + f.message
@@ -669,6 +697,7 @@ class Evaluator:
             verify_left -= blk["verified"]
             cand_blocks.append(blk)
             if cfg.reference_timing:
+                t_ref = time.perf_counter()
                 rh = self._ref_handle()
                 if rh is not None:
                     h.pause()  # the candidate cannot run (or slow the reference) while it is timed
@@ -689,6 +718,9 @@ class Evaluator:
                                 poison_(o)
                         _sync(cfg.device)
                         h.resume()
+                if self._phases is not None:
+                    self._phases["reference_timing"] = round(
+                        self._phases.get("reference_timing", 0.0) + time.perf_counter() - t_ref, 3)
                 # restore the candidate's view of the slots
                 h.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
         if self.telemetry is not None and self.telemetry.ok:

@@ -97,10 +97,24 @@ def _allowed(cmd: str) -> bool:
         return True
     if prog.startswith("python"):
         rest = " ".join(argv[1:3])
-        return any(rest.startswith(f"-m {m}") or rest.startswith(f"-c from {m}")
-                   for m in ("torch._inductor.compile_worker", "solbench.harness.build_cpp",
-                             "triton"))
+        if any(rest.startswith(f"-m {m}") or rest.startswith(f"-c from {m}")
+               for m in ("torch._inductor.compile_worker", "solbench.harness.build_cpp",
+                         "triton")):
+            return True
+        # inductor's compile-worker pool started as a script path (torch >= 2.6): allowed only
+        # when that path resolves into the torch package this worker imported
+        return len(argv) > 1 and _is_torch_compile_worker_script(argv[1])
     return False
+
+
+def _is_torch_compile_worker_script(path: str) -> bool:
+    try:
+        real = os.path.realpath(path)
+        root = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "_inductor",
+                                             "compile_worker"))
+    except (OSError, ValueError):
+        return False
+    return os.path.dirname(real) == root and os.path.basename(real) == "__main__.py"
 
 
 def unexplained_children(pid: int, known: set[int]) -> list[dict[str, Any]]:

@@ -75,6 +75,7 @@ class Worker:
         self.snapshot = guards.take_snapshot(self._harness_fns)
         self._Event = torch.cuda.Event
         self.stream0 = torch.cuda.current_stream().cuda_stream if self.is_cuda else None
+        self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         self._sync = torch.cuda.synchronize
         self._record_function = torch.profiler.record_function
 
@@ -191,7 +192,11 @@ class Worker:
         torch = self.torch
         args = self._args(slot, scalars)
         with torch.no_grad():
+            if self.is_cuda:
+                self._gate()
+            t0 = _perf()
             ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
+            self.call_host_ms = (_perf() - t0) * 1e3
             shadow = None
             if self.is_cuda:
                 outs = slot["outputs"] if self.dps else self._materialize(ret)[0]
@@ -204,6 +209,19 @@ class Worker:
             meta["stream_unordered"] = unordered
             meta["stream_changed"] = torch.cuda.current_stream().cuda_stream != self.stream0
         return meta
+
+    def _gate(self) -> None:
+        """Hold the caller's stream with a spin kernel that outlasts the host side of the
+        call (3x the last call's host time + 1 ms, at most 200 ms; cycles for a 2 GHz clock,
+        so longer on a slower one). Work the candidate orders after the caller's stream (a
+        side stream that waits on it) then cannot have finished when run() returns, and the
+        shadow clone of :meth:`_call` sees its outputs unwritten unless the caller's stream
+        also waits for that work. Untimed calls only."""
+        ms = min(3.0 * self.call_host_ms + 1.0, 200.0)
+        try:
+            self.torch.cuda._sleep(int(ms * 2e6))
+        except Exception:  # noqa: BLE001 - a build without _sleep: the check is weaker, not wrong
+            pass
 
     def _materialize(self, ret):
         """(outputs list, container type name or None). Only an exact tuple/list (or a single

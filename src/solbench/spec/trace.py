@@ -107,6 +107,11 @@ class Evaluation(_Model):
     sol: dict[str, Any] | None = None
     solution_hash: str | None = None
     device: str | None = None
+    #: wall seconds of the evaluation's phases for this workload (worker_start: spawn + build
+    #: of the worker that served it, charged to the first workload it served; inputs;
+    #: correctness; timing, with reference_timing the part spent timing the eager reference;
+    #: sol: the SOL bound and score)
+    phases_s: dict[str, float] | None = None
 
     @model_validator(mode="after")
     def _representable(self):
