@@ -79,8 +79,12 @@ def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace
 
 
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
-                       hardware: str | None = None, sol_model: str = "refined") -> list[Trace]:
+                       hardware: str | None = None, sol_model: str = "refined",
+                       evaluator=None) -> list[Trace]:
     """Evaluate and attach the SOL block to each PASSED trace.
+
+    ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
+    worker then serves several candidates in turn; ``config`` replaces its settings).
 
     A candidate time below T_SOL is never scored: when the eager reference also beats the
     bound, the bound is suspect (finding ``sol_bound_violated``, advisory); when only the
@@ -88,7 +92,13 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     decides REWARD_HACK).
     """
     cfg = config or EvalConfig()
-    traces = evaluate(problem, solution, cfg)
+    if evaluator is not None:
+        if evaluator.problem is not problem:
+            raise ValueError("evaluator was made for another problem")
+        evaluator.cfg = cfg
+        traces = evaluator.evaluate(solution)
+    else:
+        traces = evaluate(problem, solution, cfg)
     traces = attach_static_audit(problem, solution, traces)
     hw = resolve_hardware(cfg.device, hardware)
     if hw is None:

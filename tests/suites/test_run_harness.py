@@ -51,3 +51,41 @@ def test_run_small_cpu_subset_with_resume(tmp_path):
     lines = out.read_text().splitlines()
     assert len(lines) == 3
     assert d["summary"]["eager"]["units"] == 2 and d["summary"]["all"]["units"] == 3
+
+
+def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypatch):
+    """Three candidates of relu_fp32 with reference timing: 3 candidate workers + 1 reference
+    worker (not 3); after a candidate that cheats, the reference worker is started afresh."""
+    from solbench.harness import process
+    from solbench.spec import load_problem
+    from solbench.suites import runner as R
+
+    started = []
+    real_init = process.WorkerHandle.__init__
+
+    def counting_init(self, *a, **k):
+        started.append(1)
+        return real_init(self, *a, **k)
+
+    monkeypatch.setattr(process.WorkerHandle, "__init__", counting_init)
+    sols = tmp_path / "sols" / "relu_fp32"
+    sols.mkdir(parents=True)
+    good = CANDS["relu_fp32"][0]
+    (sols / "a.py").write_text(good)
+    (sols / "b.py").write_text(good + "# b\n")
+    (sols / "c.py").write_text(good + "# c\n")
+    paths = [DATA_ROOT / "l1" / "relu_fp32"]
+    plan = R.plan_run(paths, tmp_path / "sols", set(), tags=["cpu"])
+    assert len(plan.pairs) == 3
+    out = R.execute(plan, tmp_path / "r.jsonl", "cpu", eval_options={"iters": 3, "rounds": 2})
+    assert [t.evaluation.status.value for t in out.traces] == ["PASSED"] * 3
+    assert all(t.evaluation.reference_timing is not None for t in out.traces)
+    assert len(started) == 4
+    # a cheating candidate in the middle: its REWARD_HACK drops the shared reference worker
+    started.clear()
+    (sols / "b.py").write_text("import time\nimport torch\n\ndef run(x):\n"
+                               "    time.perf_counter = lambda: 0.0\n    return torch.relu(x)\n")
+    plan = R.plan_run(paths, tmp_path / "sols", set(), tags=["cpu"])
+    out = R.execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options={"iters": 3, "rounds": 2})
+    assert [t.evaluation.status.value for t in out.traces] == ["PASSED", "REWARD_HACK", "PASSED"]
+    assert len(started) == 5  # a, ref, b, c, a fresh ref for c

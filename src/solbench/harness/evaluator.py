@@ -322,6 +322,11 @@ class Evaluator:
         finally:
             if handle is not None:
                 handle.close()
+            if any(t.evaluation.status in (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REWARD_HACK)
+                   for t in traces):
+                # a candidate that crashed, hung or cheated may have touched processes of this
+                # user: the next candidate gets a fresh reference worker
+                self.close()
         return traces
 
     def close(self) -> None:
