@@ -130,7 +130,7 @@ def test_cli_run_resume_and_summary(tree, tmp_path, monkeypatch):
 
     probs, sols = tree
     rec = Recorder()
-    monkeypatch.setattr(R, "default_evaluator", rec)
+    monkeypatch.setattr(R, "make_default_evaluator", lambda options=None: rec)
     out = tmp_path / "res.jsonl"
     args = ["run", str(probs), "--solutions", str(sols), "-o", str(out), "--tag", "cpu",
             "--device", "cpu", "--json"]

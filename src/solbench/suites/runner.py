@@ -237,7 +237,7 @@ def execute(plan: RunPlan, results_path: Path, device: str,
     retries it. ``eval_options`` go to the default evaluator's EvalConfig."""
     shared = None
     if evaluator is None:
-        shared = _SharedEvaluator(eval_options)
+        shared = make_default_evaluator(eval_options)
         evaluator = shared
     written: list[Trace] = []
     errors: list[str] = []
@@ -262,9 +262,14 @@ def execute(plan: RunPlan, results_path: Path, device: str,
         written.extend(traces)
         if on_pair_done:
             on_pair_done(pair, traces)
-    if shared is not None:
+    if shared is not None and hasattr(shared, "close"):
         shared.close()
     return RunOutcome(traces=written, harness_errors=errors)
+
+
+def make_default_evaluator(options: dict | None = None) -> Evaluator:
+    """The evaluator :func:`execute` uses when none is given (a :class:`_SharedEvaluator`)."""
+    return _SharedEvaluator(options)
 
 
 class _SharedEvaluator:
