@@ -7,6 +7,7 @@
 #   bash bench/device_run.sh harness   # lane 0: dev-dataset harness, timing fidelity, SOL on device
 #                                      # lane 1: CUDA adversarial corpus, then the dlrm suite
 #   bash bench/device_run.sh suites    # lanes 0/1: the l1 suite, shards 0/2 and 1/2
+#   bash bench/device_run.sh fidelity  # lane 0 only: GEMM timing fidelity with clocks
 #   RESUME_FROM=bench/results/suites_device bash bench/device_run.sh final
 #                                      # lane 0: CUDA corpus, dev harness, then l1 shard 0/2
 #                                      # lane 1: dlrm, then l1 shard 1/2 (both resumed)
@@ -105,6 +106,10 @@ case "$stage" in
   suites)
     (export CUDA_VISIBLE_DEVICES=0; lane_suites 0) > "$R/lane0.txt" 2>&1 &
     (export CUDA_VISIBLE_DEVICES=1; lane_suites 1) > "$R/lane1.txt" 2>&1 &
+    ;;
+  fidelity)  # lane 0: GEMM fidelity with duty-cycle-matched and back-to-back truth + clocks
+    (export CUDA_VISIBLE_DEVICES=0; smoke 0 && timeout "$(cap 400)" python3 bench/timing_fidelity.py \
+       --out "$R/fidelity" --repeats 2 --families gemm > "$R/fidelity.log" 2>&1) > "$R/lane0.txt" 2>&1 &
     ;;
   final)
     (export CUDA_VISIBLE_DEVICES=0; lane_final0) > "$R/lane0.txt" 2>&1 &
