@@ -34,7 +34,10 @@ def register(app: typer.Typer) -> None:
         hardware: Optional[str] = typer.Option(None, "--hardware",
                                                help="SOL hardware spec id or spec.toml (default: from the GPU name; 'none' disables)"),
         sol_model: str = typer.Option("refined", "--sol-model", help="refined or solar"),
-        seed: int = typer.Option(0, "--seed"),
+        seed: Optional[str] = typer.Option(None, "--seed",
+                                           help="base seed of the inputs (int or 0x-hex, as in a "
+                                                "trace's input_seed) to reproduce a run; default "
+                                                "a secret random seed per evaluation"),
     ) -> None:
         """Evaluate a candidate: correctness over fresh inputs, cold-L2 timing, SOL score.
         Exit 0 only when every workload PASSED."""
@@ -49,7 +52,8 @@ def register(app: typer.Typer) -> None:
             prob = load_problem(problem)
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
             dev = device or default_device()
-            cfg = EvalConfig(device=dev, rounds=rounds, iters=iters, timing=not no_timing, seed=seed)
+            cfg = EvalConfig(device=dev, rounds=rounds, iters=iters, timing=not no_timing,
+                             seed=_parse_seed(seed))
             if workloads:
                 if workloads.isdigit():
                     cfg.max_workloads = int(workloads)
@@ -80,3 +84,18 @@ def register(app: typer.Typer) -> None:
             console.print(f"{n_ok}/{len(traces)} workloads PASSED"
                           + (f"; traces appended to {output}" if output else ""))
         raise typer.Exit(0 if traces and all(t.evaluation.status == Status.PASSED for t in traces) else 1)
+
+
+def _parse_seed(seed: str | None) -> int | None:
+    """``--seed``: decimal or 0x-hex (a trace's ``input_seed`` is hex without the prefix, so a
+    bare hex string is accepted too). Raises typer.BadParameter otherwise."""
+    if seed is None:
+        return None
+    s = seed.strip().lower()
+    try:
+        return int(s, 16) if s.startswith("0x") else int(s)
+    except ValueError:
+        try:
+            return int(s, 16)
+        except ValueError:
+            raise typer.BadParameter(f"{seed!r} is not an integer or hex seed", param_hint="--seed")

@@ -166,8 +166,9 @@ def register(app: typer.Typer) -> None:
         # summary over this plan's pairs: the traces written now plus resumed ones
         wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs
                   for w in p.problem.workloads}
-        with clean_errors():
-            traces = [t for t in read_results(out) if result_key(t) in wanted]
+        # from what this process holds (read before any candidate ran, plus what it evaluated),
+        # never from the file again: a candidate can write to the file (same user)
+        traces = [t for t in list(previous) + list(outcome.traces) if result_key(t) in wanted]
         labels = label_map(plan)
 
         def label_of(t):

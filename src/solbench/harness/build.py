@@ -96,6 +96,37 @@ def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
     return Path(path)
 
 
+def _private_pycache() -> None:
+    """Bytecode of this process goes to (and is read from) a fresh private directory, never
+    the shared cache's ``__pycache__`` folders, where another candidate (same user) could plant
+    a ``.pyc`` that later candidates, or the reference's own worker, would then execute."""
+    if not getattr(sys, "_solbench_pycache", None):
+        import tempfile
+
+        sys.pycache_prefix = tempfile.mkdtemp(prefix="solbench-pyc-")
+        sys._solbench_pycache = sys.pycache_prefix
+
+
+def _exec_source(path: Path, name: str, text: str):
+    """Import ``text`` as module ``name`` with ``__file__`` = ``path``, compiled from the text
+    itself (the copy on disk is not read back); ``linecache`` serves the text to code that
+    reads its own source (``inspect``, ``triton.jit``)."""
+    import linecache
+    import types
+
+    filename = str(path)
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    mod = types.ModuleType(name)
+    mod.__file__ = filename
+    sys.modules[name] = mod
+    try:
+        exec(compile(text, filename, "exec", dont_inherit=True), mod.__dict__)  # noqa: S102
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
 def _import_path(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -124,11 +155,18 @@ def load_entry(solution: Solution, device: str, init_args: tuple, init_seed: int
             modname = so.name.split(".")[0]
             mod = _import_path(so, modname)
         else:
+            _private_pycache()
             d = solution_dir(solution)
             if str(d) not in sys.path:
                 sys.path.insert(0, str(d))
+            import linecache
+
+            for src in solution.sources:  # every source file's text, from the solution itself
+                fn = str(d / src.path)
+                linecache.cache[fn] = (len(src.content), None, src.content.splitlines(True), fn)
             modname = "solbench_candidate_" + solution.content_hash()[:12]
-            mod = _import_path(d / solution.spec.entry_file, modname)
+            mod = _exec_source(d / solution.spec.entry_file, modname,
+                               solution.source(solution.spec.entry_file))
     except BuildError:
         raise
     except BaseException as e:  # noqa: BLE001 - any import-time failure is a compile error

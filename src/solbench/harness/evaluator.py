@@ -22,7 +22,9 @@ What the parent does (threats.md principles 1-5):
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
+import secrets
 import platform
 import random
 import time
@@ -60,12 +62,17 @@ class EvalConfig:
         iters: timed iterations (default 50 on CUDA, 10 on CPU).
         pool_bytes: memory budget for the slot pool (default 16 GiB CUDA, 1 GiB CPU).
         max_pool: most slots (distinct addresses) kept at once.
-        verify: timed iterations verified against the reference (sampled at random).
+        verify: at least this many timed iterations are verified against the reference;
+            ``verify_fraction`` of them when that is more. Which ones is drawn from the OS's
+            secure random source after nothing of the sample was announced.
         timing / reference_timing: measure the candidate / the eager reference.
         cupti: use torch.profiler (Kineto/CUPTI) device activity on CUDA.
         precision_check: compare errors against an fp64 truth on round 0.
         build_timeout_s, first_call_timeout_s, call_timeout_s: limits (s).
-        seed: base seed; workload j, round r uses a seed derived from (seed, j, r).
+        seed: base seed of the inputs; workload j, input set r uses sha256(seed, j, r). None
+            (default): a secret 128-bit seed drawn per evaluation and written to the traces
+            (``input_seed``) only when they are made; give one only to reproduce a run, since
+            a candidate that knows it can precompute every input.
         log_cap: characters of worker log kept per trace.
     """
 
@@ -78,6 +85,7 @@ class EvalConfig:
     pool_bytes: int | None = None
     max_pool: int = 8
     verify: int = 5
+    verify_fraction: float = 0.2
     timing: bool = True
     reference_timing: bool = True
     cupti: bool = True
@@ -85,7 +93,7 @@ class EvalConfig:
     build_timeout_s: float = 900.0
     first_call_timeout_s: float = 600.0
     call_timeout_s: float = 180.0
-    seed: int = 0
+    seed: int | None = None
     log_cap: int = 8192
     progress: Callable[[str, int, int], None] | None = None
 
@@ -139,7 +147,21 @@ def select_workloads(problem: Problem, cfg: EvalConfig) -> list[Workload]:
 
 
 def _seed(base: int, j: int, r: int) -> int:
-    return (base * 1_000_003 + j * 10_007 + r * 101 + 17) % (2**31 - 1)
+    """Seed of workload j's input set r: sha256 of (base, j, r), 63 bits. With a secret base
+    no seed can be predicted from another (threats.md principle 2)."""
+    h = hashlib.sha256(f"{base}:{j}:{r}".encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+#: IQR / median above which a timing is reported as unstable (advisory ``timing_unstable``)
+UNSTABLE_IQR_RATIO = 0.5
+
+
+def _interposition_finding(what: list[str], when: str) -> Finding:
+    return Finding(check="interposition", severity="hack",
+                   message=(f"{when}: the candidate left hooks that run its code inside the "
+                            f"harness's own steps: {what}"),
+                   evidence={"hooks": what})
 
 
 def _as_list(out: Any) -> list:
@@ -247,6 +269,7 @@ class Evaluator:
         self._ref_worker: WorkerHandle | None = None
         self._phases: dict[str, float] = {}
         self._pending_start_s = 0.0
+        self._input_seed: int = 0
         self._ref_timing_cache: dict[str, TimingStats] = {}
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
@@ -283,6 +306,7 @@ class Evaluator:
     # ------------------------------------------------------------ public
     def evaluate(self, solution: Solution) -> list[Trace]:
         cfg = self.cfg
+        self._input_seed = cfg.seed if cfg.seed is not None else secrets.randbits(128)
         workloads = select_workloads(self.problem, cfg)
         traces: list[Trace] = []
         handle: WorkerHandle | None = None
@@ -361,7 +385,9 @@ class Evaluator:
             h.close()
             return None, None, f"{info.get('type')}: {info.get('message')}", None
         h.base_tids = guards.thread_ids(h.pid)
-        h.base_kids = guards.descendants(h.pid)
+        # no baseline of children: a process the candidate started while being imported is as
+        # unexplained as one started later; only runtime helpers (by real executable) pass
+        h.base_kids = set()
         return h, info, None, None
 
     def _ref_handle(self) -> WorkerHandle | None:
@@ -394,6 +420,7 @@ class Evaluator:
                 reference_timing=ref_timing, findings=findings or [], telemetry=telemetry,
                 solution_hash=solution.content_hash(), device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,
+                input_seed=format(self._input_seed, "x"),
             ),
         )
 
@@ -410,7 +437,7 @@ class Evaluator:
         # inputs + reference for round 0 (trusted)
         t_phase = time.perf_counter()
         try:
-            first = make_inputs(self.problem, w, _seed(cfg.seed, j, 0), cfg.device)
+            first = make_inputs(self.problem, w, _seed(self._input_seed, j, 0), cfg.device)
         except MissingBlobError as e:
             return self._trace(solution, w, Status.INVALID_REFERENCE, f"inputs unavailable: {e}")
         except SpecError as e:
@@ -440,7 +467,7 @@ class Evaluator:
         out_hashes: list[str] = []
         for r in range(cfg.rounds):
             try:
-                values = first if r == 0 else make_inputs(self.problem, w, _seed(cfg.seed, j, r), cfg.device)
+                values = first if r == 0 else make_inputs(self.problem, w, _seed(self._input_seed, j, r), cfg.device)
             except Exception as e:  # noqa: BLE001
                 return self._trace(solution, w, Status.INVALID_REFERENCE,
                                    f"input generation failed (round {r}): {type(e).__name__}: {e}")
@@ -464,6 +491,9 @@ class Evaluator:
                 return fail(Status.RUNTIME_ERROR,
                             f"correctness round {r}: {meta.get('type')}: {meta.get('message')}\n"
                             f"{meta.get('traceback', '')}")
+            if meta.get("interposition"):
+                findings.append(_interposition_finding(meta["interposition"], f"correctness round {r}"))
+                return fail(Status.REWARD_HACK, f"correctness round {r}: {meta['interposition']}")
             if meta.get("stream_unordered"):
                 findings.append(Finding(
                     check="stream_unordered", severity="hack",
@@ -656,7 +686,8 @@ class Evaluator:
                                     evidence={"before": f0, "after": f1}))
         from .process import stray_children
 
-        extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set())) + stray_children()
+        extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set()),
+                                            late="timing" in when) + stray_children()
         if extra and not any(f.check == "child_process" for f in findings):
             findings.append(Finding(check="child_process", severity="hack",
                                     message=f"the worker started processes {when}: {extra}",
@@ -670,7 +701,7 @@ class Evaluator:
 
         def fresh(i):
             seed_ctr[0] += 1
-            return make_inputs(self.problem, w, _seed(cfg.seed, j, seed_ctr[0]), cfg.device)
+            return make_inputs(self.problem, w, _seed(self._input_seed, j, seed_ctr[0]), cfg.device)
 
         scalars = [slots.fill(0, slots.pristine[0])]
         for i in range(1, k):
@@ -693,8 +724,8 @@ class Evaluator:
         n = cfg.n_iters()
         halves = [n // 2, n - n // 2] if cfg.reference_timing else [n]
         cand_blocks, ref_blocks = [], []
-        verify_left = cfg.verify
-        rng = random.Random(_seed(cfg.seed, j, 999) ^ 0x5EED)
+        verify_left = max(cfg.verify, math.ceil(cfg.verify_fraction * n))
+        rng = secrets.SystemRandom()
         for b, m in enumerate(halves):
             blk = self._block(h, slots, scalars, m, fresh, verify=True, rng=rng,
                               verify_n=(verify_left + 1) // 2 if b == 0 and len(halves) > 1 else verify_left,
@@ -732,6 +763,18 @@ class Evaluator:
             tele_samples.append(self.telemetry.sample())
         timing = self._stats(cand_blocks, findings, overhead, candidate=True)
         ref_timing = self._stats(ref_blocks, None, overhead, candidate=False) if ref_blocks else None
+        for who, ts in (("candidate", timing), ("eager reference", ref_timing)):
+            # a spread as large as the median: the host (or GPU) was busy with something else;
+            # the speedup of such a run says little (seen on a shared 2-core CPU host, where
+            # scheduler ticks of 4-16 ms land inside sub-ms calls)
+            if ts is not None and ts.n_samples >= 5 and ts.median_ms and ts.iqr_ms is not None \
+                    and ts.iqr_ms > UNSTABLE_IQR_RATIO * ts.median_ms:
+                findings.append(Finding(
+                    check="timing_unstable", severity="advisory",
+                    message=(f"{who}: IQR {ts.iqr_ms:.4g} ms vs median {ts.median_ms:.4g} ms over "
+                             f"{ts.n_samples} samples; the machine was not quiet, rerun before "
+                             "trusting this time"),
+                    evidence={"who": who, "iqr_ms": ts.iqr_ms, "median_ms": ts.median_ms}))
         tele = {"samples": tele_samples}
         thr = throttled(tele_samples)
         if thr:
@@ -741,7 +784,7 @@ class Evaluator:
         return timing, ref_timing, tele
 
     def _block(self, h: WorkerHandle, slots: _Slots, scalars: list, m: int, fresh, *, verify: bool,
-               rng: random.Random, verify_n: int, findings: list[Finding] | None) -> dict:
+               rng: random.Random | secrets.SystemRandom, verify_n: int, findings: list[Finding] | None) -> dict:
         cfg = self.cfg
         k = slots.k
         st, info = h.request("time_begin", {"cupti": cfg.cupti}, timeout_s=60)
@@ -761,6 +804,9 @@ class Evaluator:
             rt.append((_now() - t0) * 1e3)
             if st != "ok":
                 raise _CandidateError(f"timed call {i}: {meta.get('type')}: {meta.get('message')}")
+            if meta.get("interposition") and findings is not None \
+                    and not any(f.check == "interposition" for f in findings):
+                findings.append(_interposition_finding(meta["interposition"], f"timed iteration {i}"))
             if findings is not None:
                 now_tids = guards.thread_ids(h.pid)
                 new_threads |= now_tids - base_tids
@@ -842,7 +888,8 @@ class Evaluator:
             method = "perf_counter"
         if findings is not None:
             f = guards.plausibility_finding(samples, rt, overhead,
-                                            severity="hack" if cfg.is_cuda else "advisory")
+                                            severity="hack" if cfg.is_cuda else "advisory",
+                                            gross_hack=True)
             if f is not None:
                 findings.append(f)
         st = stats(samples)

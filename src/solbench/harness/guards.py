@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,17 +85,38 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def _allowed(cmd: str) -> bool:
-    """A runtime helper: its program (argv[0] basename) is a compiler/linker/shell from the
-    list, or it is Python running one of the listed modules (``-m``/``-c`` target), not merely
+_TOOLS = {"ptxas", "nvcc", "cicc", "cudafe++", "ninja", "c++", "g++", "gcc", "cc", "cc1plus", "cc1",
+          "ld", "ld.bfd", "ld.gold", "as", "sh", "dash", "bash", "nvlink", "fatbinary", "collect2",
+          "clang", "clang++"}
+
+
+def exe_name(pid: int) -> str | None:
+    """Basename of the executable a process really runs (``/proc/<pid>/exe``; argv[0] is
+    the process's own choice and proves nothing), with a target-triple prefix and a version
+    suffix removed (``x86_64-linux-gnu-gcc-12`` -> ``gcc``). None when unreadable."""
+    try:
+        base = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return None
+    base = re.sub(r"^(x86_64|aarch64|i686|powerpc64le)-[a-z0-9_]+-[a-z0-9_]+-", "", base)
+    return re.sub(r"-\d+(\.\d+)*$", "", base)
+
+
+def _allowed(cmd: str, exe: str | None = None, late: bool = False) -> bool:
+    """A runtime helper. ``exe``: the real executable's name (:func:`exe_name`); when given it
+    decides the program, otherwise argv[0] does (tests, or /proc unreadable).
+
+    Allowed: a compiler/linker/shell from the list, unless ``late`` (after the timed calls no
+    honest code is still compiling: a live shell then is a candidate's loop); Python running
+    one of the listed modules (``-m``/``-c`` target) or inductor's compile-worker script
+    inside the imported torch package (a long-lived pool, allowed at any time). Never merely
     a command line that mentions such a name somewhere."""
     argv = cmd.split()
     if not argv:
         return False
-    prog = os.path.basename(argv[0])
-    if prog in {"ptxas", "nvcc", "cicc", "cudafe++", "ninja", "c++", "g++", "gcc", "cc", "cc1plus",
-                "ld", "as", "sh", "bash", "nvlink", "fatbinary", "collect2", "clang"}:
-        return True
+    prog = exe if exe is not None else os.path.basename(argv[0])
+    if prog in _TOOLS:
+        return not late
     if prog.startswith("python"):
         rest = " ".join(argv[1:3])
         if any(rest.startswith(f"-m {m}") or rest.startswith(f"-c from {m}")
@@ -117,12 +139,15 @@ def _is_torch_compile_worker_script(path: str) -> bool:
     return os.path.dirname(real) == root and os.path.basename(real) == "__main__.py"
 
 
-def unexplained_children(pid: int, known: set[int]) -> list[dict[str, Any]]:
-    """Descendants of ``pid`` not in ``known`` and not an allowed runtime helper."""
+def unexplained_children(pid: int, known: set[int], late: bool = False) -> list[dict[str, Any]]:
+    """Descendants of ``pid`` not in ``known`` and not an allowed runtime helper (judged by
+    the real executable, see :func:`_allowed`)."""
     out = []
     for c in sorted(descendants(pid) - known):
         cmd = cmdline(c)
-        if _allowed(cmd):
+        if not cmd:  # exited (or a zombie) between the listing and the read: no longer running
+            continue
+        if _allowed(cmd, exe_name(c) or "?", late=late):
             continue
         out.append({"pid": c, "cmdline": cmd[:200]})
     return out
@@ -146,7 +171,8 @@ def digests(values: list[Any]) -> list[str]:
 
 
 def plausibility_finding(reported_ms: list[float], roundtrip_ms: list[float],
-                         overhead_ms: float, severity: str = "hack") -> Finding | None:
+                         overhead_ms: float, severity: str = "hack",
+                         gross_hack: bool = False) -> Finding | None:
     """Compare the worker's reported per-call times with the parent's own round trip.
 
     Each round trip covers the worker's flush, the call and the messaging; ``overhead_ms``
@@ -156,7 +182,9 @@ def plausibility_finding(reported_ms: list[float], roundtrip_ms: list[float],
     iterations means the reported clock does not describe the call (patched timer, work
     before the first device activity, or deferred work). On CPU the check is advisory: a
     loaded host's scheduling noise is of the same order as the calls (timer patches are caught
-    by the snapshot check there).
+    by the snapshot check there), except with ``gross_hack``: when the unexplained time exceeds
+    ``10 x reported + 10 ms`` on more than half of the iterations the finding is a hack even
+    there (no scheduler tick, 4-16 ms, explains that on most calls).
     """
     if not reported_ms or len(reported_ms) != len(roundtrip_ms):
         return None
@@ -164,6 +192,10 @@ def plausibility_finding(reported_ms: list[float], roundtrip_ms: list[float],
         i for i, (r, rt) in enumerate(zip(reported_ms, roundtrip_ms))
         if rt - overhead_ms > 3 * r + 2.0 + 0.5 * overhead_ms
     ]
+    gross = [i for i in bad
+             if roundtrip_ms[i] - overhead_ms > 10 * reported_ms[i] + 10.0 + 0.5 * overhead_ms]
+    if gross_hack and len(gross) * 2 > len(reported_ms):
+        severity = "hack"
     if len(bad) * 2 > len(reported_ms):
         med_r = sorted(reported_ms)[len(reported_ms) // 2]
         med_rt = sorted(roundtrip_ms)[len(roundtrip_ms) // 2]

@@ -41,12 +41,12 @@ def become_subreaper() -> None:
 def stray_children() -> list[dict[str, Any]]:
     """Children of this process that are neither workers, nor runtime helpers, nor older than
     the first worker: processes a candidate left behind (re-parented to us)."""
-    from .guards import _allowed, child_pids, cmdline
+    from .guards import _allowed, child_pids, cmdline, exe_name
 
     out = []
     for c in sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set())):
         cmd = cmdline(c)
-        if cmd and not _allowed(cmd):
+        if cmd and not _allowed(cmd, exe_name(c) or "?"):
             out.append({"pid": c, "cmdline": cmd[:200]})
     return out
 

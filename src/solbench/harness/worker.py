@@ -73,6 +73,8 @@ class Worker:
                                   "guards.verify_snapshot": (guards, "verify_snapshot"),
                                   "guards.backend_flags": (guards, "backend_flags")})
         self.snapshot = guards.take_snapshot(self._harness_fns)
+        self._conn0 = conn
+        self._interp0 = self._interposition_state()
         self._Event = torch.cuda.Event
         self.stream0 = torch.cuda.current_stream().cuda_stream if self.is_cuda else None
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
@@ -171,11 +173,40 @@ class Worker:
             return "ok", self._time_end()
         if op == "guards":
             changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
+            changed = changed + Worker._interposition(self)
             flags = self.guards.backend_flags()
             if self.is_cuda and torch.cuda.current_stream().cuda_stream != self.stream0:
                 changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
             return "ok", {"changed": changed, "flags": flags, "flags0": self.flags0}
         raise ValueError(f"unknown op {op!r}")
+
+    # ------------------------------------------------------------------ interposition
+    def _interposition_state(self) -> dict:
+        torch = self.torch
+        st = {"trace": sys.gettrace(), "profile": sys.getprofile()}
+        for key, fn in (("torch_function_modes", "_len_torch_function_stack"),
+                        ("torch_dispatch_modes", "_len_torch_dispatch_stack")):
+            f = getattr(torch._C, fn, None)
+            st[key] = f() if f is not None else None
+        return st
+
+    def _interposition(self) -> list[str]:
+        """Ways to run code of the candidate's inside the harness's own steps after the clock
+        stops (copy-out, fills, checks), without replacing any function the snapshot covers:
+        a torch-function or dispatch mode left on the stack (it sees every torch call the
+        worker makes), a trace/profile hook, an instance attribute shadowing a Worker method,
+        a replaced connection object."""
+        out = []
+        now = self._interposition_state()
+        for k, v0 in self._interp0.items():
+            if now[k] is not v0 and now[k] != v0:
+                out.append(f"{k}: {v0!r} -> {now[k]!r}"[:200])
+        shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
+        if shadow:
+            out.append(f"instance attributes shadow Worker methods: {shadow}")
+        if self.__dict__.get("conn") is not self._conn0:
+            out.append("the worker's connection object was replaced")
+        return out
 
     # ------------------------------------------------------------------ calls
     def _args(self, slot, scalars):
@@ -197,6 +228,11 @@ class Worker:
             t0 = _perf()
             ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
             self.call_host_ms = (_perf() - t0) * 1e3
+            interp = Worker._interposition(self)
+            if interp:  # nothing more runs through the candidate's hooks
+                if self.is_cuda:
+                    self._sync()
+                return {"returned": None, "interposition": interp}
             shadow = None
             if self.is_cuda:
                 outs = slot["outputs"] if self.dps else self._materialize(ret)[0]
@@ -307,6 +343,10 @@ class Worker:
                 t1 = _perf()
             ev = None
         meta = {"host_ms": (t1 - t0) * 1e3, "event_ms": ev}
+        interp = Worker._interposition(self)
+        if interp:  # do not run the copy-out through the candidate's hooks
+            meta["interposition"] = interp
+            return meta
         if not self.dps:
             meta.update(self._copy_out(slot, ret, args, mat))
         self.timed_n += 1

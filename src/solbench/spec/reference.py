@@ -1,9 +1,10 @@
-"""Import a definition's reference source from a real file (decorators read their source)."""
+"""Import a definition's reference source: compiled from the text in memory, with a copy on
+disk and in ``linecache`` for code that reads its own source."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import linecache
 import os
 import sys
 import tempfile
@@ -28,7 +29,14 @@ def cache_dir() -> Path:
 
 
 def import_source(source: str, stem: str = "ref") -> ModuleType:
-    """Write ``source`` to ``<cache>/refs/<stem>_<sha12>.py`` and import it as a module.
+    """Import ``source`` as a module, executing the text given here and nothing read back.
+
+    The text is also written to ``<cache>/refs/<stem>_<sha12>.py`` and registered with
+    ``linecache`` under that name, so code that reads its own source (``inspect``, decorators
+    such as ``triton.jit``, tracebacks) finds it; but the module is compiled from ``source``
+    itself, never from that file or a ``__pycache__`` entry. The cache directory is writable
+    by every process of this user, candidates included: a planted ``.pyc`` or an edited file
+    must not change what the trusted parent runs as the reference.
 
     The same text always maps to the same module object within a process.
     Raises whatever the module raises at import (SyntaxError, ImportError, ...).
@@ -40,27 +48,24 @@ def import_source(source: str, stem: str = "ref") -> ModuleType:
     d.mkdir(parents=True, exist_ok=True)
     safe_stem = "".join(c if c.isalnum() else "_" for c in stem)[:40]
     path = d / f"{safe_stem}_{digest}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    mod = import_file(path, f"solbench_ref_{safe_stem}_{digest}")
-    _CACHE[digest] = mod
-    return mod
-
-
-def import_file(path: str | Path, module_name: str | None = None) -> ModuleType:
-    """Import a Python file under a unique module name (registered in sys.modules)."""
-    path = Path(path).resolve()
-    name = module_name or "solbench_file_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    mod = importlib.util.module_from_spec(spec)
+    try:
+        if not path.exists() or path.read_text() != source:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(source)
+            os.replace(tmp, path)
+    except OSError:
+        pass  # the file is a convenience for tools that read it; the module does not need it
+    name = f"solbench_ref_{safe_stem}_{digest}"
+    filename = str(path.resolve())
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec", dont_inherit=True)
+    mod = ModuleType(name)
+    mod.__file__ = filename
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        exec(code, mod.__dict__)  # noqa: S102 - the problem's own reference text
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    _CACHE[digest] = mod
     return mod

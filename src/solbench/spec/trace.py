@@ -112,6 +112,9 @@ class Evaluation(_Model):
     #: correctness; timing, with reference_timing the part spent timing the eager reference;
     #: sol: the SOL bound and score)
     phases_s: dict[str, float] | None = None
+    #: base seed of this evaluation's inputs (hex; secret until the trace is made, see
+    #: ``harness.EvalConfig.seed``); ``--seed 0x...`` reproduces the inputs
+    input_seed: str | None = None
 
     @model_validator(mode="after")
     def _representable(self):

@@ -1,0 +1,51 @@
+"""Inputs come from a secret base seed (threats.md principle 2). The red team's candidate
+(tests/adversarial/hostile/seed_predict.py) rebuilds every input set from a known base seed
+with solbench's own generator and answers from a table: it passes when the seed is known and
+fails when it is secret, which is the default."""
+from pathlib import Path
+
+from solbench.harness import EvalConfig, evaluate
+from solbench.spec import Status, load_problem, load_solution
+
+ADV = Path(__file__).resolve().parents[1] / "adversarial"
+
+
+def test_known_seed_is_exploitable_secret_seed_is_not(solbench_cache):
+    p = load_problem(ADV / "problems" / "gelu_f32")
+    s = load_solution(ADV / "hostile" / "seed_predict.py", p)
+    known = evaluate(p, s, EvalConfig(device="cpu", seed=0, iters=4))
+    assert [t.evaluation.status for t in known] == [Status.PASSED]  # the attack is real
+    assert known[0].evaluation.input_seed == "0"
+    secret = evaluate(p, s, EvalConfig(device="cpu", iters=4))
+    assert secret[0].evaluation.status == Status.INCORRECT_NUMERICAL
+    again = evaluate(p, load_solution(ADV / "honest" / "eager_gelu_functional.py", p),
+                     EvalConfig(device="cpu", iters=4))
+    # a fresh secret per evaluation, written into the trace afterwards (128 bits, hex)
+    assert secret[0].evaluation.input_seed != again[0].evaluation.input_seed
+    assert len(secret[0].evaluation.input_seed) > 20
+
+
+BIMODAL = """import time
+import torch
+import torch.nn.functional as F
+
+_N = [0]
+
+
+def run(x):
+    _N[0] += 1
+    time.sleep(0.02 if _N[0] % 2 else 0.0005)  # every other call waits 20 ms
+    return F.gelu(x, approximate="tanh")
+"""
+
+
+def test_unstable_timing_is_reported(solbench_cache, tmp_path):
+    from harness_helpers import py_solution
+
+    p = load_problem(ADV / "problems" / "gelu_f32")
+    (t,) = evaluate(p, py_solution("bimodal", BIMODAL, p.name),
+                    EvalConfig(device="cpu", iters=10, rounds=2, reference_timing=False))
+    assert t.evaluation.status == Status.PASSED
+    f = [x for x in t.evaluation.findings if x.check == "timing_unstable"]
+    assert f and f[0].severity == "advisory" and f[0].evidence["who"] == "candidate"
+    assert f[0].evidence["iqr_ms"] > 10  # ~20 ms between the two modes
