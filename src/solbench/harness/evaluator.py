@@ -153,6 +153,9 @@ def _seed(base: int, j: int, r: int) -> int:
     return int.from_bytes(h[:8], "little") >> 1
 
 
+#: seconds a thread seen right after a timed call gets to exit before it counts
+THREAD_GRACE_S = 0.005
+
 #: IQR / median above which a timing is reported as unstable (advisory ``timing_unstable``)
 UNSTABLE_IQR_RATIO = 0.5
 
@@ -402,6 +405,7 @@ class Evaluator:
                 if st != "ok":
                     h.close()
                     return None
+                h.sched0 = guards.sched_state(h.pid).get(h.pid)
                 self._ref_worker = h
             except Exception:  # noqa: BLE001
                 return None
@@ -710,7 +714,7 @@ class Evaluator:
         rts = []
         for _ in range(5):
             t0 = _now()
-            h.request("noop", timeout_s=60)
+            h.request("noop", {"slot": 0}, timeout_s=60)
             rts.append((_now() - t0) * 1e3)
         overhead = sorted(rts)[len(rts) // 2]
         # warm-up
@@ -735,6 +739,8 @@ class Evaluator:
             if cfg.reference_timing:
                 t_ref = time.perf_counter()
                 rh = self._ref_handle()
+                if rh is not None and self._ref_sched_tampered(rh, findings, "before"):
+                    rh = None
                 if rh is not None:
                     h.pause()  # the candidate cannot run (or slow the reference) while it is timed
                     try:
@@ -754,6 +760,8 @@ class Evaluator:
                                 poison_(o)
                         _sync(cfg.device)
                         h.resume()
+                    if self._ref_worker is rh and self._ref_sched_tampered(rh, findings, "after"):
+                        ref_blocks.clear()
                 if self._phases is not None:
                     self._phases["reference_timing"] = round(
                         self._phases.get("reference_timing", 0.0) + time.perf_counter() - t_ref, 3)
@@ -808,8 +816,14 @@ class Evaluator:
                     and not any(f.check == "interposition" for f in findings):
                 findings.append(_interposition_finding(meta["interposition"], f"timed iteration {i}"))
             if findings is not None:
-                now_tids = guards.thread_ids(h.pid)
-                new_threads |= now_tids - base_tids
+                fresh_tids = guards.thread_ids(h.pid) - base_tids - new_threads
+                if fresh_tids:
+                    # a joined thread's OS thread lingers in /proc for about a millisecond
+                    # after join() returns (seen with a per-call ThreadPool): look again
+                    # after a grace period and count only those still alive
+                    time.sleep(THREAD_GRACE_S)
+                    fresh_tids &= guards.thread_ids(h.pid)
+                new_threads |= fresh_tids
             if findings is not None:
                 bad = [m for m in (meta.get("returned") or []) if not m.get("plain")]
                 if bad and not any(f.check == "non_plain_output" for f in findings):
@@ -850,6 +864,23 @@ class Evaluator:
         return {"host": host, "event": event, "roundtrip": rt, "end": end, "cupti": info.get("cupti"),
                 "verified": verified, "cupti_reason": info.get("reason") or end.get("reason")}
 
+    def _ref_sched_tampered(self, rh: WorkerHandle, findings: list[Finding], when: str) -> bool:
+        """The reference worker's threads no longer run as it started (policy, nice, CPU
+        affinity): the candidate, the only untrusted process here, demoted it to inflate its
+        speedup. The reference's timing is discarded, the worker replaced, REWARD_HACK."""
+        base = getattr(rh, "sched0", None)
+        bad = guards.sched_tampered(rh.pid, base) if base is not None else []
+        if not bad:
+            return False
+        if not any(f.check == "reference_tampered" for f in findings):
+            findings.append(Finding(
+                check="reference_tampered", severity="hack",
+                message=(f"the eager reference's worker was demoted {when} its timed block: "
+                         f"{bad[:3]}"),
+                evidence={"threads": bad[:20]}))
+        self.close()
+        return True
+
     def _stats(self, blocks: list[dict], findings: list[Finding] | None, overhead: float,
                candidate: bool) -> TimingStats:
         cfg = self.cfg
@@ -884,8 +915,16 @@ class Evaluator:
             notes.append("CUPTI activity unavailable, CUDA events used (they include launch overhead)"
                          + (f": {sorted(reasons)}" if reasons else ""))
         else:
-            samples = host
+            # on the CPU the parent's own clock bounds the call from below: the round trip less
+            # the no-op round trip (flush, the harness's copy-out of outputs this size,
+            # messaging). Work the candidate hides in the worker's steps after its clock stops
+            # (hooks in the copy-out, in stdout, in the reply, in a gc callback) is counted
+            # there, whatever the worker reports.
+            samples = [max(hm, r - overhead) for hm, r in zip(host, rt)]
             method = "perf_counter"
+            if findings is not None and sum(r - overhead > 1.5 * hm + 1.0 for hm, r in zip(host, rt)) * 2 > len(host):
+                notes.append("parent round trip used: the worker's clock missed part of the work "
+                             "on most iterations")
         if findings is not None:
             f = guards.plausibility_finding(samples, rt, overhead,
                                             severity="hack" if cfg.is_cuda else "advisory",

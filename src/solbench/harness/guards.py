@@ -55,6 +55,35 @@ def thread_ids(pid: int) -> set[int]:
         return set()
 
 
+def sched_state(pid: int) -> dict[int, tuple]:
+    """Per OS thread of ``pid``: (scheduling policy, nice value, CPU affinity). Threads that
+    vanish while being read are left out."""
+    out: dict[int, tuple] = {}
+    for tid in thread_ids(pid):
+        try:
+            out[tid] = (os.sched_getscheduler(tid), os.getpriority(os.PRIO_PROCESS, tid),
+                        tuple(sorted(os.sched_getaffinity(tid))))
+        except OSError:
+            continue
+    return out
+
+
+def sched_tampered(pid: int, baseline: tuple) -> list[str]:
+    """Threads of ``pid`` whose scheduling differs from ``baseline`` (the main thread's
+    (policy, nice, affinity) when the process started): another process of this user
+    demoted it (SCHED_IDLE, a higher nice, fewer CPUs) to make it slower."""
+    policy0, nice0, cpus0 = baseline
+    demoted = (getattr(os, "SCHED_IDLE", 5), getattr(os, "SCHED_BATCH", 3))
+    out = []
+    for tid, (policy, nice, cpus) in sorted(sched_state(pid).items()):
+        # a runtime's own pool may pin its workers (OMP_PROC_BIND); nobody honest narrows the
+        # main thread's CPUs, lowers a thread's priority or moves it to an idle/batch class
+        if (policy in demoted and policy0 not in demoted) or nice > nice0 \
+                or (tid == pid and cpus != cpus0):
+            out.append(f"thread {tid}: (policy, nice, cpus) {(policy, nice, cpus)} was {baseline}")
+    return out
+
+
 def child_pids(pid: int) -> set[int]:
     """Direct child processes of ``pid`` (from /proc/<pid>/task/*/children)."""
     out: set[int] = set()
