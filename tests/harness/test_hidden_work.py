@@ -60,3 +60,45 @@ def test_work_hidden_after_the_clock_is_timed(tmp_path, solbench_cache):
     assert min(tm.samples_ms) >= 25.0, tm.samples_ms  # the 30 ms are in every sample
     assert tm.host_median_ms < 5.0  # what the worker's own clock saw
     assert any("round trip" in n for n in tm.notes)
+
+
+def _matmul_problem(tmp_path):
+    return load_problem(write_problem(tmp_path / "mm", {
+        "name": "mm",
+        "axes": {"n": {"type": "var"}},
+        "inputs": {"a": {"shape": ["n", "n"], "dtype": "float32"},
+                   "b": {"shape": ["n", "n"], "dtype": "float32"}},
+        "outputs": {"c": {"shape": ["n", "n"], "dtype": "float32"}},
+        "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n",
+    }, [{"uuid": "w", "axes": {"n": 256},
+         "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
+         "tolerance": {"max_atol": 1e-3, "max_rtol": 1e-3}}]))
+
+
+def test_demoting_the_reference_worker_is_a_hack(tmp_path, solbench_cache):
+    """Red team round 3: right answers, but every call sets the sibling reference worker's
+    threads to SCHED_IDLE, nice 19 and one CPU (no helper process), so the reference is slow
+    when it is timed. Needs reference timing (the corpus's quick setting has none)."""
+    from pathlib import Path
+
+    from solbench.spec import load_solution
+
+    p = _matmul_problem(tmp_path)
+    s = load_solution(Path(__file__).with_name("cand_demote_reference.py"), p)
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", iters=6, rounds=2))
+    assert t.evaluation.status == Status.REWARD_HACK, t.evaluation.log
+    assert any(f.check == "reference_tampered" for f in t.evaluation.findings)
+
+
+def test_joined_per_call_thread_pool_is_honest(tmp_path, solbench_cache):
+    """Red team round 3 false positive: a ThreadPool created and joined inside every call
+    leaves its OS threads in /proc for about 1 ms after join(); not a background thread."""
+    from pathlib import Path
+
+    from solbench.spec import load_solution
+
+    p = _matmul_problem(tmp_path)
+    s = load_solution(Path(__file__).with_name("cand_threadpool_per_call.py"), p)
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", iters=10, rounds=2))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.log, t.evaluation.findings)
+    assert not [f for f in t.evaluation.findings if f.severity == "hack"]
