@@ -253,3 +253,16 @@ def test_validate_candidate_py_files(tmp_path):
     bad.write_text("class ModelNew(:\n    pass\n")
     r = CliRunner().invoke(app, ["validate", str(bad)])
     assert r.exit_code == 1 and f"{bad}: line 1: syntax error" in r.stderr
+
+
+def test_validate_dir_reports_a_problem_dir_without_definition(tmp_path):
+    """Red team 2026-11-30: a problem dir that lost definition.json was silently skipped when
+    its parent folder was validated (6 invalid reported, not 7)."""
+    write_problem(tmp_path / "all" / "good")
+    broken = write_problem(tmp_path / "all" / "broken")
+    (broken / "definition.json").unlink()
+    r = CliRunner().invoke(app, ["validate", str(tmp_path / "all")])
+    assert r.exit_code == 1
+    lines = _invalid_lines(r)
+    assert len(lines) == 1 and str(broken / "definition.json") in lines[0] and "missing" in lines[0]
+    assert "1 valid, 1 invalid" in r.stdout

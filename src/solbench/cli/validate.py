@@ -42,6 +42,11 @@ def validate_path(path: Path) -> list[tuple[bool, str]]:
                       and not (p.parent / "definition.json").exists() or p.name == "solution.json")
         for d in found:
             out += validate_path(d)
+        # a problem dir that lost its definition.json is a broken problem, not nothing
+        for wl in sorted(path.rglob("workload.jsonl")):
+            if not (wl.parent / "definition.json").exists():
+                out.append((False, f"{wl.parent / 'definition.json'}: missing (the directory "
+                                   "has a workload.jsonl, so it is meant to be a problem)"))
         for s in sols:
             out += validate_path(s)
         if not found and not sols:
