@@ -57,8 +57,10 @@ def test_work_hidden_after_the_clock_is_timed(tmp_path, solbench_cache):
                     EvalConfig(device="cpu", iters=8, rounds=2, reference_timing=False))
     assert t.evaluation.status == Status.PASSED  # its outputs are right, just late
     tm = t.evaluation.timing
-    assert min(tm.samples_ms) >= 25.0, tm.samples_ms  # the 30 ms are in every sample
-    assert tm.host_median_ms < 5.0  # what the worker's own clock saw
+    # the 30 ms are in the samples (less the no-op round trip's own noise: its flush of 2x
+    # the last-level cache takes a few ms here), not in what the worker's own clock saw
+    assert tm.median_ms >= 20.0 and min(tm.samples_ms) >= 15.0, tm.samples_ms
+    assert tm.host_median_ms < 5.0
     assert any("round trip" in n for n in tm.notes)
 
 
