@@ -10,9 +10,19 @@ How the reference is run (recorded in :attr:`Counts.mode`):
    shapes, Python branches on values), the reference runs on real CPU tensors at the workload's
    sizes, with every tensor-core op (matmul, conv, attention) short-circuited to a random
    output of the right shape, so no large GEMM is computed. ``Counts.real_tensors`` is True.
+   Large floating-point tensors (>= 64 MiB: inputs, and results of any op) are *stand-ins*:
+   one value broadcast to the shape (all strides 0), so a reference that dequantises a 4 GB
+   weight or loops over 8 GB of experts runs in little memory; in-place writes into a
+   stand-in are skipped. Values of large float tensors do not steer the references' control
+   flow (index and mask tensors, which stay real, do).
 
 Safetensors inputs whose blobs are absent are synthesised (index pointers spread evenly;
 recorded in ``Counts.synthesized``).
+
+Alongside the aten-level counts, a :class:`~solbench.sol.solar_graph.SolarGraphMode` records the
+torch-function-level layer graph upstream SOLAR's memory model walks (``Counts.solar_graph``),
+and ``Counts.source_quant`` keeps the quantised dtypes the reference source names: the solar
+model prices those (:mod:`solbench.sol.bound`).
 
 Tensor-core work uses ``torch.utils.flop_counter``'s formulas (FLOP = 2 per MAC). SDPA calls
 are caught at the ``torch.nn.functional`` level (a TorchFunctionMode) so their causal flag and
@@ -24,6 +34,7 @@ the solar model, which does not halve causal attention (shared/docs/sol-model.md
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +46,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 from . import ops as optab
+from .solar_graph import SolarGraph, SolarGraphMode
 
 aten = torch.ops.aten
 
@@ -110,6 +122,11 @@ class Counts:
     real_tensors: bool = False
     synthesized: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the torch-function-level layer graph upstream SOLAR's memory model walks (solar mode)
+    solar_graph: SolarGraph | None = None
+    #: quantised formats the reference *source* names (``torch.float8_e4m3fn``, ...): "fp8",
+    #: "fp4"; upstream picks the solar-mode rate and byte width from these literals alone
+    source_quant: set = field(default_factory=set)
 
     @property
     def bytes_fused(self) -> float:
@@ -228,6 +245,10 @@ class _CountingMode(TorchDispatchMode):
         name = _packet(func)
         if self.short_circuit and name in _MMA_PACKETS:
             out = self._fake_output(func, args, kwargs)
+        elif self.short_circuit:
+            out = _stand_in(func, args, kwargs)
+            if out is None:
+                out = func(*args, **kwargs)
         else:
             out = func(*args, **kwargs)
         if self.depth == 0:
@@ -336,6 +357,56 @@ class _CountingMode(TorchDispatchMode):
             c.cuda_flops[_cuda_class(o.dtype, o.dtype)] += o.numel()  # the bias add
 
 
+#: real-tensor runs: a floating-point result at least this large is replaced by a stand-in
+STAND_IN_BYTES = 64 << 20
+
+
+def _is_stand_in(t) -> bool:
+    """A stand-in: one value broadcast to the whole shape (all strides 0)."""
+    return isinstance(t, torch.Tensor) and t.numel() > 1 and all(st == 0 for st in t.stride())
+
+
+def stand_in(shape, dtype: torch.dtype) -> torch.Tensor:
+    """A large floating tensor that costs one element of memory: a single value in (0.5, 1.5)
+    broadcast to ``shape``. Shapes and dtypes are all counting needs; values of large float
+    tensors do not steer the references' control flow (index and mask tensors do)."""
+    return (torch.rand(1) + 0.5).to(dtype).expand(shape)
+
+
+def _stand_in(func, args, kwargs):
+    """In a real-tensor run, skip work whose result only matters by its shape: an in-place
+    write into a stand-in, and any op whose floating-point outputs are all large (each is
+    returned as a stand-in). Returns None when the op must really run."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return None
+    written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    if written:
+        i = written[0]
+        arg = args[i] if i < len(args) else kwargs.get(schema.arguments[i].name)
+        return arg if _is_stand_in(arg) else None
+    flat = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+    if flat and sum(x.numel() * x.element_size() for x in flat if not _is_stand_in(x)) < (1 << 20) \
+            and not any(_is_stand_in(x) for x in flat):
+        return None  # small inputs: run it (cheaper than inferring the output shape)
+    to_meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
+    mkwargs = tree_map(to_meta, kwargs)
+    if "device" in mkwargs:  # factory ops (randn, empty, zeros): shape on the meta device
+        mkwargs["device"] = torch.device("meta")
+    try:
+        meta_out = func(*tree_map(to_meta, args), **mkwargs)
+    except Exception:  # noqa: BLE001 - no meta kernel or data-dependent shape: run it
+        return None
+    outs = [x for x in tree_flatten(meta_out)[0] if isinstance(x, torch.Tensor)]
+    if not outs or any(not x.dtype.is_floating_point or x.element_size() < 1 or x.dtype.itemsize < 1
+                       or x.numel() * x.element_size() < STAND_IN_BYTES for x in outs):
+        return None
+    try:
+        return tree_map(lambda x: stand_in(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x, meta_out)
+    except Exception:  # noqa: BLE001 - a dtype without a cast (packed fp4): run it
+        return None
+
+
 def _cuda_class(out_dtype: torch.dtype, in_dtype: torch.dtype) -> str:
     dt = out_dtype if out_dtype.is_floating_point else in_dtype
     if dt == torch.float64:
@@ -400,6 +471,9 @@ def _load_blob(problem, src):
 
 
 def _random_tensor(shape, dtype):
+    if dtype.is_floating_point and dtype != torch.float4_e2m1fn_x2 \
+            and math.prod(shape) * dtype.itemsize >= STAND_IN_BYTES:
+        return stand_in(shape, dtype)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, dtype=torch.bool)
     if dtype in (torch.float4_e2m1fn_x2,):
@@ -468,6 +542,9 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     counts = Counts(mode="real" if real else "fake", real_tensors=real)
+    if real:
+        torch.manual_seed(0)  # synthesised values (and so data-dependent paths) are reproducible
+    counts.source_quant = source_quant_formats(problem.definition.reference)
     env = problem.definition.resolve_axes(workload.axes)
     fake_mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
     mode = _CountingMode(counts, short_circuit=real)
@@ -509,8 +586,12 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                     seen.add(key)
                     mode.input_storages[key] = name
                     declared.append((name, v))
-            with _SdpaFunctionMode(mode), mode:
+            graph_mode = SolarGraphMode()
+            for _, v in declared:
+                graph_mode.add_input(v)
+            with graph_mode, _SdpaFunctionMode(mode), mode:
                 result = ref(*call_args)
+            counts.solar_graph = graph_mode.graph
             for name, v in declared:
                 full = float(v.numel()) * _elem_bytes(v)
                 if name in mode.full_read:
@@ -533,6 +614,14 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
         for m in reversed(ctx_stack):
             m.__exit__(None, None, None)
     return counts
+
+
+_QUANT_LITERAL = re.compile(r"torch\.(float8_e4m3fn|float8_e5m2|float8_e4m3fnuz|float8_e5m2fnuz|float4_e2m1fn_x2)\b")
+
+
+def source_quant_formats(source: str) -> set[str]:
+    """Quantised formats a reference's source text names: {"fp8", "fp4"} subsets."""
+    return {"fp4" if m.startswith("float4") else "fp8" for m in _QUANT_LITERAL.findall(source or "")}
 
 
 def _skey(t: torch.Tensor):
@@ -584,6 +673,8 @@ def count_workload(problem, workload, *, allow_real: bool = True,
 
 
 def _declared_bytes(problem, workload) -> float:
+    """Bytes the real fallback materialises for the declared inputs (large float inputs are
+    stand-ins and cost nothing)."""
     from ..spec.dtypes import element_bytes, to_torch
 
     env = problem.definition.resolve_axes(workload.axes)
@@ -591,5 +682,9 @@ def _declared_bytes(problem, workload) -> float:
     for spec in problem.definition.inputs.values():
         shape = problem.definition.shape_of(spec, env)
         if shape:
-            total += math.prod(shape) * element_bytes(to_torch(spec.dtype))
+            dt = to_torch(spec.dtype)
+            nbytes = math.prod(shape) * element_bytes(dt)
+            if dt.is_floating_point and dt != torch.float4_e2m1fn_x2 and nbytes >= STAND_IN_BYTES:
+                continue  # synthesised as a stand-in (one element of memory)
+            total += nbytes
     return total

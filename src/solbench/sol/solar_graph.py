@@ -1,0 +1,257 @@
+"""The layer graph upstream SOLAR's memory model walks, recorded at the ``torch`` function level.
+
+SOL-ExecBench's official ``sol_ms`` come from an early SOLAR pipeline (torchview trace -> einsum
+graph -> per-layer analysis, ``solar/analysis/graph_analyzer.py`` as first published). Its memory
+term is not "each distinct input read once + each output written once": it is a sum over the
+traced *layers* (one per top-level torch function call on a traced tensor: ``F.linear``,
+``Tensor.__mul__``, ``Tensor.view``, ``Tensor.to``, ``Tensor.__getitem__``, ...) of
+
+* the layer's input elements, counted only when *none* of its operands is produced by another
+  layer (a layer fed by one model input and one intermediate counts neither), once per operand
+  occurrence (``x * x`` reads ``x`` twice, and two layers reading one input both count it); and
+* the layer's output elements when no other layer reads them: every dead end, returned or not
+  (a returned tensor that another layer also reads counts nothing).
+
+Operand details reproduced here (each checked against the official figures, docs/sol-model.md):
+
+* ``x[...]`` reads what it selects, not the whole of ``x``;
+* ``F.linear`` reads only its activation: weight and bias are not traced operands (they were
+  module parameters in the kernels the official table was computed from);
+* a layer that only converts or reshapes a model input (``.to``, ``.float``, ``.squeeze``, ...)
+  and whose result is only gathered from (``t[idx]``, ``index_select``) reads the gathered
+  elements (the official table counts the gathered pages of a KV cache the reference converts
+  whole first);
+* tensors made inside the reference from Python values only (``torch.zeros``, ``torch.arange``)
+  are not traced: reading them is free and ``x[...] = v`` (no tensor returned) is no layer;
+* ``F.scaled_dot_product_attention`` is expanded into QK^T (reads Q and K, unless any of Q, K, V
+  comes from another layer) and PV (its other operand is the softmax, so V is never counted).
+
+MACs (:meth:`SolarGraphMode._macs`) are those of the einsum each layer converts to: ``linear``,
+``matmul``/``@``/``mm``/``bmm`` (each index size from the first operand that has it), conv
+(output x in-channels per group x kernel), SDPA (QK^T + PV, causal in full) and ``_scaled_mm``
+on the stored operands (a packed fp4 K counts one MAC per byte: half the real MACs).
+``torch.einsum`` layers carry none (the official figures of the two dev problems built on
+einsum equal their memory term); ops with no einsum handler (``addmm``, ``baddbmm``) neither.
+
+:class:`SolarGraphMode` records the graph while the reference runs (fake or real tensors);
+:meth:`SolarGraph.fused_elements` applies the rules; :mod:`solbench.sol.bound` prices the count
+at one width per problem (upstream's ``bytes_per_element``).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+
+#: layers that only convert or reshape their input (see :meth:`SolarGraph.fused_elements`)
+CAST_VIEW = {"to", "float", "half", "bfloat16", "type", "type_as", "squeeze", "unsqueeze", "view",
+             "reshape", "contiguous", "flatten"}
+#: gathers: read the rows an index tensor selects
+GATHERS = {"__getitem__", "index_select", "embedding", "gather", "take", "take_along_dim"}
+
+
+@dataclass
+class Layer:
+    name: str
+    #: element count of each traced tensor argument (repeated arguments repeated)
+    in_elems: list[int] = field(default_factory=list)
+    #: indices of the layers that produced this layer's traced inputs (model inputs: none)
+    preds: set[int] = field(default_factory=set)
+    out_elems: int = 0
+    consumed: bool = False
+    #: indices of the layers that read this layer's output
+    consumers: list[int] = field(default_factory=list)
+    #: indexing by a tensor (``x[idx]``, ``index_select``, ``embedding``): a gather
+    gather: bool = False
+    #: MACs upstream's einsum conversion assigns this layer (0 for non-einsum layers)
+    macs: int = 0
+
+
+@dataclass
+class SolarGraph:
+    layers: list[Layer] = field(default_factory=list)
+
+    def _gathered_only(self, i: int, depth: int = 0) -> int | None:
+        """Elements gathered from layer ``i``'s output when every path from it ends in a gather
+        (through casts and views only); None otherwise."""
+        lay = self.layers[i]
+        if not lay.consumers or depth > 8:
+            return None
+        total = 0
+        for j in lay.consumers:
+            c = self.layers[j]
+            if c.gather:
+                total += c.out_elems
+            elif c.name in CAST_VIEW:
+                got = self._gathered_only(j, depth + 1)
+                if got is None:
+                    return None
+                total += got
+            else:
+                return None
+        return total
+
+    def fused_elements(self) -> int:
+        """Upstream's fused element count (see module docstring)."""
+        total = 0
+        for i, lay in enumerate(self.layers):
+            if not lay.preds:
+                n_in = sum(lay.in_elems)
+                if lay.name in CAST_VIEW:
+                    got = self._gathered_only(i)
+                    if got is not None:
+                        n_in = min(n_in, got)
+                total += n_in
+            if not lay.consumed:
+                total += lay.out_elems
+        return total
+
+    def macs(self) -> int:
+        return sum(lay.macs for lay in self.layers)
+
+    def summary(self, limit: int = 40) -> list[str]:
+        """One line per layer (for debugging and the agreement report)."""
+        out = []
+        for i, lay in enumerate(self.layers[:limit]):
+            out.append(f"{i}:{lay.name} in={lay.in_elems} preds={sorted(lay.preds)} "
+                       f"out={lay.out_elems}{'' if lay.consumed else ' (dead end)'} macs={lay.macs}")
+        return out
+
+
+def _numel(t: torch.Tensor) -> int:
+    return int(t.numel())
+
+
+def _matmul_macs(a: tuple, b: tuple) -> int:
+    """MACs of ``a @ b`` as upstream counts them: the product of the distinct index sizes, each
+    taken from the first operand that has it (so a broadcast size-1 batch dim of ``a`` counts 1)."""
+    if len(a) == 1 and len(b) == 1:
+        return a[0]
+    if len(a) == 1:
+        return math.prod(b)
+    if len(b) == 1:
+        return math.prod(a)
+    nb = max(len(a), len(b)) - 2
+    sizes = []
+    for i in range(nb):
+        ia = i - (nb - (len(a) - 2))
+        ib = i - (nb - (len(b) - 2))
+        sizes.append(a[ia] if ia >= 0 else b[ib])
+    return math.prod(sizes) * a[-2] * a[-1] * b[-1]
+
+
+class SolarGraphMode(TorchFunctionMode):
+    """Records :class:`SolarGraph` layers: every torch function call that takes at least one
+    traced tensor and returns a tensor. Seed it with :meth:`add_input` for each model input."""
+
+    def __init__(self):
+        super().__init__()
+        self.graph = SolarGraph()
+        #: id(tensor) -> (weak reference to it, producing layer index or None for a model input);
+        #: weak, so a real-tensor run does not keep every intermediate alive
+        self._tracked: dict[int, tuple[weakref.ref, int | None]] = {}
+
+    def add_input(self, t: torch.Tensor) -> None:
+        self._tracked[id(t)] = (weakref.ref(t), None)
+
+    def _lookup(self, t: torch.Tensor):
+        hit = self._tracked.get(id(t))
+        if hit is None or hit[0]() is not t:
+            return None
+        return hit
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        try:
+            self._record(func, args, kwargs, out)
+        except Exception:  # noqa: BLE001 - the graph is an estimate; never break the run
+            pass
+        return out
+
+    def _record(self, func, args, kwargs, out) -> None:
+        flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        traced = [(t, self._lookup(t)) for t in flat_in]
+        traced = [(t, h) for t, h in traced if h is not None]
+        if not traced:
+            return
+        flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+        if not flat_out:
+            return
+        name = getattr(func, "__name__", str(func))
+        idx = len(self.graph.layers)
+        lay = Layer(name=name)
+        for j, (t, (_, prod)) in enumerate(traced):
+            n_el = _numel(t)
+            if name == "linear" and t is not flat_in[0]:
+                # F.linear's weight and bias are not traced operands upstream (module
+                # parameters in the original kernels): only the activation is read
+                n_el = 0
+            if name == "__getitem__" and j == 0 and t is flat_in[0]:
+                # indexing reads what it selects, not the whole tensor
+                n_el = min(n_el, sum(_numel(o) for o in flat_out))
+            lay.in_elems.append(n_el)
+            if prod is not None:
+                lay.preds.add(prod)
+        lay.out_elems = sum(_numel(o) for o in flat_out)
+        lay.gather = name in GATHERS and any(
+            isinstance(x, torch.Tensor) and x is not flat_in[0] and not x.dtype.is_floating_point
+            for x in flat_in[1:])
+        lay.macs = self._macs(name, args, kwargs, flat_out)
+        if name == "scaled_dot_product_attention":
+            self._add_sdpa(lay, args, kwargs)
+        for p in lay.preds:
+            self.graph.layers[p].consumed = True
+            self.graph.layers[p].consumers.append(idx)
+        self.graph.layers.append(lay)
+        for o in flat_out:
+            self._tracked[id(o)] = (weakref.ref(o), idx)
+
+    @staticmethod
+    def _add_sdpa(lay: Layer, args, kwargs) -> None:
+        """QK^T reads Q and K (nothing if any of Q, K, V comes from a layer); PV reads the
+        softmax (an intermediate), so V is never counted."""
+        q = args[0] if args else kwargs.get("query")
+        k = args[1] if len(args) > 1 else kwargs.get("key")
+        lay.in_elems = [_numel(q), _numel(k)]
+
+    @staticmethod
+    def _macs(name: str, args, kwargs, flat_out) -> int:
+        """MACs upstream's einsum conversion gives a layer named ``name`` (0 for all others)."""
+        n = name.lower()
+        try:
+            if n == "linear":
+                x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+                return _numel(x) * int(w.shape[0])
+            if n in ("matmul", "__matmul__", "__rmatmul__", "mm"):
+                a, b = args[0], args[1]
+                if n == "__rmatmul__":
+                    a, b = b, a
+                return _matmul_macs(tuple(a.shape), tuple(b.shape))
+            if n == "bmm":
+                a, b = args[0], args[1]
+                return math.prod(a.shape) * int(b.shape[-1])
+            if n.startswith("conv") and "transpose" not in n and n[4:5] in ("1", "2", "3"):
+                w = args[1] if len(args) > 1 else kwargs["weight"]
+                return _numel(flat_out[0]) * math.prod(w.shape[1:])
+            if n == "scaled_dot_product_attention":
+                q = args[0] if args else kwargs["query"]
+                k = args[1] if len(args) > 1 else kwargs["key"]
+                v = args[2] if len(args) > 2 else kwargs["value"]
+                *bh, L, E = q.shape
+                S, Ev = k.shape[-2], v.shape[-1]
+                return math.prod(bh) * L * S * (E + Ev)
+            if n == "_scaled_mm":
+                # replaced by a plain matmul on the stored (packed) operands upstream: a packed
+                # fp4 K counts one MAC per byte, i.e. half the real MACs
+                a, b = args[0], args[1]
+                return int(a.shape[0]) * int(a.shape[1]) * int(b.shape[1])
+        except Exception:  # noqa: BLE001
+            return 0
+        return 0

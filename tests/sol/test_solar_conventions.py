@@ -1,0 +1,220 @@
+"""solar mode: upstream SOLAR's conventions (docs/sol-model.md), each on a tiny hand-worked problem.
+
+Solar-mode bytes are upstream's layer walk (solbench.sol.solar_graph) at one width per problem:
+2 B (16-bit and fp32 problems), 1 B (the source names a fp8 dtype), 0.5 B (it names fp4).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from solbench.sol import bound_from_counts, count_workload, load_hardware
+from solbench.sol import counting
+from solbench.sol.solar_graph import SolarGraphMode, _matmul_macs
+from solbench.spec import load_problem
+
+B200S = load_hardware("B200_SOLAR")
+BW = 7.67e12
+
+
+def make_problem(tmp_path: Path, name: str, inputs: dict, outputs: dict, reference: str,
+                 axes: dict | None = None):
+    d = tmp_path / name
+    d.mkdir()
+    defn = {"name": name, "axes": axes or {}, "inputs": inputs, "outputs": outputs,
+            "reference": reference}
+    (d / "definition.json").write_text(json.dumps(defn))
+    srcs = {k: {"type": "random"} for k in inputs}
+    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {}, "inputs": srcs}) + "\n")
+    p = load_problem(d)
+    return p, p.workloads[0]
+
+
+def T(shape, dtype):
+    return {"shape": shape, "dtype": dtype}
+
+
+def solar(p, w):
+    c = count_workload(p, w)
+    return c, bound_from_counts(c, B200S, "solar")
+
+
+def test_layer_with_an_intermediate_operand_reads_nothing(tmp_path):
+    # x, r: [4, 8] bf16 (N = 32), w: [8]. Layers: to(x) reads N (all operands are inputs);
+    # pow/mean/mul read intermediates; w * y and r + (...) each have an intermediate operand,
+    # so neither w nor r is counted (upstream's per-layer rule); the output is written: N.
+    ref = ("import torch\n"
+           "def run(x, r, w):\n"
+           "    y = x.float()\n"
+           "    y = y * y.pow(2).mean(-1, keepdim=True)\n"
+           "    return r + (w * y).to(x.dtype)\n")
+    p, wl = make_problem(tmp_path, "postnorm", {"x": T([4, 8], "bfloat16"), "r": T([4, 8], "bfloat16"),
+                                                "w": T([8], "bfloat16")}, {"o": T([4, 8], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 32 + 32
+    assert b.bytes_model == 64 * 2
+    assert b.sol_ms == pytest.approx(128 / BW * 1e3 + 0.0004)
+    # refined reads every input once and writes the output, each at its own width
+    assert c.bytes_fused == (32 + 32 + 8) * 2 + 32 * 2
+
+
+def test_repeated_operand_and_dead_end_outputs(tmp_path):
+    # x: [4, 4] (N = 16). x * x reads x twice (2N); x.abs() reads N and its result is never used
+    # (a dead end: written, N); t is returned but also summed, so it is not a graph output;
+    # the 0-d sum is (1). 2N + N + N + 1 = 65 elements.
+    ref = ("import torch\n"
+           "def run(x):\n"
+           "    t = x * x\n"
+           "    u = t.sum()\n"
+           "    _ = x.abs()\n"
+           "    return t, u\n")
+    p, wl = make_problem(tmp_path, "dead", {"x": T([4, 4], "bfloat16")},
+                         {"t": T([4, 4], "bfloat16"), "u": T([], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 65
+    assert b.bytes_model == 130
+
+
+def test_indexing_reads_what_it_selects(tmp_path):
+    # x[:, :2] of a [4, 8] input reads 8 elements; x * 2 of that writes 8: 16 elements
+    ref = "import torch\ndef run(x):\n    return x[:, :2] * 2\n"
+    p, wl = make_problem(tmp_path, "slice", {"x": T([4, 8], "bfloat16")}, {"y": T([4, 2], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert b.bytes_model == 16 * 2
+
+
+def test_linear_reads_only_its_activation(tmp_path):
+    # F.linear(x, w, b) with x [4, 64], w [32, 64], b [32], all model inputs: the layer reads x
+    # (256) but not w or b (parameters in the kernels the official table was computed from);
+    # output 4 x 32 = 128 written. MACs 4*64*32 = 8192.
+    ref = "import torch\nimport torch.nn.functional as F\ndef run(x, w, b):\n    return F.linear(x, w, b)\n"
+    p, wl = make_problem(tmp_path, "lin", {"x": T([4, 64], "bfloat16"), "w": T([32, 64], "bfloat16"),
+                                           "b": T([32], "bfloat16")}, {"y": T([4, 32], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 256 + 128
+    assert b.solar_macs == 8192
+    # x @ w.t() instead: the transpose layer reads w (2048); the matmul then has an intermediate
+    # operand, so x is not counted; output 128
+    ref2 = "import torch\ndef run(x, w, b):\n    return x @ w.t()\n"
+    p2, wl2 = make_problem(tmp_path, "mm", {"x": T([4, 64], "bfloat16"), "w": T([32, 64], "bfloat16"),
+                                            "b": T([32], "bfloat16")}, {"y": T([4, 32], "bfloat16")}, ref2)
+    c2, _ = solar(p2, wl2)
+    assert c2.solar_graph.fused_elements() == 2048 + 128
+
+
+def test_whole_table_cast_before_a_gather_counts_the_gathered_rows(tmp_path):
+    # table [100, 16] bf16 converted whole to fp32, then 5 rows gathered: the official figures count
+    # the 5 x 16 gathered elements, not the 1600 converted; the gather itself reads an
+    # intermediate (nothing); the 5 row sums are written: 80 + 5 = 85 elements
+    ref = ("import torch\n"
+           "def run(table, idx):\n"
+           "    t = table.to(torch.float32)\n"
+           "    return t[idx].sum(-1)\n")
+    p, wl = make_problem(tmp_path, "gather", {"table": T([100, 16], "bfloat16"), "idx": T([5], "int64")},
+                         {"s": T([5], "float32")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 85
+    assert b.bytes_model == 170
+
+
+def test_sdpa_reads_q_and_k_never_v_and_counts_causal_in_full(tmp_path):
+    # q, k, v: [1, 2, 16, 8] bf16 (256 elements each). Expanded upstream as QK^T (reads q, k: 512)
+    # then PV (softmax is an intermediate, so v is not counted); output written: 256.
+    # MACs: 1*2*16*16*(8 + 8) = 8192, causal counted in full.
+    ref = ("import torch\nimport torch.nn.functional as F\n"
+           "def run(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n")
+    ins = {n: T([1, 2, 16, 8], "bfloat16") for n in ("q", "k", "v")}
+    p, wl = make_problem(tmp_path, "sdpa", ins, {"o": T([1, 2, 16, 8], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 512 + 256
+    assert b.solar_macs == 8192
+    ref2 = ("import torch\nimport torch.nn.functional as F\n"
+            "def run(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v * 1.0)\n")
+    p2, wl2 = make_problem(tmp_path, "sdpa2", ins, {"o": T([1, 2, 16, 8], "bfloat16")}, ref2)
+    c2, _ = solar(p2, wl2)
+    # v * 1.0 reads v (256); the attention layer now has an intermediate operand: q, k not counted
+    assert c2.solar_graph.fused_elements() == 256 + 256
+
+
+def test_einsum_layers_carry_no_tensor_core_work(tmp_path):
+    # torch.einsum is a layer upstream's old analyzer gives no MACs (official = memory term on
+    # 016 and 043); refined counts its 2*64*32*16 FLOPs. Bytes: reads 2048 + 512, writes 1024.
+    ref = "import torch\ndef run(a, b):\n    return torch.einsum('ij,jk->ik', a, b)\n"
+    p, wl = make_problem(tmp_path, "einsum", {"a": T([64, 32], "bfloat16"), "b": T([32, 16], "bfloat16")},
+                         {"c": T([64, 16], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert b.solar_macs == 0
+    assert b.bytes_model == (2048 + 512 + 1024) * 2
+    assert bound_from_counts(c, B200S, "refined").flops["tensor_bf16"] == 2 * 64 * 32 * 16
+
+
+def test_fp8_literal_sets_rate_width_and_no_floor(tmp_path):
+    # The source names torch.float8_e4m3fn: fp8 problem (1 B per element, fp8 rate, and no launch
+    # floor: the official quantised rows have none). Layers: to(x) reads 64*128 = 8192; the second
+    # cast and the matmul read intermediates (w not counted); output 64*32 = 2048 written.
+    # MACs 64*128*32 = 262,144 at 3.62 PF; memory 10,240 B at 7.67 TB/s binds.
+    ref = ("import torch\n"
+           "def run(x, w):\n"
+           "    return x.to(torch.float8_e4m3fn).to(torch.bfloat16) @ w\n")
+    p, wl = make_problem(tmp_path, "fp8", {"x": T([64, 128], "bfloat16"), "w": T([128, 32], "bfloat16")},
+                         {"y": T([64, 32], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.source_quant == {"fp8"}
+    assert b.bytes_model == 8192 + 2048
+    assert b.solar_macs == 64 * 128 * 32
+    assert b.tensor_terms_ms["fp8"] == pytest.approx(2 * 262_144 / 3.62e15 * 1e3)
+    assert b.overhead_ms == 0.0
+    assert b.sol_ms == pytest.approx(10_240 / BW * 1e3)
+
+
+def test_fp8_inputs_without_a_literal_are_a_16_bit_problem(tmp_path):
+    # precision comes from the source text only: an fp8 input alone does not make it fp8
+    ref = "import torch\ndef run(x):\n    return x.to(torch.bfloat16) * 2\n"
+    p, wl = make_problem(tmp_path, "fp8in", {"x": T([16], "float8_e4m3fn")}, {"y": T([16], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.source_quant == set()
+    assert b.bytes_model == (16 + 16) * 2
+    assert b.overhead_ms == pytest.approx(0.0004)
+
+
+def test_layer_macs_conventions():
+    # matmul: each index size from the first operand that has it, so a broadcast size-1 batch
+    # dim of the first operand counts once: [1,2,4,8] @ [3,2,8,5] -> 1*2*4*8*5 (true work 960)
+    assert _matmul_macs((1, 2, 4, 8), (3, 2, 8, 5)) == 320
+    assert _matmul_macs((4, 8), (8, 5)) == 160
+    assert _matmul_macs((8,), (8, 5)) == 40
+    # _scaled_mm on packed fp4 ([M, K/2] x [K/2, N]) counts one MAC per stored byte: half the MACs
+    a = torch.empty((128, 32), dtype=torch.float4_e2m1fn_x2, device="meta")
+    b = torch.empty((32, 64), dtype=torch.float4_e2m1fn_x2, device="meta")
+    out = torch.empty((128, 64), dtype=torch.bfloat16, device="meta")
+    assert SolarGraphMode._macs("_scaled_mm", (a, b), {}, [out]) == 128 * 32 * 64
+    # F.linear: every input element times the output features
+    x = torch.empty((2, 3, 16), device="meta")
+    w = torch.empty((8, 16), device="meta")
+    assert SolarGraphMode._macs("linear", (x, w), {}, [torch.empty((2, 3, 8), device="meta")]) == 96 * 8
+
+
+def test_real_runs_use_stand_ins_for_large_float_tensors(tmp_path):
+    # a data-dependent reference (.item()) on a 64 MiB input runs on real CPU tensors; the input is
+    # a stand-in (one value broadcast, all strides 0) and so is any large float result
+    big = counting._random_tensor((4096, 4096), torch.float32)
+    assert counting._is_stand_in(big) and big.shape == (4096, 4096)
+    out = counting._stand_in(torch.ops.aten.mul.Tensor, (big, big), {})
+    assert counting._is_stand_in(out) and out.shape == (4096, 4096)
+    # small results really run: their values can steer the reference
+    assert counting._stand_in(torch.ops.aten.sum.default, (big,), {}) is None
+    ref = ("import torch\n"
+           "def run(x, n):\n"
+           "    k = int(n.sum().item()) + 2\n"
+           "    return x[:k].sum(0)\n")
+    p, wl = make_problem(tmp_path, "dd", {"x": T([4096, 4096], "float32"), "n": T([4], "int64")},
+                         {"y": T([4096], "float32")}, ref)
+    c = count_workload(p, wl)
+    assert c.real_tensors
+    # n is zeros, so k = 2: x[:2] reads 8192 elements; n.sum() reads 4 and its 0-d result ends
+    # in .item() (a dead end, 1); the column sums are written (4096)
+    assert c.solar_graph.fused_elements() == 2 * 4096 + 4 + 1 + 4096
