@@ -266,3 +266,18 @@ def test_validate_dir_reports_a_problem_dir_without_definition(tmp_path):
     lines = _invalid_lines(r)
     assert len(lines) == 1 and str(broken / "definition.json") in lines[0] and "missing" in lines[0]
     assert "1 valid, 1 invalid" in r.stdout
+
+
+def test_all_bad_workload_lines_are_named_at_once(tmp_path):
+    """Red team 2026-11-30: six bad workload lines took six validate runs to find."""
+    d = write_problem(tmp_path / "p", workloads=[wl("a"), wl("b"), wl("c")])
+    lines = (d / "workload.jsonl").read_text().splitlines()
+    lines[0] = lines[0].replace('"uuid"', '"uuidd"')  # unknown key / missing uuid
+    lines[2] = "{not json"
+    (d / "workload.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(SpecError) as ei:
+        load_problem(d)
+    e = ei.value
+    assert e.field.startswith("line 1") and "also bad: line 3" in e.message
+    r = CliRunner().invoke(app, ["validate", str(d)])
+    assert r.exit_code == 1 and len(_invalid_lines(r)) == 1  # still one line per problem

@@ -211,27 +211,43 @@ def load_definition(path: str | Path) -> Definition:
 
 
 def load_workloads(path: str | Path, defn: Definition) -> list[Workload]:
+    """Every workload of ``path`` (workload.jsonl), checked against ``defn``.
+
+    Raises SpecError naming the first bad line and field; when other lines are bad too, the
+    message lists them (so a user fixes them in one pass, not one run per line)."""
     path = Path(path)
     if not path.exists():
         raise SpecError(path, "", "file not found")
     out: list[Workload] = []
     seen: set[str] = set()
+    errors: list[SpecError] = []
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise SpecError(path, f"line {i}", f"invalid JSON: {e.msg}") from None
-        try:
-            w = Workload.model_validate(raw)
-        except ValidationError as e:
-            raise spec_error_from_validation(path, e, prefix=f"line {i}") from None
-        if w.uuid in seen:
-            raise SpecError(path, f"line {i}.uuid", f"duplicate uuid {w.uuid}")
-        seen.add(w.uuid)
-        check_workload(defn, w, path, i)
-        out.append(w)
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SpecError(path, f"line {i}", f"invalid JSON: {e.msg}") from None
+            try:
+                w = Workload.model_validate(raw)
+            except ValidationError as e:
+                raise spec_error_from_validation(path, e, prefix=f"line {i}") from None
+            if w.uuid in seen:
+                raise SpecError(path, f"line {i}.uuid", f"duplicate uuid {w.uuid}")
+            seen.add(w.uuid)
+            check_workload(defn, w, path, i)
+            out.append(w)
+        except SpecError as e:
+            errors.append(e)
+    if errors:
+        first = errors[0]
+        if len(errors) > 1:
+            rest = ", ".join(e.field.split(".")[0] for e in errors[1:6])
+            more = f" and {len(errors) - 6} more" if len(errors) > 6 else ""
+            raise SpecError(first.path, first.field,
+                            f"{first.message} (also bad: {rest}{more})")
+        raise first
     if not out:
         raise SpecError(path, "", "no workloads")
     return out
