@@ -103,3 +103,21 @@ def test_plausibility_finding():
     assert guards.plausibility_finding([1, 1], [6.6, 6.6], 1.0, severity="advisory").severity == "advisory"
     assert guards.plausibility_finding([], [], 1.0) is None
     assert guards.plausibility_finding([1, 1], [10], 1.0) is None
+
+
+def test_late_activity_counts_device_work_after_the_end_marker_but_not_the_copy_out():
+    """Iteration windows: flush 0 | call | end 0 | copy-out | extra | flush 1 | call | end 1 |
+    copy-out | flush 2. The copy-out kernels (the harness's) are skipped by id; the 'extra'
+    kernel of iteration 0 (a candidate's hook after the clock) is 30 us."""
+    from solbench.harness.timing import DeviceActivity, late_activity
+
+    A = DeviceActivity
+    fl = [A("fill", 0, 10_000), A("fill", 200_000, 210_000), A("fill", 400_000, 410_000)]
+    en = [A("end", 100_000, 101_000), A("end", 300_000, 301_000)]
+    copy0, copy1 = A("copy", 110_000, 120_000), A("copy", 310_000, 320_000)
+    extra = A("gemm", 130_000, 160_000)
+    call0, call1 = A("k", 20_000, 90_000), A("k", 220_000, 290_000)
+    late = late_activity(fl, en, [call0, copy0, extra, call1, copy1], {id(copy0), id(copy1)})
+    assert late == [0.03, 0.0]
+    # without knowing the copy-out, its kernels would count as late work
+    assert late_activity(fl, en, [call0, copy0, call1, copy1]) == [0.01, 0.01]

@@ -29,6 +29,8 @@ from typing import Any, Sequence
 
 FLUSH_RANGE = "solbench::l2_flush"
 END_RANGE = "solbench::call_end"
+#: the worker's copy of returned outputs into the parent's buffers (after the end marker)
+COPY_RANGE = "solbench::copy_out"
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -78,6 +80,10 @@ class Segmentation:
     n_activities: list[int] = field(default_factory=list)
     kernel_sets: list[tuple[str, ...]] = field(default_factory=list)
     reason: str = ""
+    #: per iteration: device time (ms) of activities after the end marker that are neither
+    #: the harness's copy-out nor its flush (work a hook of the candidate's ran after the
+    #: clock); None when not computed
+    late_ms: list[float] | None = None
 
 
 def segment(flushes: list[DeviceActivity], activities: list[DeviceActivity],
@@ -123,6 +129,23 @@ def segment(flushes: list[DeviceActivity], activities: list[DeviceActivity],
     return out
 
 
+def late_activity(flushes: list[DeviceActivity], ends: list[DeviceActivity],
+                  activities: list[DeviceActivity], harness_ids: set[int] | None = None,
+                  ) -> list[float]:
+    """Per iteration i, the summed duration (ms) of ``activities`` that start at or after end
+    marker i and before flush i+1, skipping those whose ``id()`` is in ``harness_ids`` (the
+    harness's own copy-out kernels). ``flushes`` holds n+1 records, ``ends`` n."""
+    fl = sorted(flushes, key=lambda a: a.start_ns)
+    en = sorted(ends, key=lambda a: a.start_ns)
+    harness_ids = harness_ids or set()
+    out = []
+    for i, e in enumerate(en):
+        hi = fl[i + 1].start_ns if i + 1 < len(fl) else float("inf")
+        out.append(sum(a.end_ns - a.start_ns for a in activities
+                       if e.start_ns <= a.start_ns < hi and id(a) not in harness_ids) / 1e6)
+    return out
+
+
 def kernel_set_consistency(sets: list[tuple[str, ...]]) -> dict[str, Any]:
     """How many iterations launched a different multiset of kernels than the most common one."""
     if not sets:
@@ -151,8 +174,8 @@ def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceAc
     from torch.autograd import DeviceType
 
     res = prof.profiler.kineto_results
-    dev, cpu_ranges, cpu_ops = [], {FLUSH_RANGE: [], END_RANGE: []}, []
-    gpu_annot = {FLUSH_RANGE: [], END_RANGE: []}
+    dev, cpu_ranges, cpu_ops = [], {FLUSH_RANGE: [], END_RANGE: [], COPY_RANGE: []}, []
+    gpu_annot = {FLUSH_RANGE: [], END_RANGE: [], COPY_RANGE: []}
     for e in res.events():
         dt = e.device_type()
         name = e.name()
@@ -193,6 +216,19 @@ def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceAc
     seg = segment(flushes, others, n_iters, ends if len(ends) == n_iters else None)
     if seg.ok and len(ends) != n_iters:
         seg.reason = f"end markers not found ({len(ends)}); windows end at the next flush"
+    if seg.ok and len(ends) == n_iters:
+        try:  # evidence only: never let it cost the timing itself
+            copy_ids: set[int] = set()
+            corr = {op.correlation_id() for op in cpu_ops
+                    if any(lo <= op.start_ns() <= hi for lo, hi in cpu_ranges[COPY_RANGE])}
+            win = gpu_annot[COPY_RANGE]
+            for e, a in dev:
+                if (e.linked_correlation_id() in corr or e.correlation_id() in corr
+                        or any(lo <= a.start_ns and a.end_ns <= hi for lo, hi in win)):
+                    copy_ids.add(id(a))
+            seg.late_ms = late_activity(flushes, ends, others, copy_ids)
+        except Exception:  # noqa: BLE001
+            seg.late_ms = None
     return seg, others
 
 

@@ -277,8 +277,16 @@ class Worker:
         return [ret], f"{t.__module__}.{t.__qualname__}"
 
     def _copy_out(self, slot, ret, args, materialized=None) -> dict:
-        """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped.
-        Only plain torch.Tensor outputs of the declared shape and dtype are copied."""
+        """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped,
+        inside a ``solbench::copy_out`` range so the timeline tells its kernels from any other
+        device work after the end marker. Only plain torch.Tensor outputs of the declared
+        shape and dtype are copied."""
+        if self.is_cuda:
+            with self._record_function("solbench::copy_out"):
+                return self._copy_out_body(slot, ret, args, materialized)
+        return self._copy_out_body(slot, ret, args, materialized)
+
+    def _copy_out_body(self, slot, ret, args, materialized=None) -> dict:
         torch = self.torch
         outs, container = materialized if materialized is not None else self._materialize(ret)
         if container is not None:
@@ -374,7 +382,8 @@ class Worker:
         if not seg.ok:
             return {"cupti": False, "reason": seg.reason}
         return {"cupti": True, "note": seg.reason, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
-                "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets]}
+                "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets],
+                "late_ms": seg.late_ms}
 
 
 def main(argv: list[str] | None = None) -> None:
