@@ -107,26 +107,6 @@ def _private_pycache() -> None:
         sys._solbench_pycache = sys.pycache_prefix
 
 
-def _exec_source(path: Path, name: str, text: str):
-    """Import ``text`` as module ``name`` with ``__file__`` = ``path``, compiled from the text
-    itself (the copy on disk is not read back); ``linecache`` serves the text to code that
-    reads its own source (``inspect``, ``triton.jit``)."""
-    import linecache
-    import types
-
-    filename = str(path)
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    mod = types.ModuleType(name)
-    mod.__file__ = filename
-    sys.modules[name] = mod
-    try:
-        exec(compile(text, filename, "exec", dont_inherit=True), mod.__dict__)  # noqa: S102
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return mod
-
-
 def _import_path(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -159,14 +139,13 @@ def load_entry(solution: Solution, device: str, init_args: tuple, init_seed: int
             d = solution_dir(solution)
             if str(d) not in sys.path:
                 sys.path.insert(0, str(d))
-            import linecache
+            from ..spec.reference import module_from_text, register_source
 
             for src in solution.sources:  # every source file's text, from the solution itself
-                fn = str(d / src.path)
-                linecache.cache[fn] = (len(src.content), None, src.content.splitlines(True), fn)
+                register_source(d / src.path, src.content)
             modname = "solbench_candidate_" + solution.content_hash()[:12]
-            mod = _exec_source(d / solution.spec.entry_file, modname,
-                               solution.source(solution.spec.entry_file))
+            mod = module_from_text(d / solution.spec.entry_file, modname,
+                                   solution.source(solution.spec.entry_file))
     except BuildError:
         raise
     except BaseException as e:  # noqa: BLE001 - any import-time failure is a compile error

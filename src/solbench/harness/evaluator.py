@@ -766,9 +766,8 @@ class Evaluator:
                         h.resume()
                     if self._ref_worker is rh and self._ref_sched_tampered(rh, findings, "after"):
                         ref_blocks.clear()
-                if self._phases is not None:
-                    self._phases["reference_timing"] = round(
-                        self._phases.get("reference_timing", 0.0) + time.perf_counter() - t_ref, 3)
+                self._phases["reference_timing"] = round(
+                    self._phases.get("reference_timing", 0.0) + time.perf_counter() - t_ref, 3)
                 # restore the candidate's view of the slots
                 h.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
         if self.telemetry is not None and self.telemetry.ok:
@@ -913,14 +912,15 @@ class Evaluator:
                         message=f"{cons['inconsistent']} iteration(s) launched a different kernel set",
                         evidence=cons))
                 late = [x for b in blocks for x in (b["end"].get("late_ms") or [])]
-                if late and sum(x > LATE_WORK_MS for x in late) * 2 > len(late):
+                n_late = sum(x > LATE_WORK_MS for x in late)
+                if late and n_late * 2 > len(late):
                     # advisory until a device run has confirmed that the harness's own
                     # copy-out kernels are always recognised (then: a verdict, and the time
                     # added to the sample)
                     findings.append(Finding(
                         check="work_after_clock", severity="advisory",
                         message=(f"device work after the end marker that is not the harness's "
-                                 f"copy-out on {sum(x > LATE_WORK_MS for x in late)}/{len(late)} "
+                                 f"copy-out on {n_late}/{len(late)} "
                                  f"iterations (median {statistics.median(late):.4g} ms)"),
                         evidence={"late_ms": late[:50]}))
         elif cfg.is_cuda:

@@ -360,6 +360,7 @@ class Worker:
         interp = Worker._interposition(self)
         if interp:  # do not run the copy-out through the candidate's hooks
             meta["interposition"] = interp
+            self.timed_n += 1
             return meta
         if not self.dps:
             meta.update(self._copy_out(slot, ret, args, mat))

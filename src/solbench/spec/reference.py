@@ -55,17 +55,30 @@ def import_source(source: str, stem: str = "ref") -> ModuleType:
             os.replace(tmp, path)
     except OSError:
         pass  # the file is a convenience for tools that read it; the module does not need it
-    name = f"solbench_ref_{safe_stem}_{digest}"
-    filename = str(path.resolve())
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(source, filename, "exec", dont_inherit=True)
+    mod = module_from_text(path.resolve(), f"solbench_ref_{safe_stem}_{digest}", source)
+    _CACHE[digest] = mod
+    return mod
+
+
+def register_source(filename: str | Path, text: str) -> None:
+    """Serve ``text`` as the source of ``filename`` to ``linecache`` (so ``inspect``,
+    ``triton.jit`` and tracebacks read this text, not whatever the file holds now)."""
+    fn = str(filename)
+    linecache.cache[fn] = (len(text), None, text.splitlines(True), fn)
+
+
+def module_from_text(filename: str | Path, name: str, text: str) -> ModuleType:
+    """Module ``name`` (registered in ``sys.modules``) with ``__file__`` = ``filename``,
+    compiled from ``text`` itself: no file and no ``__pycache__`` entry is read, so nothing
+    another process of this user wrote there runs. Raises whatever the module raises."""
+    register_source(filename, text)
+    code = compile(text, str(filename), "exec", dont_inherit=True)
     mod = ModuleType(name)
-    mod.__file__ = filename
+    mod.__file__ = str(filename)
     sys.modules[name] = mod
     try:
-        exec(code, mod.__dict__)  # noqa: S102 - the problem's own reference text
+        exec(code, mod.__dict__)  # noqa: S102 - the text the caller holds and trusts to run
     except BaseException:
         sys.modules.pop(name, None)
         raise
-    _CACHE[digest] = mod
     return mod

@@ -185,26 +185,6 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
 
 
 # --- evaluation ---------------------------------------------------------------------------
-def default_evaluator(problem: Problem, solution: Solution, device: str,
-                      uuids: list[str], options: dict | None = None) -> list[Trace]:
-    """The product evaluator: ``solbench.pipeline.evaluate_and_score`` when it exists (adds
-    the SOL block), else ``solbench.harness.evaluate``. ``options``: extra
-    ``harness.EvalConfig`` fields (e.g. ``iters``, ``rounds``). Raises SolbenchError when
-    neither is importable."""
-    try:
-        from .. import harness
-    except ImportError as e:
-        raise SolbenchError(f"the evaluation harness is not available ({e})") from None
-    config = harness.EvalConfig(device=device, workloads=list(uuids), **(options or {}))
-    try:
-        from ..pipeline import evaluate_and_score  # type: ignore[attr-defined]
-    except ImportError:
-        evaluate_and_score = None
-    if evaluate_and_score is not None:
-        return list(evaluate_and_score(problem, solution, config))
-    return list(harness.evaluate(problem, solution, config))
-
-
 def load_error_traces(pair: PairPlan, device: str) -> list[Trace]:
     """COMPILE_ERROR traces for a candidate file that did not even load (bad JSON, missing
     entry point...), one per workload, so the summary counts it as incorrect."""
