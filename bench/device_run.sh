@@ -8,6 +8,10 @@
 #                                      # lane 1: CUDA adversarial corpus, then the dlrm suite
 #   bash bench/device_run.sh suites    # lanes 0/1: the l1 suite, shards 0/2 and 1/2
 #   bash bench/device_run.sh fidelity  # lane 0 only: GEMM timing fidelity with clocks
+#   RESUME_FROM=bench/results/suites_device PREWARM_JOBS=6 bash bench/device_run.sh rest
+#                                      # lane 0: CUDA corpus (SKIP_CORPUS=1: not), rest of l1 0/2
+#                                      # lane 1: rest of dlrm, then of l1 1/2; compile caches
+#                                      # filled first with PREWARM_JOBS processes; SUITE_ITERS=N
 #   RESUME_FROM=bench/results/suites_device bash bench/device_run.sh final
 #                                      # lane 0: CUDA corpus, dev harness, then l1 shard 0/2
 #                                      # lane 1: dlrm, then l1 shard 1/2 (both resumed)
@@ -74,7 +78,21 @@ suite_resume() {  # $1 = suite, $2 = shard index, $3 = "" for no sharding
   [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$name" ] && cp -r "$RESUME_FROM/$name" "$R/"
   local shard=(--shard "$2/2"); [ "${3-x}" = "" ] && shard=()
   python3 bench/suites_device.py --suite "$1" "${shard[@]}" --out "$R/$name" \
-    --budget-s "$(cap 600)" > "$R/$name.log" 2>&1
+    --budget-s "$(cap 600)" --prewarm-jobs "${PREWARM_JOBS:-0}" ${SUITE_ITERS:+--iters $SUITE_ITERS} \
+    > "$R/$name.log" 2>&1
+}
+
+lane_rest0() {  # CUDA corpus on the current harness, then the rest of l1 shard 0
+  smoke 0 || { echo "lane 0: smoke failed"; return 1; }
+  [ -n "${SKIP_CORPUS:-}" ] || timeout "$(cap 240)" python3 bench/integrity_gpu.py --quick --jobs 6 \
+    --wall-s 90 --out "$R/integrity" > "$R/integrity.log" 2>&1
+  suite_resume l1 0
+}
+
+lane_rest1() {  # the rest of dlrm, then of l1 shard 1
+  smoke 1 || { echo "lane 1: smoke failed"; return 1; }
+  suite_resume dlrm 0 ""
+  suite_resume l1 1
 }
 
 lane_suites() {  # $1 = lane = shard index
@@ -110,6 +128,10 @@ case "$stage" in
   fidelity)  # lane 0: GEMM fidelity with duty-cycle-matched and back-to-back truth + clocks
     (export CUDA_VISIBLE_DEVICES=0; smoke 0 && timeout "$(cap 400)" python3 bench/timing_fidelity.py \
        --out "$R/fidelity" --repeats 2 --families gemm > "$R/fidelity.log" 2>&1) > "$R/lane0.txt" 2>&1 &
+    ;;
+  rest)  # RESUME_FROM=bench/results/suites_device PREWARM_JOBS=6 bash bench/device_run.sh rest
+    (export CUDA_VISIBLE_DEVICES=0; lane_rest0) > "$R/lane0.txt" 2>&1 &
+    (export CUDA_VISIBLE_DEVICES=1; lane_rest1) > "$R/lane1.txt" 2>&1 &
     ;;
   final)
     (export CUDA_VISIBLE_DEVICES=0; lane_final0) > "$R/lane0.txt" 2>&1 &

@@ -147,6 +147,19 @@ def test_reference_as_candidate_passes_with_timing(runs, problem):
         assert ev.solution_hash == reference_solution(problem).content_hash()
 
 
+def test_phases_split_the_timing(runs):
+    """phases_s: the timed blocks' sub-phases are present and fit inside their phases."""
+    ph = runs["ref"][0].evaluation.phases_s
+    for side in ("timing.", "ref_timing."):
+        for k in ("profiler", "inputs", "calls", "guards"):
+            assert ph[side + k] >= 0.0, (side + k, ph)
+    assert ph["timing.verify"] > 0.0 and "ref_timing.verify" not in ph  # reference blocks verify nothing
+    cand = sum(v for k, v in ph.items() if k.startswith("timing."))
+    ref = sum(v for k, v in ph.items() if k.startswith("ref_timing."))
+    assert ref <= ph["reference_timing"] + 1e-3
+    assert cand + ph["reference_timing"] <= ph["timing"] + 1e-3
+
+
 def test_honest_different_implementation_passes(runs):
     for u in ("pass-1", "pass-8", "pass-10", "pass-12"):
         t = runs["nondps"][u]

@@ -743,6 +743,7 @@ class Evaluator:
             if cfg.reference_timing:
                 t_ref = time.perf_counter()
                 rh = self._ref_handle()
+                self._tick("ref_timing.worker", t_ref)
                 if rh is not None and self._ref_sched_tampered(rh, findings, "before"):
                     rh = None
                 if rh is not None:
@@ -794,11 +795,22 @@ class Evaluator:
                                     message=f"clock throttle reasons during timing: {thr}"))
         return timing, ref_timing, tele
 
+    def _tick(self, key: str, t0: float) -> float:
+        """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""
+        now = time.perf_counter()
+        self._phases[key] = round(self._phases.get(key, 0.0) + now - t0, 4)
+        return now
+
     def _block(self, h: WorkerHandle, slots: _Slots, scalars: list, m: int, fresh, *, verify: bool,
                rng: random.Random | secrets.SystemRandom, verify_n: int, findings: list[Finding] | None) -> dict:
         cfg = self.cfg
         k = slots.k
+        # sub-phases (seconds, summed over blocks; "ref." for the reference's blocks): where
+        # the harness's own time goes, so per-pair cost can be measured and not guessed
+        pre = "timing." if findings is not None else "ref_timing."
+        tp = time.perf_counter()
         st, info = h.request("time_begin", {"cupti": cfg.cupti}, timeout_s=60)
+        tp = self._tick(pre + "profiler", tp)
         base_tids = guards.thread_ids(h.pid)
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
         host, event, rt = [], [], []
@@ -809,10 +821,12 @@ class Evaluator:
             # every timed call gets values never seen before (by either worker), at one of K
             # addresses; outputs are poisoned again by fill()
             scalars[s] = slots.fill(s, fresh(i))
+            tp = self._tick(pre + "inputs", tp)
             t0 = _now()
             st, meta = h.request("time_iter", {"slot": s, "scalars": scalars[s], "i": i},
                                  timeout_s=cfg.call_timeout_s)
             rt.append((_now() - t0) * 1e3)
+            tp = self._tick(pre + "calls", tp)
             if st != "ok":
                 raise _CandidateError(f"timed call {i}: {meta.get('type')}: {meta.get('message')}")
             if meta.get("interposition") and findings is not None \
@@ -835,6 +849,7 @@ class Evaluator:
                                             evidence=bad[0]))
             host.append(meta["host_ms"])
             event.append(meta.get("event_ms"))
+            tp = self._tick(pre + "guards", tp)
             if i in to_verify and findings is not None:
                 outs = [o.clone() for o in slots.outputs(s)]  # snapshot at once: late writes do not count
                 verified += 1
@@ -858,7 +873,9 @@ class Evaluator:
                     findings.append(Finding(check="input_mutation", severity="hack",
                                             message=f"timed iteration {i} wrote to inputs {mutated}",
                                             evidence={"inputs": mutated}))
+                tp = self._tick(pre + "verify", tp)
         st, end = h.request("time_end", timeout_s=120)
+        self._tick(pre + "profiler", tp)
         if findings is not None and new_threads:
             findings.append(Finding(
                 check="background_thread", severity="hack",

@@ -110,7 +110,9 @@ class Evaluation(_Model):
     #: wall seconds of the evaluation's phases for this workload (worker_start: spawn + build
     #: of the worker that served it, charged to the first workload it served; inputs;
     #: correctness; timing, with reference_timing the part spent timing the eager reference;
-    #: sol: the SOL bound and score)
+    #: sol: the SOL bound and score; timing.* / ref_timing.* split the timed blocks of the
+    #: candidate / the reference into profiler start+stop, inputs, calls, guards, verify, and
+    #: ref_timing.worker the reference worker's (re)start check)
     phases_s: dict[str, float] | None = None
     #: base seed of this evaluation's inputs (hex; secret until the trace is made, see
     #: ``harness.EvalConfig.seed``); ``--seed 0x...`` reproduces the inputs
