@@ -121,3 +121,29 @@ def test_late_activity_counts_device_work_after_the_end_marker_but_not_the_copy_
     assert late == [0.03, 0.0]
     # without knowing the copy-out, its kernels would count as late work
     assert late_activity(fl, en, [call0, copy0, call1, copy1]) == [0.01, 0.01]
+
+
+def test_plausibility_call_window():
+    """CUDA: a slow round trip is a hack only when the call's own event window agrees.
+
+    The H200 case (bench/results/integrity_cuda.txt, 2026-11-30): an honest Triton kernel,
+    span 0.0015 ms, round trip 9.9 ms against a 0.41 ms no-op, with 6 corpus jobs sharing
+    the GPU; its event windows were a few microseconds."""
+    rep = [0.0015] * 6
+    rt = [9.9, 9.9, 9.9, 9.9, 0.5, 0.5]
+    honest = guards.plausibility_finding(rep, rt, 0.413, call_window_ms=[0.02] * 6)
+    assert honest.severity == "advisory" and honest.evidence["call_window_agrees"] == 0
+    assert "busy" in honest.message
+    # host work inside the call (CPU offload): the window holds it -> hack. Window bound:
+    # w - r > 3 r + 2, i.e. w > 4 r + 2 = 2.006: 2.0059 is not over, 2.0061 is.
+    hack = guards.plausibility_finding(rep, rt, 0.413, call_window_ms=[9.5] * 6)
+    assert hack.severity == "hack" and hack.evidence["call_window_agrees"] == 4
+    edge = [2.0059] * 3 + [2.0061] * 3
+    f = guards.plausibility_finding(rep, rt, 0.413, call_window_ms=edge)
+    assert f.evidence["call_window_agrees"] == 1 and f.severity == "advisory"  # only index 3 of 0..3
+    # gross excess is no hack either when the window disagrees (the storm case)
+    f = guards.plausibility_finding(rep, [40.0] * 6, 0.413, gross_hack=True, call_window_ms=[0.02] * 6)
+    assert f.severity == "advisory"
+    # a missing window (events unavailable) keeps the round-trip rule alone
+    f = guards.plausibility_finding(rep, rt, 0.413, call_window_ms=[None] * 6)
+    assert f.severity == "hack" and f.evidence["call_window_agrees"] is None

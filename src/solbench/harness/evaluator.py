@@ -629,16 +629,6 @@ class Evaluator:
                 )
         return None
 
-    def _precision_vs_truth(self, outs, ref_out, values, where: str) -> Finding | None:
-        truth = self.truth(values)
-        if truth is None or len(truth) != len(ref_out):
-            return None
-        ref_errs = self._ref_errors(ref_out, truth, lambda a, t: rel_l2(a.double(), t.double()))
-        f = self._precision_finding(outs, truth, ref_errs)
-        if f is not None:
-            f.message = f"{where}: " + f.message
-        return f
-
     def _returned_issue(self, meta: dict, slots: _Slots, findings: list[Finding]):
         ret = meta.get("returned")
         if ret is None:
@@ -854,11 +844,25 @@ class Evaluator:
                 outs = [o.clone() for o in slots.outputs(s)]  # snapshot at once: late writes do not count
                 verified += 1
                 ref_out = self.run_reference(slots.pristine[s])
+                # the same limits as the correctness rounds: with an fp64 truth, the declared-
+                # precision reference's own error widens them (an honest kernel whose float
+                # sums run in another order, e.g. atomics, must pass here as it passed there;
+                # seen on the H200 with DLRM-Bench dlrm04's index_add_)
+                truth = ref_errs = ref_maxs = None
+                if cfg.precision_check and self._fp32_outputs(slots):
+                    truth = self.truth(slots.pristine[s])
+                    if truth is not None and len(truth) == len(ref_out):
+                        ref_errs = self._ref_errors(ref_out, truth,
+                                                    lambda a, t: rel_l2(a.double(), t.double()))
+                        ref_maxs = self._ref_errors(ref_out, truth, _norm_max)
+                    else:
+                        truth = None
                 rep = check_outputs(outs, ref_out, self._current_tol, names=slots.names_out,
-                                    poisoned=True)
-                if rep.passed and cfg.precision_check and self._fp32_outputs(slots):
-                    pf = self._precision_vs_truth(outs, ref_out, slots.pristine[s], f"timed iteration {i}")
+                                    poisoned=True, ref_errors=ref_errs, ref_max_errors=ref_maxs)
+                if rep.passed and truth is not None:
+                    pf = self._precision_finding(outs, truth, ref_errs)
                     if pf is not None and not any(f.check == "precision_downgrade" for f in findings):
+                        pf.message = f"timed iteration {i}: " + pf.message
                         findings.append(pf)
                 if not rep.passed and not any(f.check == "timed_output_mismatch" for f in findings):
                     o = next(x for x in rep.outputs if x.failed_check)
@@ -911,6 +915,16 @@ class Evaluator:
         ksum_med = None
         if cupti_ok:
             samples = [x for b in blocks for x in b["end"]["span_ms"]]
+            # device work after an end marker that is not the harness's copy-out can only be
+            # the candidate's (a hook, a finalizer, a deferred launch): it is part of the call's
+            # cost, so each iteration's sample carries it (zero for every honest kernel seen
+            # on the H200, bench/results/integrity_cuda.txt); when it is there on most
+            # iterations it is also a verdict below
+            late_it = [x for b in blocks for x in (b["end"].get("late_ms") or [0.0] * len(b["end"]["span_ms"]))]
+            if len(late_it) == len(samples) and any(late_it):
+                samples = [x + (y or 0.0) for x, y in zip(samples, late_it)]
+                notes.append(f"device work after the end marker added to {sum(1 for y in late_it if y)} "
+                             f"sample(s) (median {statistics.median(late_it):.4g} ms)")
             ksum = [x for b in blocks for x in b["end"]["kernel_sum_ms"]]
             ksum_med = stats(ksum)["median_ms"]
             method = "cupti"
@@ -931,11 +945,10 @@ class Evaluator:
                 late = [x for b in blocks for x in (b["end"].get("late_ms") or [])]
                 n_late = sum(x > LATE_WORK_MS for x in late)
                 if late and n_late * 2 > len(late):
-                    # advisory until a device run has confirmed that the harness's own
-                    # copy-out kernels are always recognised (then: a verdict, and the time
-                    # added to the sample)
+                    # a verdict since the H200 runs of 2026-11-30 (22 honest corpus candidates
+                    # and the l1/dlrm eager, torch.compile and Triton baselines never showed it)
                     findings.append(Finding(
-                        check="work_after_clock", severity="advisory",
+                        check="work_after_clock", severity="hack",
                         message=(f"device work after the end marker that is not the harness's "
                                  f"copy-out on {n_late}/{len(late)} "
                                  f"iterations (median {statistics.median(late):.4g} ms)"),
@@ -958,9 +971,14 @@ class Evaluator:
                 notes.append("parent round trip used: the worker's clock missed part of the work "
                              "on most iterations")
         if findings is not None:
+            # on CUDA the worker's event window around the call (host work inside the call
+            # shows there) must agree before a slow round trip is a hack: a loaded host or a
+            # GPU shared with other processes slows the round trip's messaging and syncs, not
+            # a microsecond window (seen on the H200 with 6 corpus jobs on one GPU)
+            ev_win = [x for b in blocks for x in b["event"]] if cupti_ok else None
             f = guards.plausibility_finding(samples, rt, overhead,
                                             severity="hack" if cfg.is_cuda else "advisory",
-                                            gross_hack=True)
+                                            gross_hack=True, call_window_ms=ev_win)
             if f is not None:
                 findings.append(f)
         st = stats(samples)
