@@ -18,6 +18,10 @@ MAX_REPLY_BYTES = 16 << 20
 #: pids of workers alive in this process (anything else the parent adopts is a stray)
 LIVE_WORKERS: set[int] = set()
 _PRE_EXISTING: set[int] | None = None
+#: held while a worker is spawned and registered, and while strays are listed, so a worker
+#: started on another thread (the reference worker, started beside the candidate's) is never
+#: seen between its fork and its registration
+_SPAWN_LOCK = threading.RLock()
 
 
 def become_subreaper() -> None:
@@ -44,7 +48,9 @@ def stray_children() -> list[dict[str, Any]]:
     from .guards import _allowed, child_pids, cmdline, exe_name
 
     out = []
-    for c in sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set())):
+    with _SPAWN_LOCK:
+        kids = sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set()))
+    for c in kids:
         cmd = cmdline(c)
         if cmd and not _allowed(cmd, exe_name(c) or "?"):
             out.append({"pid": c, "cmdline": cmd[:200]})
@@ -131,12 +137,13 @@ class WorkerHandle:
         become_subreaper()
         self._logf = open(self.log_path, "ab")
         self.log_dropped = 0
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "solbench.harness.worker", address, device],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, close_fds=True,  # own process group: kill takes its children
-        )
-        LIVE_WORKERS.add(self.proc.pid)
+        with _SPAWN_LOCK:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "solbench.harness.worker", address, device],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, close_fds=True,  # own process group: kill takes its children
+            )
+            LIVE_WORKERS.add(self.proc.pid)
         self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
         self._drain.start()
         box: dict = {}
