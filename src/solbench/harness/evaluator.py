@@ -703,6 +703,13 @@ class Evaluator:
                    "outputs": report.figures},
         )
 
+    @staticmethod
+    def _interposition_seen(meta: Any, findings: list[Finding] | None, when: str) -> None:
+        """Record the worker's ``interposition`` report of one request (the first one only)."""
+        if isinstance(meta, dict) and meta.get("interposition") and findings is not None \
+                and not any(f.check == "interposition" for f in findings):
+            findings.append(_interposition_finding(meta["interposition"], when))
+
     def _guard_findings(self, h: WorkerHandle, findings: list[Finding], when: str) -> None:
         try:
             st, g = h.request("guards", timeout_s=60)
@@ -716,6 +723,7 @@ class Evaluator:
             findings.append(Finding(check="harness_patch", severity="hack",
                                     message=f"timer/sync/harness functions replaced {when}: {g['changed']}",
                                     evidence={"changed": g["changed"]}))
+        self._interposition_seen(g, findings, when)
         f0, f1 = g["flags0"], g["flags"]
         loosened = [k for k in f1 if f1[k] != f0[k]]
         if loosened and not self.problem.definition.allow_tf32 and not any(f.check == "backend_flags" for f in findings):
@@ -749,14 +757,16 @@ class Evaluator:
         rts = []
         for _ in range(5):
             t0 = _now()
-            h.request("noop", {"slot": 0}, timeout_s=60)
+            st, meta = h.request("noop", {"slot": 0}, timeout_s=60)
             rts.append((_now() - t0) * 1e3)
+            self._interposition_seen(meta, findings, "no-op round trip")
         overhead = sorted(rts)[len(rts) // 2]
         # warm-up
         for i in range(cfg.n_warmup()):
             st, meta = h.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
             if st != "ok":
                 raise _CandidateError(f"warm-up call: {meta.get('type')}: {meta.get('message')}")
+            self._interposition_seen(meta, findings, f"warm-up call {i}")
         tele_samples = []
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
@@ -860,9 +870,7 @@ class Evaluator:
             tp = self._tick(pre + "calls", tp)
             if st != "ok":
                 raise _CandidateError(f"timed call {i}: {meta.get('type')}: {meta.get('message')}")
-            if meta.get("interposition") and findings is not None \
-                    and not any(f.check == "interposition" for f in findings):
-                findings.append(_interposition_finding(meta["interposition"], f"timed iteration {i}"))
+            self._interposition_seen(meta, findings, f"timed iteration {i}")
             if findings is not None:
                 fresh_tids = guards.thread_ids(h.pid) - base_tids - new_threads
                 if fresh_tids:

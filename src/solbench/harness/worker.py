@@ -71,7 +71,10 @@ class Worker:
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "guards.verify_snapshot": (guards, "verify_snapshot"),
-                                  "guards.backend_flags": (guards, "backend_flags")})
+                                  "guards.backend_flags": (guards, "backend_flags"),
+                                  "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
+                                  "guards._dump_table": (guards, "_dump_table"),
+                                  "guards._exec_lines": (guards, "_exec_lines")})
         self.snapshot = guards.take_snapshot(self._harness_fns)
         self._conn0 = conn
         self._interp0 = self._interposition_state()
@@ -80,6 +83,9 @@ class Worker:
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         self._sync = torch.cuda.synchronize
         self._record_function = torch.profiler.record_function
+        # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
+        # are done, before any candidate code exists
+        self.dispatch = guards.DispatchGuard()
 
     # ------------------------------------------------------------------ protocol
     def loop(self) -> None:
@@ -160,9 +166,12 @@ class Worker:
             slot = self.slots[p["slot"]]
             meta = self._call(slot, p.get("scalars") or {})
             return "ok", meta
-        if op == "noop":  # the timed-iteration path without the call: flush, copy-out, messaging
+        if op == "noop":  # the timed-iteration path without the call: flush, checks, copy-out, messaging
             t0 = _perf()
             self._flush(0)
+            interp = Worker._interposition(self)  # its cost is part of every timed iteration's
+            if interp:
+                return "ok", {"host_ms": (_perf() - t0) * 1e3, "interposition": interp}
             if not self.dps and p.get("slot") is not None:
                 # the harness's own copy-out of outputs this size, from harness-made tensors
                 # (the parent poisons the outputs again before any call reads them)
@@ -190,11 +199,12 @@ class Worker:
             return "ok", self._time_end()
         if op == "guards":
             changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
-            changed = changed + Worker._interposition(self)
+            interp = Worker._interposition(self, full=True)
             flags = self.guards.backend_flags()
             if self.is_cuda and torch.cuda.current_stream().cuda_stream != self.stream0:
                 changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
-            return "ok", {"changed": changed, "flags": flags, "flags0": self.flags0}
+            return "ok", {"changed": changed, "interposition": interp, "flags": flags,
+                          "flags0": self.flags0}
         raise ValueError(f"unknown op {op!r}")
 
     # ------------------------------------------------------------------ interposition
@@ -205,24 +215,44 @@ class Worker:
                         ("torch_dispatch_modes", "_len_torch_dispatch_stack")):
             f = getattr(torch._C, fn, None)
             st[key] = f() if f is not None else None
+        # the thread's included / excluded dispatch keys: including PythonDispatcher routes
+        # every operator through Python kernels (OpOverload.py_impl) the C++ table never shows
+        for key, fn in (("dispatch_keys_included", "_dispatch_tls_local_include_set"),
+                        ("dispatch_keys_excluded", "_dispatch_tls_local_exclude_set")):
+            f = getattr(torch._C, fn, None)
+            if f is None:
+                st[key] = None
+                continue
+            s = str(f())  # "DispatchKeySet(BackendSelect, ADInplaceOrView)"
+            st[key] = frozenset(k for k in s[s.find("(") + 1:s.rfind(")")].split(", ") if k)
         return st
 
-    def _interposition(self) -> list[str]:
+    def _interposition(self, full: bool = False) -> list[str]:
         """Ways to run code of the candidate's inside the harness's own steps after the clock
         stops (copy-out, fills, checks), without replacing any function the snapshot covers:
         a torch-function or dispatch mode left on the stack (it sees every torch call the
-        worker makes), a trace/profile hook, an instance attribute shadowing a Worker method,
-        a replaced connection object."""
+        worker makes), a trace/profile hook, changed thread-local dispatch keys, an instance
+        attribute shadowing a Worker method, a replaced connection object, a kernel of the
+        candidate's in the dispatcher's table (guards.DispatchGuard) for an operator the worker
+        runs after the clock (``full``: for every covered operator; after each workload).
+
+        Why checking right after the call suffices: from here to the copy-out only harness
+        code runs, and it dispatches only guards.POST_CLOCK_OPS (tested), so a hook that is
+        not present now cannot be installed before the copy-out except by another hook (a
+        thread is seen by the parent's thread accounting)."""
         out = []
         now = self._interposition_state()
         for k, v0 in self._interp0.items():
-            if now[k] is not v0 and now[k] != v0:
+            if isinstance(v0, frozenset) and now[k] != v0:
+                out.append(f"{k}: added {sorted(now[k] - v0)}, removed {sorted(v0 - now[k])}"[:200])
+            elif now[k] is not v0 and now[k] != v0:
                 out.append(f"{k}: {v0!r} -> {now[k]!r}"[:200])
         shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
         if shadow:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
         if self.__dict__.get("conn") is not self._conn0:
             out.append("the worker's connection object was replaced")
+        out.extend(self.dispatch.changes(full=full))
         return out
 
     # ------------------------------------------------------------------ calls
