@@ -6,6 +6,11 @@ table before the candidate is imported and reports a changed kernel as ``interpo
 
 The Worker-level tests build a Worker in this process (no connection is needed for the
 checks) and undo every registration they make (``Library._destroy``)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,6 +125,39 @@ def test_post_clock_ops_cover_what_the_worker_dispatches(worker):
     seen = {e.name for e in prof.events() if "::" in e.name and not e.name.startswith("solbench::")}
     covered = {n.split(".")[0] for n in guards.POST_CLOCK_OPS}
     assert seen and seen <= covered, sorted(seen - covered)
+
+
+#: a C++ extension overriding aten::copy_ for the CPU key (TORCH_LIBRARY_IMPL), loaded after
+#: the worker's baseline; run in a child interpreter (a C++ registration cannot be undone)
+CPP_OVERRIDE = r'''
+import json, sys
+import torch
+from torch.utils.cpp_extension import load_inline
+from solbench.harness.worker import Worker
+
+w = Worker(None, "cpu")
+src = """
+#include <torch/library.h>
+#include <ATen/ATen.h>
+at::Tensor& my_copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) { return self; }
+TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl("copy_", &my_copy); }
+"""
+load_inline("solbench_guard_cpp_override", cpp_sources=src, is_python_module=False)
+print(json.dumps([Worker._interposition(w), Worker._interposition(w, full=True)]))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+def test_cpp_extension_override_is_reported(tmp_path):
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(tmp_path / "ext"))
+    r = subprocess.run([sys.executable, "-c", CPP_OVERRIDE], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    cheap, full = json.loads(r.stdout.strip().splitlines()[-1])
+    # load_inline writes main.cpp with its own #include first: the TORCH_LIBRARY_IMPL line is 6
+    want = "dispatcher: aten::copy_ CPU kernel replaced (registered at main.cpp:6)"
+    assert cheap == [want] and full == [want]
 
 
 DEF = {
