@@ -77,7 +77,7 @@ suite_resume() {  # $1 = suite, $2 = shard index, $3 = "" for no sharding
   local name="$1_$2"
   [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$name" ] && cp -r "$RESUME_FROM/$name" "$R/"
   local shard=(--shard "$2/2"); [ "${3-x}" = "" ] && shard=()
-  TORCHINDUCTOR_COMPILE_THREADS="${SUITE_COMPILE_THREADS:-}" \
+  env ${SUITE_COMPILE_THREADS:+TORCHINDUCTOR_COMPILE_THREADS=$SUITE_COMPILE_THREADS} \
   python3 bench/suites_device.py --suite "$1" "${shard[@]}" --out "$R/$name" \
     --budget-s "$(cap 600)" --prewarm-jobs "${PREWARM_JOBS:-0}" ${SUITE_ITERS:+--iters $SUITE_ITERS} \
     > "$R/$name.log" 2>&1
