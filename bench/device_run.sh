@@ -134,6 +134,12 @@ case "$stage" in
     (export CUDA_VISIBLE_DEVICES=0; lane_rest0) > "$R/lane0.txt" 2>&1 &
     (export CUDA_VISIBLE_DEVICES=1; lane_rest1) > "$R/lane1.txt" 2>&1 &
     ;;
+  finish)  # lane 0: rest of l1 0/2, then GEMM timing fidelity with clocks; lane 1: rest of l1 1/2
+    (export CUDA_VISIBLE_DEVICES=0; smoke 0 && suite_resume l1 0 && timeout "$(cap 400)" \
+       python3 bench/timing_fidelity.py --out "$R/fidelity" --repeats 2 --families gemm \
+       > "$R/fidelity.log" 2>&1) > "$R/lane0.txt" 2>&1 &
+    (export CUDA_VISIBLE_DEVICES=1; smoke 1 && suite_resume l1 1) > "$R/lane1.txt" 2>&1 &
+    ;;
   final)
     (export CUDA_VISIBLE_DEVICES=0; lane_final0) > "$R/lane0.txt" 2>&1 &
     (export CUDA_VISIBLE_DEVICES=1; lane_final1) > "$R/lane1.txt" 2>&1 &
