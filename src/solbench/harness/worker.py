@@ -169,7 +169,7 @@ class Worker:
         if op == "noop":  # the timed-iteration path without the call: flush, checks, copy-out, messaging
             t0 = _perf()
             self._flush(0)
-            interp = Worker._interposition(self)  # its cost is part of every timed iteration's
+            interp = Worker._interposition(self)  # as after every timed call: its cost is overhead too
             if interp:
                 return "ok", {"host_ms": (_perf() - t0) * 1e3, "interposition": interp}
             if not self.dps and p.get("slot") is not None:
