@@ -147,3 +147,42 @@ def test_plausibility_call_window():
     # a missing window (events unavailable) keeps the round-trip rule alone
     f = guards.plausibility_finding(rep, rt, 0.413, call_window_ms=[None] * 6)
     assert f.severity == "hack" and f.evidence["call_window_agrees"] is None
+
+
+def _cuda_stats(span, late, events, rt, overhead=0.4):
+    """Evaluator._stats on hand-made CUPTI blocks (one block), as a CUDA evaluation sees them."""
+    from solbench.harness import EvalConfig
+    from solbench.harness.evaluator import Evaluator
+
+    ev = Evaluator.__new__(Evaluator)  # no problem or device needed for the statistics
+    ev.cfg = EvalConfig(device="cuda")
+    n = len(span)
+    block = {"host": [0.01] * n, "event": events, "roundtrip": rt, "cupti": True,
+             "end": {"cupti": True, "span_ms": span, "kernel_sum_ms": span, "late_ms": late,
+                     "kernel_sets": [["k"]] * n}}
+    findings = []
+    return ev._stats([block], findings, overhead, candidate=True), findings
+
+
+def test_work_after_the_clock_is_timed_and_a_verdict():
+    # 4 iterations: span 0.010 ms each, 0.050 ms of device work after the end marker on 3
+    tm, f = _cuda_stats([0.01] * 4, [0.05, 0.05, 0.05, 0.0], [0.02] * 4, [0.5] * 4)
+    assert tm.samples_ms == pytest.approx([0.06, 0.06, 0.06, 0.01])
+    assert tm.median_ms == pytest.approx(0.06)
+    w = [x for x in f if x.check == "work_after_clock"]
+    assert w and w[0].severity == "hack" and "3/4" in w[0].message
+    # the honest case: no late work, samples are the spans, no finding
+    tm, f = _cuda_stats([0.01] * 4, [0.0] * 4, [0.02] * 4, [0.5] * 4)
+    assert tm.samples_ms == [0.01] * 4 and not f
+    # late work on half the iterations only: timed, but not a verdict
+    tm, f = _cuda_stats([0.01] * 4, [0.05, 0.05, 0.0, 0.0], [0.02] * 4, [0.5] * 4)
+    assert sorted(tm.samples_ms) == pytest.approx([0.01, 0.01, 0.06, 0.06])
+    assert not [x for x in f if x.check == "work_after_clock"]
+
+
+def test_slow_round_trip_with_a_quiet_call_window_is_not_a_hack_in_stats():
+    tm, f = _cuda_stats([0.0015] * 6, [0.0] * 6, [0.02] * 6, [9.9] * 4 + [0.5] * 2, overhead=0.413)
+    p = [x for x in f if x.check == "timing_plausibility"]
+    assert p and p[0].severity == "advisory"
+    tm, f = _cuda_stats([0.0015] * 6, [0.0] * 6, [9.5] * 6, [9.9] * 4 + [0.5] * 2, overhead=0.413)
+    assert [x.severity for x in f if x.check == "timing_plausibility"] == ["hack"]
