@@ -24,11 +24,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import secrets
-import statistics
 import os
 import platform
 import random
+import secrets
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field

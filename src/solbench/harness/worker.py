@@ -125,8 +125,8 @@ class Worker:
         if op == "ping":
             return "ok", {"pid": os.getpid()}
         if op == "warm_profiler":
-            # the first torch.profiler session of a process pays CUPTI's start-up (about 2 s
-            # on the H200, bench/results/suites_device phases_s); the reference worker pays it
+            # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s
+            # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it
             # here, while the candidate's worker starts, not inside reference_timing
             t0 = _perf()
             if self.is_cuda:
