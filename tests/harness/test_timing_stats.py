@@ -186,3 +186,31 @@ def test_slow_round_trip_with_a_quiet_call_window_is_not_a_hack_in_stats():
     assert p and p[0].severity == "advisory"
     tm, f = _cuda_stats([0.0015] * 6, [0.0] * 6, [9.5] * 6, [9.9] * 4 + [0.5] * 2, overhead=0.413)
     assert [x.severity for x in f if x.check == "timing_plausibility"] == ["hack"]
+
+
+def test_harness_activity_names():
+    """Activities the harness launches in its own ranges, with the names CUPTI reported on the
+    H200 (bench/results/profile_*.json), against what a candidate's hook would launch there."""
+    from solbench.harness.timing import is_harness_activity
+
+    ours = [
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
+         "std::array<char*, 1ul> >(int, at::native::FillFunctor<int>, std::array<char*, 1ul>)", "kernel"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<unsigned char>, "
+         "std::array<char*, 1ul> >(int, at::native::FillFunctor<unsigned char>, std::array<char*, 1ul>)", "kernel"),
+        ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+         "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
+         "{lambda()#7}::operator()() const::{lambda(float)#1}>(...)", "kernel"),
+        ("Memcpy DtoD (Device -> Device)", "memcpy"),
+        ("Memset (Device)", "memset"),
+    ]
+    theirs = [
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+         "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(...)", "kernel"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...)", "kernel"),
+        ("triton_poi_fused_gelu_0", "kernel"),
+        ("copy_kernel", "kernel"),  # a Triton kernel named like a copy: no at::native:: prefix
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "kernel"),
+    ]
+    assert all(is_harness_activity(n, k) for n, k in ours)
+    assert not any(is_harness_activity(n, k) for n, k in theirs)

@@ -611,6 +611,8 @@ class Evaluator:
             except (WorkerDied, ProtocolError) as e:
                 return fail(Status.RUNTIME_ERROR, f"timing: {e}")
             except _CandidateError as e:
+                if any(f.severity == "hack" for f in findings):
+                    return fail(Status.REWARD_HACK, f"timing: {e}")
                 return fail(Status.RUNTIME_ERROR, f"timing: {e}")
             self._guard_findings(h, findings, "after timing")
         log = "\n".join(logs + [h.log_since_last(cfg.log_cap)])
@@ -773,6 +775,7 @@ class Evaluator:
         n = cfg.n_iters()
         halves = [n // 2, n - n // 2] if cfg.reference_timing else [n]
         cand_blocks, ref_blocks = [], []
+        ref_rts: list[float] = []
         verify_left = max(cfg.verify, math.ceil(cfg.verify_fraction * n))
         rng = secrets.SystemRandom()
         for b, m in enumerate(halves):
@@ -789,8 +792,32 @@ class Evaluator:
                     rh = None
                 if rh is not None:
                     h.pause()  # the candidate cannot run (or slow the reference) while it is timed
+                    running = self._unfrozen(h)
+                    if running:
+                        # a process of the candidate's outside its stopped process group (its
+                        # own session, or re-parented here) would run beside the reference
+                        findings.append(Finding(
+                            check="child_process", severity="hack",
+                            message=("processes of the candidate kept running while its worker was "
+                                     f"stopped for the reference's timing: {running[:3]}"),
+                            evidence={"processes": running[:20]}))
+                        for r in running:
+                            try:
+                                os.kill(r["pid"], 9)
+                            except OSError:
+                                pass
+                        h.resume()
+                        raise _CandidateError("a process of the candidate ran beside the reference")
                     try:
                         rh.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
+                        if not ref_rts:
+                            # the no-op baseline measured with trusted code (the reference's
+                            # worker): the candidate's own worker runs the candidate's hooks and
+                            # could make its no-op slower, i.e. its subtraction larger
+                            for _ in range(5):
+                                t0 = _now()
+                                rh.request("noop", {"slot": 0}, timeout_s=60)
+                                ref_rts.append((_now() - t0) * 1e3)
                         for i in range(cfg.n_warmup() if b == 0 else 1):
                             rh.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
                         ref_blocks.append(self._block(rh, slots, scalars, m, fresh, verify=False, rng=rng,
@@ -814,8 +841,11 @@ class Evaluator:
                 h.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
-        timing = self._stats(cand_blocks, findings, overhead, candidate=True)
-        ref_timing = self._stats(ref_blocks, None, overhead, candidate=False) if ref_blocks else None
+        ref_overhead = sorted(ref_rts)[len(ref_rts) // 2] if ref_rts else None
+        cand_overhead = min(overhead, ref_overhead) if ref_overhead is not None else overhead
+        timing = self._stats(cand_blocks, findings, cand_overhead, candidate=True)
+        ref_timing = (self._stats(ref_blocks, None, ref_overhead if ref_overhead is not None else overhead,
+                                  candidate=False) if ref_blocks else None)
         for who, ts in (("candidate", timing), ("eager reference", ref_timing)):
             # a spread as large as the median: the host (or GPU) was busy with something else;
             # the speedup of such a run says little (seen on a shared 2-core CPU host, where
@@ -936,6 +966,29 @@ class Evaluator:
                 evidence={"thread_ids": sorted(new_threads)[:20]}))
         return {"host": host, "event": event, "roundtrip": rt, "end": end, "cupti": info.get("cupti"),
                 "verified": verified, "cupti_reason": info.get("reason") or end.get("reason")}
+
+    @staticmethod
+    def _unfrozen(h: WorkerHandle, wait_s: float = 0.2) -> list[dict]:
+        """Processes of the candidate that still run after its worker's process group was
+        stopped: descendants of the worker not in the stopped state (a new session escapes
+        the group's SIGSTOP) and strays re-parented to this process, runtime helpers judged
+        by their real executable excepted. Polls up to ``wait_s`` for SIGSTOP to land."""
+        from .process import stray_children
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            out = []
+            for pid in sorted(guards.descendants(h.pid)):
+                st = guards.proc_state(pid)
+                if st is None or st in "TtZX":
+                    continue
+                cmd = guards.cmdline(pid)
+                if cmd and not guards._allowed(cmd, guards.exe_name(pid) or "?"):
+                    out.append({"pid": pid, "state": st, "cmdline": cmd[:200]})
+            out += stray_children()
+            if not out or time.monotonic() > deadline:
+                return out
+            time.sleep(0.01)
 
     def _ref_sched_tampered(self, rh: WorkerHandle, findings: list[Finding], when: str) -> bool:
         """The reference worker's threads no longer run as it started (policy, nice, CPU

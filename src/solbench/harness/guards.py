@@ -86,6 +86,16 @@ def sched_tampered(pid: int, baseline: tuple) -> list[str]:
     return out
 
 
+def proc_state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` from /proc/<pid>/stat (R, S, D, T stopped, t traced,
+    Z zombie, ...); None when it is gone."""
+    try:
+        txt = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return txt[txt.rfind(")") + 2:][:1] or None
+
+
 def child_pids(pid: int) -> set[int]:
     """Direct child processes of ``pid`` (from /proc/<pid>/task/*/children)."""
     out: set[int] = set()

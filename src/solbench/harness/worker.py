@@ -55,6 +55,8 @@ class Worker:
         self.flush_buf = None
         self.end_buf = None
         self.flush_bytes = 0
+        self._flush_sig = None
+        self._streams0 = [(st, type(st).flush) for st in (sys.stdout, sys.stderr) if st is not None]
         self.prof = None
         self.timed_host: list[float] = []
         self.timed_event: list[float] = []
@@ -109,11 +111,14 @@ class Worker:
                 else:
                     status, out = "error", {"type": type(e).__name__, "message": str(e)[:2000],
                                             "traceback": traceback.format_exc()[-4000:]}
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            except Exception:  # noqa: BLE001
-                pass
+            # the log streams the worker started with, flushed through their type's own method:
+            # never through sys.stdout (a candidate may have replaced it, or the instance's
+            # flush, with code that runs here, after the clock, and only for some requests)
+            for stream, flush in self._streams0:
+                try:
+                    flush(stream)
+                except Exception:  # noqa: BLE001
+                    pass
             self._reply(seq, status, out)
 
     def _reply(self, seq: int, status: str, out: dict) -> None:
@@ -161,6 +166,7 @@ class Worker:
                 dev = self.device if self.is_cuda else "cpu"
                 self.flush_buf = torch.empty(want // 4, dtype=torch.int32, device=dev)
                 self.flush_bytes = want
+            self._flush_sig = self._flush_signature()
             return "ok", {}
         if op == "call":
             slot = self.slots[p["slot"]]
@@ -208,9 +214,21 @@ class Worker:
         raise ValueError(f"unknown op {op!r}")
 
     # ------------------------------------------------------------------ interposition
+    def _flush_signature(self):
+        """What the cache flush writes: the buffer object, its address and byte size (a
+        candidate that swaps or shrinks it times its calls with a warm cache)."""
+        b = self.flush_buf
+        if b is None:
+            return None
+        return (id(b), b.data_ptr(), b.untyped_storage().nbytes(), b.numel())
+
     def _interposition_state(self) -> dict:
         torch = self.torch
-        st = {"trace": sys.gettrace(), "profile": sys.getprofile()}
+        import gc
+
+        st = {"trace": sys.gettrace(), "profile": sys.getprofile(),
+              # a gc callback runs at any allocation, inside the harness's own steps too
+              "gc_callbacks": tuple(id(c) for c in gc.callbacks)}
         for key, fn in (("torch_function_modes", "_len_torch_function_stack"),
                         ("torch_dispatch_modes", "_len_torch_dispatch_stack")):
             f = getattr(torch._C, fn, None)
@@ -252,6 +270,8 @@ class Worker:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
         if self.__dict__.get("conn") is not self._conn0:
             out.append("the worker's connection object was replaced")
+        if self._flush_sig is not None and self._flush_signature() != self._flush_sig:
+            out.append("the cache-flush buffer was replaced or resized")
         out.extend(self.dispatch.changes(full=full))
         return out
 
