@@ -149,7 +149,7 @@ def test_plausibility_call_window():
     assert f.severity == "hack" and f.evidence["call_window_agrees"] is None
 
 
-def _cuda_stats(span, late, events, rt, overhead=0.4):
+def _cuda_stats(span, late, events, rt, overhead=0.4, late_all=None):
     """Evaluator._stats on hand-made CUPTI blocks (one block), as a CUDA evaluation sees them."""
     from solbench.harness import EvalConfig
     from solbench.harness.evaluator import Evaluator
@@ -159,7 +159,7 @@ def _cuda_stats(span, late, events, rt, overhead=0.4):
     n = len(span)
     block = {"host": [0.01] * n, "event": events, "roundtrip": rt, "cupti": True,
              "end": {"cupti": True, "span_ms": span, "kernel_sum_ms": span, "late_ms": late,
-                     "kernel_sets": [["k"]] * n}}
+                     "late_all_ms": late_all, "kernel_sets": [["k"]] * n}}
     findings = []
     return ev._stats([block], findings, overhead, candidate=True), findings
 
@@ -214,3 +214,13 @@ def test_harness_activity_names():
     ]
     assert all(is_harness_activity(n, k) for n, k in ours)
     assert not any(is_harness_activity(n, k) for n, k in theirs)
+
+
+def test_foreign_work_inside_the_copy_out_is_timed_and_reported():
+    """A hook that launches kernels inside the harness's copy-out range: outside late_ms (the
+    range is the harness's), inside late_all_ms (they are not PyTorch's copies or fills):
+    timed in each sample, reported as advisory until a device run confirms the kernel names."""
+    tm, f = _cuda_stats([0.01] * 4, [0.0] * 4, [0.02] * 4, [0.5] * 4, late_all=[0.07] * 4)
+    assert tm.samples_ms == pytest.approx([0.08] * 4)
+    assert [x.severity for x in f if x.check == "foreign_work_in_copy_out"] == ["advisory"]
+    assert not [x for x in f if x.check == "work_after_clock"]

@@ -1022,7 +1022,8 @@ class Evaluator:
             # cost, so each iteration's sample carries it (zero for every honest kernel seen
             # on the H200, bench/results/integrity_cuda.txt); when it is there on most
             # iterations it is also a verdict below
-            late_it = [x for b in blocks for x in (b["end"].get("late_ms") or [0.0] * len(b["end"]["span_ms"]))]
+            late_it = [x for b in blocks for x in (b["end"].get("late_all_ms") or b["end"].get("late_ms")
+                                                   or [0.0] * len(b["end"]["span_ms"]))]
             if len(late_it) == len(samples) and any(late_it):
                 samples = [x + (y or 0.0) for x, y in zip(samples, late_it)]
                 notes.append(f"device work after the end marker added to {sum(1 for y in late_it if y)} "
@@ -1055,6 +1056,14 @@ class Evaluator:
                                  f"copy-out on {n_late}/{len(late)} "
                                  f"iterations (median {statistics.median(late):.4g} ms)"),
                         evidence={"late_ms": late[:50]}))
+                late_all = [x for b in blocks for x in (b["end"].get("late_all_ms") or [])]
+                if late_all and len(late_all) == len(late) \
+                        and sum(a > b + LATE_WORK_MS for a, b in zip(late_all, late)) * 2 > len(late):
+                    findings.append(Finding(
+                        check="foreign_work_in_copy_out", severity="advisory",
+                        message=("device work inside the harness's copy-out that is not a copy or fill "
+                                 "of PyTorch's (a hook of the candidate's?); its time is in the samples"),
+                        evidence={"late_all_ms": late_all[:50]}))
         elif cfg.is_cuda:
             samples = [x for b in blocks for x in b["event"]]
             method = "cuda_event"

@@ -445,7 +445,7 @@ class Worker:
             return {"cupti": False, "reason": seg.reason}
         return {"cupti": True, "note": seg.reason, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
                 "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets],
-                "late_ms": seg.late_ms}
+                "late_ms": seg.late_ms, "late_all_ms": seg.late_all_ms}
 
 
 def main(argv: list[str] | None = None) -> None:
