@@ -316,3 +316,12 @@ def test_workload_selection_errors(problem):
 
     with pytest.raises(SpecError, match="'pass' matches 4 workloads"):
         evaluate(problem, reference_solution(problem), cfg(workloads=["pass"]))
+
+
+def test_output_on_another_device_is_a_wrong_tensor_type(problem):
+    """An output on another device (here the meta device; on CUDA a CPU tensor, whose transfer
+    the copy-out would do after the clock) is never copied: INCORRECT_DTYPE, named."""
+    src = "import torch\n\ndef run(x):\n    return torch.empty(x.shape, device='meta')\n"
+    (t,) = evaluate(problem, py_solution("meta_out", src, problem.name), cfg(timing=False, workloads=["pass-1"]))
+    assert t.evaluation.status == Status.INCORRECT_DTYPE, t.evaluation.log
+    assert "is on meta, expected cpu" in t.evaluation.log

@@ -149,7 +149,7 @@ def test_plausibility_call_window():
     assert f.severity == "hack" and f.evidence["call_window_agrees"] is None
 
 
-def _cuda_stats(span, late, events, rt, overhead=0.4, late_all=None):
+def _cuda_stats(span, late, events, rt, overhead=0.4, late_all=None, kernels=("k",)):
     """Evaluator._stats on hand-made CUPTI blocks (one block), as a CUDA evaluation sees them."""
     from solbench.harness import EvalConfig
     from solbench.harness.evaluator import Evaluator
@@ -159,7 +159,7 @@ def _cuda_stats(span, late, events, rt, overhead=0.4, late_all=None):
     n = len(span)
     block = {"host": [0.01] * n, "event": events, "roundtrip": rt, "cupti": True,
              "end": {"cupti": True, "span_ms": span, "kernel_sum_ms": span, "late_ms": late,
-                     "late_all_ms": late_all, "kernel_sets": [["k"]] * n}}
+                     "late_all_ms": late_all, "kernel_sets": [list(kernels)] * n}}
     findings = []
     return ev._stats([block], findings, overhead, candidate=True), findings
 
@@ -224,3 +224,11 @@ def test_foreign_work_inside_the_copy_out_is_timed_and_reported():
     assert tm.samples_ms == pytest.approx([0.08] * 4)
     assert [x.severity for x in f if x.check == "foreign_work_in_copy_out"] == ["advisory"]
     assert not [x for x in f if x.check == "work_after_clock"]
+
+
+def test_no_device_work_is_timed_by_the_event_window():
+    """A CUDA call that launches nothing (a CPU computation whose result is moved later, or
+    a cached answer) has a zero device span: the call's event window times it instead."""
+    tm, f = _cuda_stats([0.0] * 4, [0.0] * 4, [0.9, 1.1, 1.0, 1.0], [1.5] * 4, kernels=())
+    assert tm.samples_ms == [0.9, 1.1, 1.0, 1.0] and tm.median_ms == pytest.approx(1.0)
+    assert any("CUDA-event" in n for n in tm.notes)

@@ -691,6 +691,10 @@ class Evaluator:
                 return (Status.INCORRECT_SHAPE, f"output {name!r} has shape {tuple(m['shape'])}, expected {tuple(shape or ())}")
             if m["dtype"] != str(dt).replace("torch.", ""):
                 return (Status.INCORRECT_DTYPE, f"output {name!r} has dtype {m['dtype']}, expected {dt}")
+            want = torch.device(self.cfg.device).type
+            if m.get("device") is not None and m["device"] != want:
+                # the tensor type (torch.cuda.FloatTensor vs torch.FloatTensor) is wrong
+                return (Status.INCORRECT_DTYPE, f"output {name!r} is on {m['device']}, expected {want}")
         return None
 
     def _correctness(self, report: CheckReport, r: int) -> Correctness:
@@ -1033,6 +1037,14 @@ class Evaluator:
             method = "cupti"
             sets = [tuple(s) for b in blocks for s in b["end"]["kernel_sets"]]
             cons = kernel_set_consistency(sets)
+            if sets and not any(sets) and all(x is not None for b in blocks for x in b["event"]):
+                # no device work in any timed call (a CPU computation, or nothing): the device
+                # timeline has nothing to time, the call's own CUDA-event window does
+                samples = [x for b in blocks for x in b["event"]]
+                if len(late_it) == len(samples):
+                    samples = [x + (y or 0.0) for x, y in zip(samples, late_it)]
+                notes.append("no device activity in any timed call: samples are the calls' "
+                             "CUDA-event windows")
             if findings is not None:
                 if cons["empty_iters"] and cons["mode_kernels"]:
                     findings.append(Finding(

@@ -360,11 +360,15 @@ class Worker:
                 "plain": type(o) is torch.Tensor,
                 "shape": list(o.shape) if isinstance(o, torch.Tensor) else None,
                 "dtype": str(o.dtype).replace("torch.", "") if isinstance(o, torch.Tensor) else None,
+                "device": o.device.type if isinstance(o, torch.Tensor) else None,
             })
         if len(outs) != len(slot["outputs"]):
             return {"returned": meta, "count_mismatch": True}
         for o, dst, m in zip(outs, slot["outputs"], meta):
-            if not m["plain"] or tuple(o.shape) != tuple(dst.shape) or o.dtype != dst.dtype:
+            # an output on another device is not copied: its transfer would run here, after
+            # the clock (and a CPU computation would leave nothing on the device to time)
+            if not m["plain"] or tuple(o.shape) != tuple(dst.shape) or o.dtype != dst.dtype \
+                    or o.device.type != dst.device.type:
                 continue
             dst.copy_(o)
         if self.is_cuda:
