@@ -8,10 +8,10 @@
 #                                      # lane 1: CUDA adversarial corpus, then the dlrm suite
 #   bash bench/device_run.sh suites    # lanes 0/1: the l1 suite, shards 0/2 and 1/2
 #   bash bench/device_run.sh fidelity  # lane 0 only: GEMM timing fidelity with clocks
-#   RESUME_FROM=bench/results/suites_device PREWARM_JOBS=6 bash bench/device_run.sh rest
+#   RESUME_FROM=bench/results/suites_device SUITE_COMPILE_THREADS=1 bash bench/device_run.sh rest
 #                                      # lane 0: CUDA corpus (SKIP_CORPUS=1: not), rest of l1 0/2
-#                                      # lane 1: rest of dlrm, then of l1 1/2; compile caches
-#                                      # filled first with PREWARM_JOBS processes; SUITE_ITERS=N
+#                                      # lane 1: rest of dlrm, then of l1 1/2;
+#                                      # SUITE_ITERS=N sets the timed iterations
 #   RESUME_FROM=bench/results/suites_device bash bench/device_run.sh final
 #                                      # lane 0: CUDA corpus, dev harness, then l1 shard 0/2
 #                                      # lane 1: dlrm, then l1 shard 1/2 (both resumed)
@@ -79,7 +79,7 @@ suite_resume() {  # $1 = suite, $2 = shard index, $3 = "" for no sharding
   local shard=(--shard "$2/2"); [ "${3-x}" = "" ] && shard=()
   env ${SUITE_COMPILE_THREADS:+TORCHINDUCTOR_COMPILE_THREADS=$SUITE_COMPILE_THREADS} \
   python3 bench/suites_device.py --suite "$1" "${shard[@]}" --out "$R/$name" \
-    --budget-s "$(cap 600)" --prewarm-jobs "${PREWARM_JOBS:-0}" ${SUITE_ITERS:+--iters $SUITE_ITERS} \
+    --budget-s "$(cap 600)" ${SUITE_ITERS:+--iters $SUITE_ITERS} \
     > "$R/$name.log" 2>&1
 }
 
@@ -130,7 +130,7 @@ case "$stage" in
     (export CUDA_VISIBLE_DEVICES=0; smoke 0 && timeout "$(cap 400)" python3 bench/timing_fidelity.py \
        --out "$R/fidelity" --repeats 2 --families gemm > "$R/fidelity.log" 2>&1) > "$R/lane0.txt" 2>&1 &
     ;;
-  rest)  # RESUME_FROM=bench/results/suites_device PREWARM_JOBS=6 bash bench/device_run.sh rest
+  rest)  # RESUME_FROM=bench/results/suites_device SUITE_COMPILE_THREADS=1 bash bench/device_run.sh rest
     (export CUDA_VISIBLE_DEVICES=0; lane_rest0) > "$R/lane0.txt" 2>&1 &
     (export CUDA_VISIBLE_DEVICES=1; lane_rest1) > "$R/lane1.txt" 2>&1 &
     ;;

@@ -85,9 +85,6 @@ def main() -> int:
     ap.add_argument("--max-workloads", type=int, default=1)
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--budget-s", type=float, default=500.0)
-    ap.add_argument("--prewarm-jobs", type=int, default=0,
-                    help="before timing, fill torch.compile's caches for the compile candidates "
-                         "with N parallel processes (bench/prewarm_compile.py); 0: no")
     args = ap.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -106,25 +103,6 @@ def main() -> int:
 
         dev = "cuda" if torch.cuda.is_available() else "cpu"
     excl = args.exclude_tag if args.exclude_tag is not None else (["cpu"] if dev == "cuda" else [])
-    if args.prewarm_jobs:
-        for k, labels in enumerate(phases):
-            if "compile" not in labels:
-                continue
-            cmd = [sys.executable, str(ROOT / "bench" / "prewarm_compile.py"), "--suite", args.suite,
-                   "--solutions", str(out / f"solutions_{k}"), "--jobs", str(args.prewarm_jobs),
-                   "--max-workloads", str(args.max_workloads), "--device", dev]
-            cmd += [x for t in excl for x in ("--exclude-tag", t)] or ["--exclude-tag", "none"]
-            cmd += [x for t in args.tag for x in ("--tag", t)]
-            if args.shard:
-                cmd += ["--shard", args.shard]
-            left = args.budget_s - (time.time() - t0)
-            print(" ".join(cmd), flush=True)
-            with open(out / f"prewarm_{k}.log", "w") as log:
-                try:
-                    subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=max(10, left / 3))
-                except subprocess.TimeoutExpired:
-                    print("prewarm: cut at a third of the budget", flush=True)
-            print(f"prewarm phase {k}: done after {time.time() - t0:.0f} s", flush=True)
     for k, labels in enumerate(phases):
         cmd = [sys.executable, "-m", "solbench", "run", args.suite, "--solutions",
                str(out / f"solutions_{k}"), "-o", str(out / "results.jsonl"), "--resume",
