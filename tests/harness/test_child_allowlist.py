@@ -33,3 +33,12 @@ def test_lookalike_scripts_and_mentions_are_not_allowed(tmp_path):
     assert not _allowed(f"{sys.executable} -c import time; {WORKER_MAIN}")
     assert not _allowed("sleep 60")
     assert _allowed("/usr/bin/g++ -O2 x.cpp")
+
+
+def test_module_lookalikes_are_not_allowed():
+    """Red team round 6: `-m tritonhelper` passed the old prefix test for "triton"."""
+    assert _allowed(f"{sys.executable} -m triton.tools.compile x")
+    assert _allowed(f"{sys.executable} -c from triton.compiler import compile")
+    assert not _allowed(f"{sys.executable} -m tritonhelper 1 2")
+    assert not _allowed(f"{sys.executable} -m torch._inductor.compile_worker_evil")
+    assert not _allowed(f"{sys.executable} -c from tritonx import y")

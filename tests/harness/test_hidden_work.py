@@ -1,19 +1,16 @@
 """Work a candidate hides in the worker's own steps after the worker's clock stops is counted
-on the CPU (red team 2026-11-30: a sys.stdout wrapper whose flush(), called by the worker
-loop before it replies, computed the DPS output; also gc callbacks, a patched
-Connection.send_bytes, an aten copy_ override; those routes are closed or flagged now, a
-collector-run finalizer stands in for them). The parent's round trip less the no-op round
-trip bounds each sample from below. Sleep stands in for the hidden work so the figure is
-deterministic on a loaded host: 30 ms per call must show up in the samples."""
+on the CPU: the parent's round trip less the no-op round trip bounds each sample from below
+(red teams 2026-11-30 hid it in a sys.stdout wrapper the worker flushed, gc callbacks, a
+patched Connection.send_bytes, an aten copy_ override, a lowered gc threshold: those routes
+are now closed or flagged, tested here and in the corpus); and the reference's timing cannot
+be disturbed by the candidate's processes."""
 from solbench.harness import EvalConfig, evaluate
 from solbench.spec import Status, load_problem
 
 from harness_helpers import py_solution, write_problem
 
-#: the round-5 fix closed the stdout route (the worker flushes its own streams through their
-#: type's method); a finalizer the collector runs at the harness's next allocation after the
-#: call is still a way to run code there (gc.set_threshold is not a hook the worker checks)
-HIDE_IN_FLUSH = """import gc
+#: the same with the collector's threshold lowered to 1: flagged as interposition
+HIDE_LOW_THRESHOLD = """import gc
 import time
 import torch
 
@@ -21,11 +18,10 @@ import torch
 class _Later:
     def __init__(self, x, y):
         self.x, self.y = x, y
-        self.me = self  # a cycle: only the collector frees it
-
+        self.me = self
 
     def __del__(self):
-        time.sleep(0.03)  # the hidden work
+        time.sleep(0.03)
         self.y.copy_(torch.relu(self.x))
 
 
@@ -43,18 +39,35 @@ DEF = {
 }
 
 
-def test_work_hidden_after_the_clock_is_timed(tmp_path, solbench_cache):
+def test_work_hidden_after_the_clock_is_timed():
+    """The CPU rule itself, on hand-made figures: whatever the worker's clock saw (0.01 ms),
+    each sample is at least the parent's round trip less the no-op round trip (35 - 2 ms), so
+    work run anywhere between the request and the reply is in the sample (the routes the red
+    teams used to run it there, stdout, gc callbacks, a lowered gc threshold, dispatcher and
+    mode hooks, are also flagged; cyclic garbage collected at the default threshold is not,
+    and this rule is what times it)."""
+    import pytest
+
+    from solbench.harness.evaluator import Evaluator
+
+    ev = Evaluator.__new__(Evaluator)
+    ev.cfg = EvalConfig(device="cpu")
+    block = {"host": [0.01] * 4, "event": [None] * 4, "roundtrip": [35.0, 35.0, 36.0, 34.0],
+             "end": {"cupti": False}}
+    tm = ev._stats([block], [], 2.0, candidate=True)
+    assert tm.method == "perf_counter"
+    assert tm.samples_ms == pytest.approx([33.0, 33.0, 34.0, 32.0]) and tm.median_ms == pytest.approx(33.0)
+    assert any("round trip" in n for n in tm.notes)
+
+
+def test_lowered_gc_threshold_is_interposition(tmp_path, solbench_cache):
     p = load_problem(write_problem(tmp_path / "p", DEF, [
         {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
-    (t,) = evaluate(p, py_solution("hide", HIDE_IN_FLUSH, p.name, dps=True),
+    (t,) = evaluate(p, py_solution("low_thr", HIDE_LOW_THRESHOLD, p.name, dps=True),
                     EvalConfig(device="cpu", iters=8, rounds=2, reference_timing=False))
-    assert t.evaluation.status == Status.PASSED  # its outputs are right, just late
-    tm = t.evaluation.timing
-    # the 30 ms are in the samples (less the no-op round trip's own noise: its flush of 2x
-    # the last-level cache takes a few ms here), not in what the worker's own clock saw
-    assert tm.median_ms >= 20.0 and min(tm.samples_ms) >= 15.0, tm.samples_ms
-    if tm.host_median_ms < 5.0:  # the collector ran after the worker's clock stopped
-        assert any("round trip" in n for n in tm.notes)
+    assert t.evaluation.status == Status.REWARD_HACK
+    f = [x for x in t.evaluation.findings if x.check == "interposition"]
+    assert f and "gc_threshold" in f[0].message
 
 
 def _matmul_problem(tmp_path):

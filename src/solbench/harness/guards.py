@@ -96,6 +96,36 @@ def proc_state(pid: int) -> str | None:
     return txt[txt.rfind(")") + 2:][:1] or None
 
 
+def session_id(pid: int) -> int | None:
+    """The session id of ``pid`` (/proc/<pid>/stat field 6); None when it is gone."""
+    try:
+        txt = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    f = txt[txt.rfind(")") + 2:].split()
+    return int(f[3]) if len(f) > 3 else None
+
+
+def running_tasks(pid: int) -> list[str]:
+    """States of the threads of ``pid`` that can run (not stopped, traced, zombie or dead),
+    read from every /proc/<pid>/task/*/stat: a process whose main thread exited (a zombie
+    leader) still runs its other threads."""
+    out = []
+    for tid in thread_ids(pid):
+        st = proc_state(tid) if tid == pid else _task_state(pid, tid)
+        if st is not None and st not in "TtZX":
+            out.append(st)
+    return out
+
+
+def _task_state(pid: int, tid: int) -> str | None:
+    try:
+        txt = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+    except OSError:
+        return None
+    return txt[txt.rfind(")") + 2:][:1] or None
+
+
 def child_pids(pid: int) -> set[int]:
     """Direct child processes of ``pid`` (from /proc/<pid>/task/*/children)."""
     out: set[int] = set()
@@ -159,10 +189,13 @@ def _allowed(cmd: str, exe: str | None = None, late: bool = False) -> bool:
     if prog in _TOOLS:
         return not late
     if prog.startswith("python"):
-        rest = " ".join(argv[1:3])
-        if any(rest.startswith(f"-m {m}") or rest.startswith(f"-c from {m}")
-               for m in ("torch._inductor.compile_worker", "solbench.harness.build_cpp",
-                         "triton")):
+        # the module itself or one of its submodules, never a name that merely starts the
+        # same way (red team round 6: `python -m tritonhelper` passed as "triton")
+        mod = (argv[2] if len(argv) > 2 and argv[1] == "-m"
+               else argv[3] if len(argv) > 3 and argv[1] == "-c" and argv[2] == "from" else None)
+        if mod is not None and any(mod == m or mod.startswith(m + ".")
+                                   for m in ("torch._inductor.compile_worker",
+                                             "solbench.harness.build_cpp", "triton")):
             return True
         # inductor's compile-worker pool started as a script path (torch >= 2.6): allowed only
         # when that path resolves into the torch package this worker imported

@@ -57,6 +57,15 @@ def stray_children() -> list[dict[str, Any]]:
     return out
 
 
+def unregistered_children() -> list[int]:
+    """Every child of this process that is not a live worker and was not there before the
+    first worker: whatever a candidate left re-parented here, runtime helper or not."""
+    from .guards import child_pids
+
+    with _SPAWN_LOCK:
+        return sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set()))
+
+
 def kill_strays() -> list[dict[str, Any]]:
     strays = stray_children()
     for s in strays:

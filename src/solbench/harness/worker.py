@@ -228,7 +228,10 @@ class Worker:
 
         st = {"trace": sys.gettrace(), "profile": sys.getprofile(),
               # a gc callback runs at any allocation, inside the harness's own steps too
-              "gc_callbacks": tuple(id(c) for c in gc.callbacks)}
+              "gc_callbacks": tuple(id(c) for c in gc.callbacks),
+              # a threshold of 1 makes the collector (and the __del__ of cyclic garbage the
+              # candidate left) run at the harness's first allocation after the call
+              "gc_threshold": gc.get_threshold()}
         for key, fn in (("torch_function_modes", "_len_torch_function_stack"),
                         ("torch_dispatch_modes", "_len_torch_dispatch_stack")):
             f = getattr(torch._C, fn, None)
