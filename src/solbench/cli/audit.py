@@ -48,6 +48,7 @@ def register(app: typer.Typer) -> None:
         mean, inputs passed through) in upstream and solbench modes, plus the reduced-precision
         reference; or, with --solution, list the static audit's advisory findings."""
         from ..spec import load_problem, load_solution
+        from ..suites import resolve_problem
 
         with clean_errors():
             from ..errors import SpecError
@@ -55,7 +56,7 @@ def register(app: typer.Typer) -> None:
             if solution is not None:
                 if not solution.exists():
                     raise SpecError(solution, "", "no such solution file")
-                prob = load_problem(problem) if problem is not None else None
+                prob = load_problem(resolve_problem(problem)) if problem is not None else None
                 sol = load_solution(solution, prob)
                 from ..integrity.static_audit import audit_solution
 
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
             if problem is None:
                 err_console.print("[red]error:[/red] give a PROBLEM (or --solution SOL)")
                 raise typer.Exit(2)
-            prob = load_problem(problem)
+            prob = load_problem(resolve_problem(problem))
             wl_arg, max_wl = None, None
             if workloads:
                 if workloads.isdigit():

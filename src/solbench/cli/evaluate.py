@@ -45,11 +45,12 @@ def register(app: typer.Typer) -> None:
         from ..pipeline import evaluate_and_score
         from ..report.tables import trace_table
         from ..spec import load_problem, load_solution, reference_solution
+        from ..suites import resolve_problem
         from ..spec.trace import Status
         from ..store import append_traces
 
         with clean_errors():
-            prob = load_problem(problem)
+            prob = load_problem(resolve_problem(problem))
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
             dev = device or default_device()
             cfg = EvalConfig(device=dev, rounds=rounds, iters=iters, timing=not no_timing,

@@ -34,12 +34,13 @@ def register(app: typer.Typer) -> None:
         from ..errors import SolbenchError, SpecError
         from ..sol import CountingError, bound, load_hardware
         from ..spec import load_problem
+        from ..suites import resolve_problem
 
         with clean_errors():
             if model not in ("refined", "solar"):
                 raise SpecError(None, "--model", f"unknown model {model!r} (refined or solar)")
             hw = load_hardware(hardware)
-            p = load_problem(problem)
+            p = load_problem(resolve_problem(problem))
             wls = p.workloads
             if workload is not None:
                 try:

@@ -135,6 +135,16 @@ def register(app: typer.Typer) -> None:
                             workload_limit=max_workloads, exclude_tags=exclude_tag or None,
                             shard=shard_t)
 
+        if not plan.pairs:
+            # nothing matched: say what was expected where, and fail (a run that evaluates
+            # nothing must not look like a clean one)
+            found = sorted(p.name for p in Path(solutions).iterdir())[:8] if Path(solutions).is_dir() else []
+            err_console.print(
+                f"error: {solutions}: no candidate for any of the {len(paths)} problems; expected "
+                f"{solutions}/<problem>/<label>.json|.py (e.g. {solutions}/{paths[0].name}/eager.json)"
+                + (f"; found {found}" if found else "; the directory is empty"),
+                highlight=False, markup=False)
+            raise typer.Exit(2)
         opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
         quiet = json_out or not is_tty()
         if not json_out:

@@ -748,17 +748,26 @@ class Evaluator:
 
     # ------------------------------------------------------------ timing
     def _time(self, h: WorkerHandle, slots: _Slots, w: Workload, j: int, findings: list[Finding]):
-        if self.cfg.is_cuda:
-            return self._time_body(h, slots, w, j, findings)
-        # on the CPU the parent's own torch work between calls (fresh inputs, verification)
-        # must not leave OpenMP threads spinning on the cores the timed call needs (red team
-        # round 6: the eager reference timed against itself scored 0.06-0.3x on 2 cores)
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
+        # only the process being timed runs: the reference's worker (started beside the
+        # candidate's) is up and stopped while the candidate is timed, as the candidate's is
+        # while the reference is (its start-up, or its OpenMP threads still spinning after its
+        # own block, slowed the candidate's calls: red team round 6, the eager reference timed
+        # against itself scored 0.06-0.3x on 2 CPU cores); on the CPU the parent's own torch
+        # work between calls (fresh inputs, verification) runs single-threaded for the same reason
+        ref_idle = self._ref_handle() if self.cfg.reference_timing and self.cfg.timing else None
+        if ref_idle is not None:
+            ref_idle.pause()
+        n = None
+        if not self.cfg.is_cuda:
+            n = torch.get_num_threads()
+            torch.set_num_threads(1)
         try:
             return self._time_body(h, slots, w, j, findings)
         finally:
-            torch.set_num_threads(n)
+            if n is not None:
+                torch.set_num_threads(n)
+            if self._ref_worker is not None and self._ref_worker.alive:
+                self._ref_worker.resume()
 
     def _time_body(self, h: WorkerHandle, slots: _Slots, w: Workload, j: int, findings: list[Finding]):
         cfg = self.cfg
@@ -826,6 +835,7 @@ class Evaluator:
                                 pass
                         self._thaw(h, frozen)
                         raise _CandidateError("a process of the candidate ran beside the reference")
+                    rh.resume()
                     try:
                         rh.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
                         if not ref_rts:
@@ -850,6 +860,8 @@ class Evaluator:
                             for o in slots.outputs(sl):
                                 poison_(o)
                         _sync(cfg.device)
+                        if rh.alive:
+                            rh.pause()
                         self._thaw(h, frozen)
                     if self._ref_worker is rh and self._ref_sched_tampered(rh, findings, "after"):
                         ref_blocks.clear()
@@ -859,11 +871,13 @@ class Evaluator:
                 h.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(h)}, timeout_s=120)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
+        # one baseline for both sides, the smaller of the two workers' no-op medians: the
+        # candidate can only make its own no-op slower (a larger subtraction), never the
+        # trusted reference worker's; the same value on both sides keeps the comparison even
         ref_overhead = sorted(ref_rts)[len(ref_rts) // 2] if ref_rts else None
-        cand_overhead = min(overhead, ref_overhead) if ref_overhead is not None else overhead
-        timing = self._stats(cand_blocks, findings, cand_overhead, candidate=True)
-        ref_timing = (self._stats(ref_blocks, None, ref_overhead if ref_overhead is not None else overhead,
-                                  candidate=False) if ref_blocks else None)
+        both = min(overhead, ref_overhead) if ref_overhead is not None else overhead
+        timing = self._stats(cand_blocks, findings, both, candidate=True)
+        ref_timing = self._stats(ref_blocks, None, both, candidate=False) if ref_blocks else None
         for who, ts in (("candidate", timing), ("eager reference", ref_timing)):
             # a spread as large as the median: the host (or GPU) was busy with something else;
             # the speedup of such a run says little (seen on a shared 2-core CPU host, where
@@ -1026,8 +1040,10 @@ class Evaluator:
         while True:
             out = []
             for pid in sorted(set(guards.descendants(h.pid)) | set(frozen)):
-                other = sid is not None and guards.session_id(pid) not in (None, sid)
                 run = guards.running_tasks(pid)
+                if not run and guards.proc_state(pid) in (None, "Z", "X") and len(guards.thread_ids(pid)) <= 1:
+                    continue  # gone, or a zombie with no thread left (nothing can run)
+                other = sid is not None and guards.session_id(pid) not in (None, sid)
                 if other or run:
                     out.append({"pid": pid, "other_session": other, "running": run,
                                 "cmdline": guards.cmdline(pid)[:200]})

@@ -60,10 +60,20 @@ def stray_children() -> list[dict[str, Any]]:
 def unregistered_children() -> list[int]:
     """Every child of this process that is not a live worker and was not there before the
     first worker: whatever a candidate left re-parented here, runtime helper or not."""
-    from .guards import child_pids
+    from .guards import child_pids, proc_state, running_tasks
 
     with _SPAWN_LOCK:
-        return sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set()))
+        kids = sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set()))
+    out = []
+    for pid in kids:
+        if proc_state(pid) == "Z" and not running_tasks(pid):
+            try:  # a finished orphan re-parented here: reap it (this process is the subreaper)
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                pass
+            continue
+        out.append(pid)
+    return out
 
 
 def kill_strays() -> list[dict[str, Any]]:

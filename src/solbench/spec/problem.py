@@ -267,7 +267,7 @@ def load_problem(path: str | Path) -> Problem:
     if path.is_file() and path.name == "definition.json":
         path = path.parent
     if not path.exists():
-        raise SpecError(path, "", "no such problem (expected a directory or a KernelBench .py)")
+        raise SpecError(path, "", "no such problem (expected a problem directory, a KernelBench .py, or a bundled suite problem such as l1/relu_fp32)")
     if not path.is_dir():
         raise SpecError(path, "", "not a problem directory or KernelBench .py file")
     defn = load_definition(path / "definition.json")

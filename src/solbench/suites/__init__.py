@@ -105,6 +105,25 @@ def suite_problems(name: str, root: Path | None = None) -> list[Path]:
     return _problem_dirs(d)
 
 
+def resolve_problem(arg: str | Path, root: Path | None = None) -> Path:
+    """The path of the problem ``arg`` names: an existing path as given; otherwise a bundled
+    suite problem as ``SUITE/NAME`` (``l1/relu_fp32``) or a bare ``NAME`` found in exactly one
+    bundled suite. Anything else comes back unchanged, for ``load_problem`` to report."""
+    p = Path(arg)
+    if p.exists():
+        return p
+    root = Path(root) if root is not None else DATA_ROOT
+    parts = str(arg).strip("/").split("/")
+    if len(parts) == 2 and (root / parts[0] / parts[1] / "definition.json").is_file():
+        return root / parts[0] / parts[1]
+    if len(parts) == 1 and parts[0]:
+        hits = [root / s / parts[0] for s in suite_names(root)
+                if (root / s / parts[0] / "definition.json").is_file()]
+        if len(hits) == 1:
+            return hits[0]
+    return p
+
+
 def resolve_suite_or_dir(arg: str | Path, root: Path | None = None) -> list[Path]:
     """Problems named by ``arg``: a bundled suite name, a problem directory, a KernelBench
     ``.py`` file, or a directory whose sub-folders (one or two levels down) are problems.
