@@ -4,6 +4,8 @@ on the CPU: the parent's round trip less the no-op round trip bounds each sample
 patched Connection.send_bytes, an aten copy_ override, a lowered gc threshold: those routes
 are now closed or flagged, tested here and in the corpus); and the reference's timing cannot
 be disturbed by the candidate's processes."""
+import pytest
+
 from solbench.harness import EvalConfig, evaluate
 from solbench.spec import Status, load_problem
 
@@ -129,3 +131,24 @@ def test_helper_escaping_the_pause_to_stop_the_reference_is_a_hack(tmp_path, sol
     assert ev.status == Status.REWARD_HACK, (ev.log, ev.findings)
     f = [x for x in ev.findings if x.check == "child_process"]
     assert f and "kept running" in f[0].message
+
+
+@pytest.mark.parametrize("cand", ["cand_helper_triton_prefix.py", "cand_helper_compile_worker_disguise.py",
+                                  "cand_helper_zombie_leader.py"])
+def test_disguised_helpers_that_stop_the_reference_are_hacks(tmp_path, solbench_cache, cand):
+    """Red team round 6: the reference stopper of round 5, disguised: started as
+    `python -m tritonhelper` (passed a prefix allow-list), as the exact command line of
+    inductor's compile-worker script with the payload in a sitecustomize.py, or as a process
+    whose main thread exited (its stat says Z, its other thread runs). Each was PASSED at
+    5-15x against 0.1-0.2x honest before; every process of the candidate is now stopped by pid
+    and checked thread by thread while the reference runs."""
+    from pathlib import Path
+
+    from solbench.spec import load_solution
+
+    p = _matmul_problem(tmp_path)
+    s = load_solution(Path(__file__).with_name(cand), p)
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", iters=6, rounds=2))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK, (ev.log, ev.findings)
+    assert [x for x in ev.findings if x.check == "child_process"]
