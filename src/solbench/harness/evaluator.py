@@ -282,7 +282,6 @@ class Evaluator:
         self._phases: dict[str, float] = {}
         self._pending_start_s = 0.0
         self._input_seed: int = 0
-        self._ref_timing_cache: dict[str, TimingStats] = {}
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
     # ------------------------------------------------------------ reference (trusted)
@@ -367,12 +366,9 @@ class Evaluator:
         return traces
 
     def close(self) -> None:
-        if self._ref_thread is not None:  # a prestarted reference worker is closed too
-            self._ref_thread.join()
-            h = self._ref_box.get("h")
-            self._ref_thread, self._ref_box = None, {}
-            if h is not None:
-                h.close()
+        h = self._take_prestarted()  # a prestarted reference worker is closed too
+        if h is not None:
+            h.close()
         if self._ref_worker is not None:
             self._ref_worker.close()
             self._ref_worker = None
@@ -443,15 +439,21 @@ class Evaluator:
         th.start()
         self._ref_thread, self._ref_box = th, box
 
+    def _take_prestarted(self) -> WorkerHandle | None:
+        """Wait for the prestart thread, if any, and hand over the worker it made."""
+        if self._ref_thread is None:
+            return None
+        self._ref_thread.join()
+        h = self._ref_box.get("h")
+        self._ref_thread, self._ref_box = None, {}
+        return h
+
     def _ref_handle(self) -> WorkerHandle | None:
-        if self._ref_thread is not None:
-            self._ref_thread.join()
-            h = self._ref_box.get("h")
-            self._ref_thread, self._ref_box = None, {}
-            if h is not None:
-                if self._ref_worker is not None and self._ref_worker is not h:
-                    self._ref_worker.close()
-                self._ref_worker = h
+        h = self._take_prestarted()
+        if h is not None:
+            if self._ref_worker is not None and self._ref_worker is not h:
+                self._ref_worker.close()
+            self._ref_worker = h
         if self._ref_worker is None or not self._ref_worker.alive:
             self._ref_worker = self._new_ref_worker()
         return self._ref_worker
@@ -782,13 +784,7 @@ class Evaluator:
         for i in range(1, k):
             scalars.append(slots.fill(i, fresh(i)))
         # no-op round trip (flush + messaging), the baseline of the plausibility check
-        rts = []
-        for _ in range(5):
-            t0 = _now()
-            st, meta = h.request("noop", {"slot": 0}, timeout_s=60)
-            rts.append((_now() - t0) * 1e3)
-            self._interposition_seen(meta, findings, "no-op round trip")
-        overhead = sorted(rts)[len(rts) // 2]
+        overhead = self._noop_ms(h, findings)
         # warm-up
         for i in range(cfg.n_warmup()):
             st, meta = h.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
@@ -801,7 +797,7 @@ class Evaluator:
         n = cfg.n_iters()
         halves = [n // 2, n - n // 2] if cfg.reference_timing else [n]
         cand_blocks, ref_blocks = [], []
-        ref_rts: list[float] = []
+        ref_overhead: float | None = None
         verify_left = max(cfg.verify, math.ceil(cfg.verify_fraction * n))
         rng = secrets.SystemRandom()
         for b, m in enumerate(halves):
@@ -838,14 +834,11 @@ class Evaluator:
                     rh.resume()
                     try:
                         rh.request("load", {"slots": slots.wire, "flush_bytes": self._flush_bytes(rh)}, timeout_s=120)
-                        if not ref_rts:
+                        if ref_overhead is None:
                             # the no-op baseline measured with trusted code (the reference's
                             # worker): the candidate's own worker runs the candidate's hooks and
                             # could make its no-op slower, i.e. its subtraction larger
-                            for _ in range(5):
-                                t0 = _now()
-                                rh.request("noop", {"slot": 0}, timeout_s=60)
-                                ref_rts.append((_now() - t0) * 1e3)
+                            ref_overhead = self._noop_ms(rh, None)
                         for i in range(cfg.n_warmup() if b == 0 else 1):
                             rh.request("call", {"slot": i % k, "scalars": scalars[i % k]}, timeout_s=cfg.call_timeout_s)
                         ref_blocks.append(self._block(rh, slots, scalars, m, fresh, verify=False, rng=rng,
@@ -874,7 +867,6 @@ class Evaluator:
         # one baseline for both sides, the smaller of the two workers' no-op medians: the
         # candidate can only make its own no-op slower (a larger subtraction), never the
         # trusted reference worker's; the same value on both sides keeps the comparison even
-        ref_overhead = sorted(ref_rts)[len(ref_rts) // 2] if ref_rts else None
         both = min(overhead, ref_overhead) if ref_overhead is not None else overhead
         # (the plausibility verdict keeps the candidate's own no-op: measured under the same
         # host load as its calls, it does not turn a busy moment into a hack)
@@ -899,6 +891,17 @@ class Evaluator:
             findings.append(Finding(check="throttled", severity="advisory",
                                     message=f"clock throttle reasons during timing: {thr}"))
         return timing, ref_timing, tele
+
+    def _noop_ms(self, h: WorkerHandle, findings: list[Finding] | None, n: int = 5) -> float:
+        """Median round trip (ms) of ``n`` no-op requests to ``h`` (flush, checks, the copy-out
+        of outputs this size, messaging: the timed path without the call)."""
+        rts = []
+        for _ in range(n):
+            t0 = _now()
+            st, meta = h.request("noop", {"slot": 0}, timeout_s=60)
+            rts.append((_now() - t0) * 1e3)
+            self._interposition_seen(meta, findings, "no-op round trip")
+        return sorted(rts)[len(rts) // 2]
 
     def _tick(self, key: str, t0: float) -> float:
         """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""
@@ -1084,6 +1087,17 @@ class Evaluator:
         ksum_med = None
         if cupti_ok:
             samples = [x for b in blocks for x in b["end"]["span_ms"]]
+            ksum = [x for b in blocks for x in b["end"]["kernel_sum_ms"]]
+            ksum_med = stats(ksum)["median_ms"]
+            method = "cupti"
+            sets = [tuple(s) for b in blocks for s in b["end"]["kernel_sets"]]
+            cons = kernel_set_consistency(sets)
+            if sets and not any(sets) and all(x is not None for b in blocks for x in b["event"]):
+                # no device work in any timed call (a CPU computation, or nothing): the device
+                # timeline has nothing to time, the call's own CUDA-event window does
+                samples = [x for b in blocks for x in b["event"]]
+                notes.append("no device activity in any timed call: samples are the calls' "
+                             "CUDA-event windows")
             # device work after an end marker that is not the harness's copy-out can only be
             # the candidate's (a hook, a finalizer, a deferred launch): it is part of the call's
             # cost, so each iteration's sample carries it (zero for every honest kernel seen
@@ -1095,19 +1109,6 @@ class Evaluator:
                 samples = [x + (y or 0.0) for x, y in zip(samples, late_it)]
                 notes.append(f"device work after the end marker added to {sum(1 for y in late_it if y)} "
                              f"sample(s) (median {statistics.median(late_it):.4g} ms)")
-            ksum = [x for b in blocks for x in b["end"]["kernel_sum_ms"]]
-            ksum_med = stats(ksum)["median_ms"]
-            method = "cupti"
-            sets = [tuple(s) for b in blocks for s in b["end"]["kernel_sets"]]
-            cons = kernel_set_consistency(sets)
-            if sets and not any(sets) and all(x is not None for b in blocks for x in b["event"]):
-                # no device work in any timed call (a CPU computation, or nothing): the device
-                # timeline has nothing to time, the call's own CUDA-event window does
-                samples = [x for b in blocks for x in b["event"]]
-                if len(late_it) == len(samples):
-                    samples = [x + (y or 0.0) for x, y in zip(samples, late_it)]
-                notes.append("no device activity in any timed call: samples are the calls' "
-                             "CUDA-event windows")
             if findings is not None:
                 if cons["empty_iters"] and cons["mode_kernels"]:
                     findings.append(Finding(

@@ -45,12 +45,10 @@ def become_subreaper() -> None:
 def stray_children() -> list[dict[str, Any]]:
     """Children of this process that are neither workers, nor runtime helpers, nor older than
     the first worker: processes a candidate left behind (re-parented to us)."""
-    from .guards import _allowed, child_pids, cmdline, exe_name
+    from .guards import _allowed, cmdline, exe_name
 
     out = []
-    with _SPAWN_LOCK:
-        kids = sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set()))
-    for c in kids:
+    for c in unregistered_children():
         cmd = cmdline(c)
         if cmd and not _allowed(cmd, exe_name(c) or "?"):
             out.append({"pid": c, "cmdline": cmd[:200]})

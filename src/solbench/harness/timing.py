@@ -223,10 +223,9 @@ def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceAc
                     ids.add(id(e))
         return ids
 
-    kinds = {id(e): (a.name, a.kind) for e, a in dev}
-    names = {id(a): (a.name, a.kind) for e, a in dev}
-    flush_ids = {i for i in markers(FLUSH_RANGE, n_iters + 1) if is_harness_activity(*kinds[i])}
-    end_ids = {i for i in markers(END_RANGE, n_iters) if is_harness_activity(*kinds[i])}
+    ours = {id(e) for e, a in dev if is_harness_activity(a.name, a.kind)}
+    flush_ids = markers(FLUSH_RANGE, n_iters + 1) & ours
+    end_ids = markers(END_RANGE, n_iters) & ours
     flushes = _merge_close([a for e, a in dev if id(e) in flush_ids])
     ends = _merge_close([a for e, a in dev if id(e) in end_ids])
     others = [a for e, a in dev if id(e) not in flush_ids and id(e) not in end_ids]
@@ -248,8 +247,8 @@ def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceAc
             # that is not one of PyTorch's copy/fill kernels or a memcpy/memset (timed, with
             # an advisory finding, until a device run confirms the names)
             seg.late_ms = late_activity(flushes, ends, others, copy_ids)
-            ours = {i for i in copy_ids if is_harness_activity(*names[i])}
-            seg.late_all_ms = late_activity(flushes, ends, others, ours)
+            seg.late_all_ms = late_activity(flushes, ends, others,
+                                            {id(a) for e, a in dev if id(a) in copy_ids and id(e) in ours})
         except Exception:  # noqa: BLE001
             seg.late_ms = None
     return seg, others
