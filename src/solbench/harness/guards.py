@@ -86,24 +86,27 @@ def sched_tampered(pid: int, baseline: tuple) -> list[str]:
     return out
 
 
+def _stat_fields(path: str) -> list[str] | None:
+    """The fields of a /proc ``stat`` file after the command name (state first, then ppid,
+    pgrp, session, ...); None when it is gone."""
+    try:
+        txt = Path(path).read_text()
+    except OSError:
+        return None
+    return txt[txt.rfind(")") + 2:].split() or None
+
+
 def proc_state(pid: int) -> str | None:
     """The one-letter state of ``pid`` from /proc/<pid>/stat (R, S, D, T stopped, t traced,
     Z zombie, ...); None when it is gone."""
-    try:
-        txt = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return txt[txt.rfind(")") + 2:][:1] or None
+    f = _stat_fields(f"/proc/{pid}/stat")
+    return f[0] if f else None
 
 
 def session_id(pid: int) -> int | None:
     """The session id of ``pid`` (/proc/<pid>/stat field 6); None when it is gone."""
-    try:
-        txt = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    f = txt[txt.rfind(")") + 2:].split()
-    return int(f[3]) if len(f) > 3 else None
+    f = _stat_fields(f"/proc/{pid}/stat")
+    return int(f[3]) if f and len(f) > 3 else None
 
 
 def running_tasks(pid: int) -> list[str]:
@@ -112,18 +115,10 @@ def running_tasks(pid: int) -> list[str]:
     leader) still runs its other threads."""
     out = []
     for tid in thread_ids(pid):
-        st = proc_state(tid) if tid == pid else _task_state(pid, tid)
-        if st is not None and st not in "TtZX":
-            out.append(st)
+        f = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
+        if f and f[0] not in "TtZX":
+            out.append(f[0])
     return out
-
-
-def _task_state(pid: int, tid: int) -> str | None:
-    try:
-        txt = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-    except OSError:
-        return None
-    return txt[txt.rfind(")") + 2:][:1] or None
 
 
 def child_pids(pid: int) -> set[int]:
