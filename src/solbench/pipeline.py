@@ -14,9 +14,11 @@ from typing import Any
 import torch
 
 from .harness import EvalConfig, evaluate
+from .harness.checks import finding
+from .harness.verdict import rejudge, sol_findings
 from .spec.problem import Problem
 from .spec.solution import Solution
-from .spec.trace import Finding, Status, Trace
+from .spec.trace import Status, Trace
 
 
 def resolve_hardware(device: str, hardware: str | None) -> str | None:
@@ -67,7 +69,7 @@ def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace
 
         found = audit_solution(solution, problem.definition)
     except Exception as e:  # noqa: BLE001 - the audit never blocks an evaluation
-        found = [Finding(check="audit.failed", severity="advisory", message=f"{type(e).__name__}: {e}")]
+        found = [finding("audit.failed", f"{type(e).__name__}: {e}")]
     if not found:
         return traces
     out = []
@@ -80,61 +82,62 @@ def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace
 
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined",
-                       evaluator=None) -> list[Trace]:
-    """Evaluate and attach the SOL block to each PASSED trace.
+                       evaluator=None, on_trace=None) -> list[Trace]:
+    """Evaluate and attach the static audit's findings and the SOL block to each trace.
 
     ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
     worker then serves several candidates in turn; ``config`` replaces its settings).
+    ``on_trace``: called with each finished trace (audit and SOL attached) as soon as its
+    workload is done, before the next one runs.
 
-    A candidate time below T_SOL is never scored: when the eager reference also beats the
-    bound, the bound is suspect (finding ``sol_bound_violated``, advisory); when only the
-    candidate does, the measurement cannot be trusted (finding ``faster_than_sol``, which
-    decides REWARD_HACK).
+    A candidate time below T_SOL is never scored; what it means for the status is the
+    verdict's (:func:`solbench.harness.verdict.sol_findings`, :func:`~solbench.harness.verdict.rejudge`):
+    ``sol_bound_violated`` (advisory) when the eager reference also beats the bound,
+    ``faster_than_sol`` (REWARD_HACK) when only the candidate does.
     """
     cfg = config or EvalConfig()
+    hw = resolve_hardware(cfg.device, hardware)
+    cache: dict = {}
+    audit: list = []
+    out: list[Trace] = []
+
+    def finish(t: Trace) -> None:
+        if not audit:
+            audit.append(attach_static_audit(problem, solution, [t])[0].evaluation.findings[
+                len(t.evaluation.findings):])
+        if audit[0]:
+            ev = t.evaluation.model_copy(deep=True)
+            ev.findings.extend(f.model_copy() for f in audit[0])
+            t = t.model_copy(update={"evaluation": ev})
+        if hw is not None:
+            t = _with_sol(problem, t, hw, sol_model, cache)
+        out.append(t)
+        if on_trace is not None:
+            on_trace(t)
+
     if evaluator is not None:
         if evaluator.problem is not problem:
             raise ValueError("evaluator was made for another problem")
         evaluator.cfg = cfg
-        traces = evaluator.evaluate(solution)
+        evaluator.evaluate(solution, on_trace=finish)
     else:
-        traces = evaluate(problem, solution, cfg)
-    traces = attach_static_audit(problem, solution, traces)
-    hw = resolve_hardware(cfg.device, hardware)
-    if hw is None:
-        return traces
-    cache: dict = {}
-    out = []
-    for t in traces:
-        if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
-            out.append(t)
-            continue
-        t0 = time.perf_counter()
-        block = sol_block(problem, t, hw, sol_model, cache)
-        ev = t.evaluation.model_copy(deep=True)
-        ev.sol = block
-        ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
-        sol_ms = block.get("sol_ms")
-        perf = ev.performance
-        if sol_ms and perf is not None and perf.latency_ms < sol_ms:
-            ref_below = perf.reference_latency_ms is not None and perf.reference_latency_ms < sol_ms
-            if ref_below:
-                ev.findings.append(Finding(
-                    check="sol_bound_violated", severity="advisory",
-                    message=(f"both the candidate ({perf.latency_ms:.4g} ms) and the eager reference "
-                             f"({perf.reference_latency_ms:.4g} ms) beat T_SOL {sol_ms:.4g} ms: "
-                             "the bound is wrong for this workload; no score"),
-                    evidence={"sol_ms": sol_ms}))
-                ev.sol["score"] = None
-            else:
-                ev.findings.append(Finding(
-                    check="faster_than_sol", severity="hack",
-                    message=(f"measured {perf.latency_ms:.4g} ms is below the speed-of-light bound "
-                             f"{sol_ms:.4g} ms on {hw}: a broken measurement or tampering"),
-                    evidence={"latency_ms": perf.latency_ms, "sol_ms": sol_ms}))
-                ev.sol["score"] = None
-                ev.status = Status.REWARD_HACK
-                ev.performance = None
-        t = t.model_copy(update={"evaluation": ev})
-        out.append(Trace.model_validate(t.model_dump()))
+        evaluate(problem, solution, cfg, on_trace=finish)
     return out
+
+
+def _with_sol(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> Trace:
+    if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
+        return t
+    t0 = time.perf_counter()
+    block = sol_block(problem, t, hw, sol_model, cache)
+    ev = t.evaluation.model_copy(deep=True)
+    ev.sol = block
+    ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
+    perf = ev.performance
+    t = t.model_copy(update={"evaluation": ev})
+    found = sol_findings(perf.latency_ms, perf.reference_latency_ms, block.get("sol_ms"), hw)
+    if found:
+        # no score below T_SOL; the verdict decides what the finding means for the status
+        t.evaluation.sol["score"] = None
+        t = rejudge(t, found)
+    return Trace.model_validate(t.model_dump())

@@ -95,7 +95,7 @@ def problem(tmp_path_factory, solbench_cache):
 
 def cfg(**kw) -> EvalConfig:
     base = dict(device="cpu", rounds=5, iters=3, warmup=1, first_call_timeout_s=8.0,
-                call_timeout_s=8.0, build_timeout_s=120.0)
+                call_timeout_s=8.0, build_timeout_s=120.0, keep_going=True)
     base.update(kw)
     return EvalConfig(**base)
 

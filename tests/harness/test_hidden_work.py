@@ -50,13 +50,10 @@ def test_work_hidden_after_the_clock_is_timed():
     and this rule is what times it)."""
     import pytest
 
-    from solbench.harness.evaluator import Evaluator
+    from solbench.harness.measure import Block, timing_stats
 
-    ev = Evaluator.__new__(Evaluator)
-    ev.cfg = EvalConfig(device="cpu")
-    block = {"host": [0.01] * 4, "event": [None] * 4, "roundtrip": [35.0, 35.0, 36.0, 34.0],
-             "end": {"cupti": False}}
-    tm = ev._stats([block], [], 2.0, candidate=True)
+    block = Block(host=[0.01] * 4, event=[None] * 4, roundtrip=[35.0, 35.0, 36.0, 34.0])
+    tm = timing_stats([block], is_cuda=False, warmup=2, flush_bytes=0, findings=[], overhead=2.0)
     assert tm.method == "perf_counter"
     assert tm.samples_ms == pytest.approx([33.0, 33.0, 34.0, 32.0]) and tm.median_ms == pytest.approx(33.0)
     assert any("round trip" in n for n in tm.notes)
@@ -130,7 +127,9 @@ def test_helper_escaping_the_pause_to_stop_the_reference_is_a_hack(tmp_path, sol
     ev = t.evaluation
     assert ev.status == Status.REWARD_HACK, (ev.log, ev.findings)
     f = [x for x in ev.findings if x.check == "child_process"]
-    assert f and "kept running" in f[0].message
+    # caught right after the timed call that started it (the per-call process check), or,
+    # if it was started between calls, when the reference's block begins
+    assert f and ("kept running" in f[0].message or "started processes" in f[0].message)
 
 
 @pytest.mark.parametrize("cand", ["cand_helper_triton_prefix.py", "cand_helper_compile_worker_disguise.py",

@@ -20,9 +20,44 @@ def test_known_seed_is_exploitable_secret_seed_is_not(solbench_cache):
     assert secret[0].evaluation.status == Status.INCORRECT_NUMERICAL
     again = evaluate(p, load_solution(ADV / "honest" / "eager_gelu_functional.py", p),
                      EvalConfig(device="cpu", iters=4))
-    # a fresh secret per evaluation, written into the trace afterwards (128 bits, hex)
-    assert secret[0].evaluation.input_seed != again[0].evaluation.input_seed
-    assert len(secret[0].evaluation.input_seed) > 20
+    # no base seed at all: every input set's seed is fresh OS randomness, recorded afterwards
+    assert secret[0].evaluation.input_seed is None and again[0].evaluation.input_seed is None
+    seeds = again[0].evaluation.input_seeds
+    # 5 rounds, then the other slots' sets and one set per timed call (both sides)
+    assert len(seeds) > 5 + 4 and len(set(seeds)) == len(seeds)
+    assert not set(seeds) & set(secret[0].evaluation.input_seeds)
+
+
+def test_each_input_set_seed_is_drawn_when_the_set_is_made(solbench_cache, monkeypatch):
+    """threats.md principle 2, the class and not the case: no value the parent holds before a
+    set is made (which a candidate reading /proc/<ppid>/mem could find) determines it. Every
+    seed in the trace must be one the OS random source returned, one draw per set, and with a
+    base seed (--seed) the seeds are its sha256 derivations, so the run replays."""
+    import solbench.harness.seeds as seeds_mod
+    from solbench.harness.seeds import derived_seed
+    from solbench.inputs import make_inputs
+
+    drawn = []
+    real = seeds_mod.secrets.randbits
+
+    def spy(k):
+        drawn.append(real(k))
+        return drawn[-1]
+
+    monkeypatch.setattr(seeds_mod.secrets, "randbits", spy)
+    p = load_problem(ADV / "problems" / "gelu_f32")
+    s = load_solution(ADV / "honest" / "eager_gelu_functional.py", p)
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False))
+    assert t.evaluation.status == Status.PASSED
+    assert [int(x, 16) for x in t.evaluation.input_seeds] == drawn and len(drawn) > 3 + 4
+    # replay: the same seed rebuilds the same set
+    w = p.workloads[0]
+    a = make_inputs(p, w, drawn[1], "cpu")["x"]
+    assert bool((a == make_inputs(p, w, drawn[1], "cpu")["x"]).all())
+    drawn.clear()
+    (k,) = evaluate(p, s, EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False, seed=7))
+    assert drawn == [] and k.evaluation.input_seed == "7"
+    assert k.evaluation.input_seeds[:3] == [format(derived_seed(7, 0, r), "x") for r in range(3)]
 
 
 BIMODAL = """import time

@@ -150,18 +150,18 @@ def test_plausibility_call_window():
 
 
 def _cuda_stats(span, late, events, rt, overhead=0.4, late_all=None, kernels=("k",)):
-    """Evaluator._stats on hand-made CUPTI blocks (one block), as a CUDA evaluation sees them."""
-    from solbench.harness import EvalConfig
-    from solbench.harness.evaluator import Evaluator
+    """measure.timing_stats on hand-made CUPTI blocks (one block), as a CUDA evaluation sees
+    them (the time_end reply parsed through its protocol model, as the parent does)."""
+    from solbench.harness.measure import Block, timing_stats
+    from solbench.harness.protocol import TimeEndReply
 
-    ev = Evaluator.__new__(Evaluator)  # no problem or device needed for the statistics
-    ev.cfg = EvalConfig(device="cuda")
     n = len(span)
-    block = {"host": [0.01] * n, "event": events, "roundtrip": rt, "cupti": True,
-             "end": {"cupti": True, "span_ms": span, "kernel_sum_ms": span, "late_ms": late,
-                     "late_all_ms": late_all, "kernel_sets": [list(kernels)] * n}}
+    end = TimeEndReply.model_validate({"cupti": True, "span_ms": span, "kernel_sum_ms": span, "late_ms": late,
+                                       "late_all_ms": late_all, "kernel_sets": [list(kernels)] * n})
+    block = Block(host=[0.01] * n, event=events, roundtrip=rt, end=end)
     findings = []
-    return ev._stats([block], findings, overhead, candidate=True), findings
+    return timing_stats([block], is_cuda=True, warmup=5, flush_bytes=0, findings=findings,
+                        overhead=overhead), findings
 
 
 def test_work_after_the_clock_is_timed_and_a_verdict():

@@ -36,8 +36,18 @@ def register(app: typer.Typer) -> None:
         sol_model: str = typer.Option("refined", "--sol-model", help="refined or solar"),
         seed: Optional[str] = typer.Option(None, "--seed",
                                            help="base seed of the inputs (int or 0x-hex, as in a "
-                                                "trace's input_seed) to reproduce a run; default "
-                                                "a secret random seed per evaluation"),
+                                                "trace's input_seed) to reproduce a run; default: "
+                                                "each input set's seed drawn from OS randomness"),
+        timeout: Optional[float] = typer.Option(None, "--timeout",
+                                                help="seconds any one call may take, the first "
+                                                     "included (default: 300 s for the first call, "
+                                                     "which pays JIT/autotuning; later calls 50x the "
+                                                     "reference's time, at least 10 s)"),
+        build_timeout: Optional[float] = typer.Option(None, "--build-timeout",
+                                                      help="seconds the build may take (default 600)"),
+        keep_going: bool = typer.Option(False, "--keep-going",
+                                        help="after a TIMEOUT, still run the other workloads "
+                                             "(default: recorded as not run)"),
     ) -> None:
         """Evaluate a candidate: correctness over fresh inputs, cold-L2 timing, SOL score.
         Exit 0 only when every workload PASSED."""
@@ -54,7 +64,14 @@ def register(app: typer.Typer) -> None:
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
             dev = device or default_device()
             cfg = EvalConfig(device=dev, rounds=rounds, iters=iters, timing=not no_timing,
-                             seed=_parse_seed(seed))
+                             seed=_parse_seed(seed), keep_going=keep_going)
+            for name, v in (("--timeout", timeout), ("--build-timeout", build_timeout)):
+                if v is not None and not v > 0:
+                    raise typer.BadParameter(f"{v} is not a positive number of seconds", param_hint=name)
+            if timeout is not None:
+                cfg.set_timeout(timeout)
+            if build_timeout is not None:
+                cfg.build_timeout_s = float(build_timeout)
             if workloads:
                 if workloads.isdigit():
                     cfg.max_workloads = int(workloads)

@@ -92,6 +92,17 @@ def register(app: typer.Typer) -> None:
         rounds: Optional[int] = typer.Option(None, "--rounds",
                                              help="correctness rounds per workload"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+        timeout: Optional[float] = typer.Option(None, "--timeout",
+                                                help="seconds any one call may take, the first "
+                                                     "included (default: 300 s for the first call, "
+                                                     "which pays JIT/autotuning; later calls 50x the "
+                                                     "reference's time, at least 10 s)"),
+        build_timeout: Optional[float] = typer.Option(None, "--build-timeout",
+                                                      help="seconds a solution's build may take "
+                                                           "(default 600)"),
+        keep_going: bool = typer.Option(False, "--keep-going",
+                                        help="after a TIMEOUT, still run the solution's other "
+                                             "workloads (default: recorded as not run)"),
     ) -> None:
         """Evaluate every problem x solution pair; append traces; print a summary."""
         import fnmatch
@@ -145,7 +156,15 @@ def register(app: typer.Typer) -> None:
                 + (f"; found {found}" if found else "; the directory is empty"),
                 highlight=False, markup=False)
             raise typer.Exit(2)
-        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
+        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds), ("build_timeout_s", build_timeout),
+                                  ("call_timeout_s", timeout), ("first_call_timeout_s", timeout))
+                if v is not None}
+        if keep_going:
+            opts["keep_going"] = True
+        for name, v in (("--timeout", timeout), ("--build-timeout", build_timeout)):
+            if v is not None and not v > 0:
+                err_console.print(f"[red]error:[/red] {name}: {v} is not a positive number of seconds")
+                raise typer.Exit(2)
         quiet = json_out or not is_tty()
         if not json_out:
             console.print(

@@ -284,8 +284,10 @@ def plausibility_finding(reported_ms: list[float], roundtrip_ms: list[float],
     if len(bad) * 2 > len(reported_ms):
         med_r = sorted(reported_ms)[len(reported_ms) // 2]
         med_rt = sorted(roundtrip_ms)[len(roundtrip_ms) // 2]
-        return Finding(
-            check="timing_plausibility", severity=severity,
+        from .checks import finding
+
+        return finding(
+            "timing_plausibility", advisory=severity != "hack",
             message=(f"reported median {med_r:.4f} ms, but the parent's round trip is "
                      f"{med_rt:.3f} ms with {overhead_ms:.3f} ms no-op overhead on "
                      f"{len(bad)}/{len(reported_ms)} iterations"

@@ -72,6 +72,8 @@ class Worker:
         self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update({"json.dumps": (json, "dumps"),
+                                  "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
+                                  "json.JSONEncoder.iterencode": (json.JSONEncoder, "iterencode"),
                                   "guards.verify_snapshot": (guards, "verify_snapshot"),
                                   "guards.backend_flags": (guards, "backend_flags"),
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
@@ -162,7 +164,11 @@ class Worker:
             self.slots = [{"inputs": [mat(x) for x in s["inputs"]],
                            "outputs": [mat(x) for x in s["outputs"]]} for s in p["slots"]]
             want = p.get("flush_bytes", 0)
-            if want and want != self.flush_bytes:
+            if p.get("flush") is not None:
+                # the parent's own buffer: it reads back what each flush wrote
+                self.flush_buf = mat(p["flush"])
+                self.flush_bytes = want
+            elif want and want != self.flush_bytes:
                 dev = self.device if self.is_cuda else "cpu"
                 self.flush_buf = torch.empty(want // 4, dtype=torch.int32, device=dev)
                 self.flush_bytes = want

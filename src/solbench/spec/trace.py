@@ -114,9 +114,14 @@ class Evaluation(_Model):
     #: candidate / the reference into profiler start+stop, inputs, calls, guards, verify, and
     #: ref_timing.worker the reference worker's (re)start check)
     phases_s: dict[str, float] | None = None
-    #: base seed of this evaluation's inputs (hex; secret until the trace is made, see
-    #: ``harness.EvalConfig.seed``); ``--seed 0x...`` reproduces the inputs
+    #: base seed of this evaluation's inputs (hex) when one was given (``--seed``): every
+    #: input set's seed derives from it, so ``--seed 0x...`` reproduces the run. None when
+    #: each input set's seed was drawn from the OS's random source (the default).
     input_seed: str | None = None
+    #: the seed of every input set of this workload, in the order they were made (hex;
+    #: correctness rounds first, then the timed sets); recorded after the evaluation, so
+    #: ``solbench.inputs.make_inputs(problem, workload, int(s, 16), device)`` rebuilds any one
+    input_seeds: list[str] | None = None
 
     @model_validator(mode="after")
     def _representable(self):

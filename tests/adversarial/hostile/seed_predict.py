@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 import solbench
-from solbench.harness.evaluator import _seed
+from solbench.harness.seeds import derived_seed as _seed
 from solbench.inputs import make_inputs
 from solbench.spec import load_problem
 

@@ -1,0 +1,206 @@
+"""The registry of every check whose finding can appear in a trace.
+
+Each check registers a name, a severity and a doc string here, once; the harness (and the
+SOL step of the pipeline) make findings only through :func:`finding`, which refuses an
+unregistered name, so a trace never carries a check nobody documented. The table of checks
+in docs/integrity.md is generated from this registry (``python -m solbench.harness.checks``
+prints it; ``tests/harness/test_checks_registry.py`` fails when the doc is stale).
+
+Severities (:class:`Severity`; the trace keeps the strings of ``spec.trace.Finding``):
+
+- ``hack``: decides REWARD_HACK (:func:`solbench.harness.verdict.decide`).
+- ``incorrect``: decides an INCORRECT_* status (trace string ``"fail"``).
+- ``advisory``: shown, decides nothing.
+
+A few checks are conclusive only with some evidence (``advisory_when``): they are emitted
+as advisory otherwise, and the registry says when.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ..spec.trace import Finding
+
+
+class Severity(str, Enum):
+    HACK = "hack"
+    INCORRECT = "fail"
+    ADVISORY = "advisory"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    severity: Severity
+    doc: str
+    #: when the finding is emitted as advisory instead (None: always ``severity``)
+    advisory_when: str | None = None
+
+
+REGISTRY: dict[str, Check] = {}
+#: name prefixes of check families registered as one entry (the static audit's rules)
+FAMILIES: dict[str, Check] = {}
+
+
+def register(name: str, severity: Severity, doc: str, advisory_when: str | None = None,
+             family: bool = False) -> Check:
+    """Register a check (``family``: every name starting with ``name``). Raises ValueError
+    for a name registered twice."""
+    table = FAMILIES if family else REGISTRY
+    if name in table:
+        raise ValueError(f"check {name!r} registered twice")
+    c = Check(name, Severity(severity), " ".join(doc.split()), advisory_when and " ".join(advisory_when.split()))
+    table[name] = c
+    return c
+
+
+def lookup(name: str) -> Check:
+    """The registered check of ``name`` (exact name, else its family). Raises KeyError."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    for prefix, c in FAMILIES.items():
+        if name.startswith(prefix):
+            return c
+    raise KeyError(f"unregistered check {name!r} (register it in solbench.harness.checks)")
+
+
+def finding(name: str, message: str, evidence: dict[str, Any] | None = None, *,
+            advisory: bool = False) -> Finding:
+    """A Finding of the registered check ``name`` at its severity (``advisory=True``: as
+    advisory, allowed only for checks that register ``advisory_when`` or are advisory).
+    Raises KeyError for an unregistered name, ValueError for a downgrade not registered."""
+    c = lookup(name)
+    sev = c.severity
+    if advisory and sev != Severity.ADVISORY:
+        if c.advisory_when is None:
+            raise ValueError(f"check {name!r} has no advisory form")
+        sev = Severity.ADVISORY
+    return Finding(check=name, severity=sev.value, message=message, evidence=evidence or {})
+
+
+def has(findings: list[Finding], name: str) -> bool:
+    return any(f.check == name for f in findings)
+
+
+def add_once(findings: list[Finding], f: Finding) -> bool:
+    """Append ``f`` unless a finding of its check is already there; True when appended."""
+    if has(findings, f.check):
+        return False
+    findings.append(f)
+    return True
+
+
+H, I, A = Severity.HACK, Severity.INCORRECT, Severity.ADVISORY
+
+# ---- correctness rounds and verified timed iterations (parent-side comparisons)
+register("input_mutation", H, """The candidate wrote to an input: the parent compares every input
+    bit for bit with its own pristine copy after every call.""")
+register("constant_output", I, """The outputs were bit-identical across correctness rounds whose
+    inputs differed (and the outputs were wrong).""")
+register("precision_downgrade", H, """The candidate's error against an fp64 truth is more than
+    max(16x, 1e-4) the declared-precision reference's own error (fp32/fp64 outputs).""")
+register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
+    random source) produced wrong outputs for its inputs although the correctness rounds
+    passed.""")
+register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
+    instead of a plain torch.Tensor (it could compute after the clock stops).""")
+register("stream_unordered", H, """Outputs were still being written after the call returned, on a
+    stream the caller's stream does not wait for (CUDA: the worker's pre-sync clone differs from
+    the settled outputs).""")
+register("stream_changed", H, """The candidate changed the current CUDA stream and left it
+    changed.""")
+
+# ---- the worker's tripwires (data from the candidate's process, never the only evidence)
+register("interposition", H, """A hook of the candidate's runs inside the harness's own steps after
+    the clock (torch-function/dispatch mode, trace/profile hook, dispatch keys, dispatcher
+    kernel, shadowed worker method, gc callback, replaced connection).""")
+register("harness_patch", H, """Timer, sync, profiler, serialisation or worker functions were
+    replaced (identity, code object, defaults snapshot in the worker).""")
+register("backend_flags", H, """Backend precision flags (TF32, matmul precision, reduced-precision
+    reductions) were loosened by the candidate on a problem that does not allow it.""")
+register("guard_check_failed", H, """The worker did not answer the integrity check.""")
+register("guard_reply_invalid", H, """The worker's integrity-check reply is missing a field, has a
+    wrong type, or contradicts an earlier one (its starting flags changed): an honest worker
+    always sends all of them, so the reply was rewritten.""")
+
+# ---- evidence the parent observes itself
+register("reported_time_contradiction", H, """A time the worker reported is impossible given the
+    parent's own round-trip window around the same call (longer than the window).""")
+register("flush_skipped", H, """The cache flush did not happen: the flush buffer is owned by the
+    parent, which reads random words of it (chosen after the call) and finds other values than the
+    ones the flush of that iteration writes.""")
+register("timing_plausibility", H, """The parent's round trip exceeds the reported time by far more
+    than the no-op overhead on most iterations (patched clock, work outside the timed window).""",
+         advisory_when="""on the CPU unless the excess is gross (10x reported + 10 ms on most
+    iterations); on CUDA when the call's own event window does not show the excess (host or GPU
+    busy with other processes).""")
+register("background_thread", H, """OS threads of the worker appeared during timed calls and
+    outlived them (read from /proc by the parent; a joined pool's threads are gone).""")
+register("child_process", H, """The worker started a process (not an allowed compile/runtime
+    helper) that outlived a call, left its session, or was re-parented to the harness, or a
+    process of the candidate's kept running while the reference was timed.""")
+register("reference_tampered", H, """The eager reference's worker was demoted (scheduling policy,
+    nice, CPU affinity) around its timed block.""")
+register("batch_and_skip", H, """Some timed iterations launched no device work while the others
+    did (CUPTI).""")
+register("work_after_clock", H, """Device work after the end marker that is not the harness's
+    copy-out, on most iterations (CUPTI).""")
+register("kernel_set_inconsistent", A, """Iterations launched different kernel sets (CUPTI).""")
+register("foreign_work_in_copy_out", A, """Device work inside the harness's copy-out range that is
+    not a PyTorch copy or fill; its time is added to the samples.""")
+register("timing_unstable", A, """IQR above half the median: the machine was not quiet; rerun
+    before trusting the time.""")
+register("throttled", A, """NVML clock throttle reasons were set during timing.""")
+register("reference_timing_failed", A, """The eager reference could not be timed (no speedup).""")
+register("malformed_reply", A, """A worker reply failed its typed model (protocol.py): the trace
+    is RUNTIME_ERROR with the op and field named.""")
+register("skipped_after_timeout", A, """Not run: an earlier workload of this solution timed out
+    (``--keep-going`` runs it).""")
+
+# ---- the SOL step (pipeline)
+register("faster_than_sol", H, """The measured time is below the speed-of-light bound while the
+    eager reference's is not: a broken measurement or tampering.""")
+register("sol_bound_violated", A, """The candidate and the eager reference both beat T_SOL: the
+    bound is wrong for this workload; no score.""")
+
+# ---- the static audit (integrity/static_audit.py), advisory by design
+register("audit.", A, """Static audit rules (audit.process, audit.monkey_patch, ...): a source
+    pattern worth a look, with file:line; runtime evidence decides verdicts.""", family=True)
+
+
+def markdown_table() -> str:
+    """The docs/integrity.md table of checks (name, severity, what it means)."""
+    sev = {H: "hack (REWARD_HACK)", I: "incorrect (INCORRECT_*)", A: "advisory"}
+    rows = ["| check | severity | what it means |", "|---|---|---|"]
+    for c in list(REGISTRY.values()) + list(FAMILIES.values()):
+        name = f"`{c.name}*`" if c.name in FAMILIES else f"`{c.name}`"
+        doc = c.doc + (f" Advisory {c.advisory_when}" if c.advisory_when else "")
+        rows.append(f"| {name} | {sev[c.severity]} | {doc.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+BEGIN = "<!-- checks-table:begin (generated: python -m solbench.harness.checks) -->"
+END = "<!-- checks-table:end -->"
+
+
+def render_into(doc: str) -> str:
+    """``doc`` with the text between :data:`BEGIN` and :data:`END` replaced by the table.
+    Raises ValueError when the markers are missing."""
+    i, j = doc.find(BEGIN), doc.find(END)
+    if i < 0 or j < i:
+        raise ValueError("docs/integrity.md lacks the checks-table markers")
+    return doc[: i + len(BEGIN)] + "\n" + markdown_table() + doc[j:]
+
+
+if __name__ == "__main__":  # pragma: no cover - the doc generator
+    import sys
+    from pathlib import Path
+
+    if len(sys.argv) > 1:
+        p = Path(sys.argv[1])
+        p.write_text(render_into(p.read_text()))
+    else:
+        sys.stdout.write(markdown_table())

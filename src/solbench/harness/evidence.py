@@ -1,0 +1,193 @@
+"""One workload's evaluation state, and the evidence the parent gathers around each call.
+
+:class:`WorkloadRun` carries what the correctness rounds (:mod:`.rounds`) and the timed
+blocks (:mod:`.timed`) share: the worker, the slot pool, the input seeds, the findings so far,
+the call limits and the phase clock.
+
+Evidence here is the parent's own (threats.md principle 7): new processes of the worker's
+read from /proc before and after **every** call, OS threads, the parsed worker replies
+cross-checked against the parent's round-trip window. The worker's self-reports (its
+interposition and guard tripwires) are recorded too, as data that can only add findings.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..spec.problem import Problem
+from ..spec.trace import Finding, Status
+from ..spec.workload import Workload
+from . import guards, protocol
+from .checks import add_once, finding, has
+from .config import EvalConfig
+from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout, stray_children
+from .seeds import InputSeeds
+from .slots import SlotPool
+
+#: seconds a thread seen right after a timed call gets to exit before it counts
+THREAD_GRACE_S = 0.005
+
+#: a reported time may exceed the parent's window around the same call by this much (ms)
+#: plus 5% (clock granularity; both clocks are CLOCK_MONOTONIC on Linux)
+WINDOW_SLACK_MS = 0.5
+
+
+class CandidateError(Exception):
+    """The candidate failed in a way that ends the workload (message says where)."""
+
+
+@dataclass
+class WorkloadRun:
+    problem: Problem
+    cfg: EvalConfig
+    w: Workload
+    j: int
+    h: WorkerHandle
+    seeds: InputSeeds
+    phases: dict[str, float]
+    slots: SlotPool | None = None
+    tol: Any = None
+    findings: list[Finding] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    flush_bytes: int = 0
+    #: limit (s) of the calls after the first (set once the reference's time is known)
+    call_timeout_s: float = 0.0
+    #: slowest reference call the parent ran for this workload (s)
+    reference_call_s: float = 0.0
+    flags0: dict | None = None
+
+    def tick(self, key: str, t0: float) -> float:
+        """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""
+        now = time.perf_counter()
+        self.phases[key] = round(self.phases.get(key, 0.0) + now - t0, 4)
+        return now
+
+    def hack(self) -> bool:
+        return any(f.severity == "hack" for f in self.findings)
+
+
+def interposition_finding(what: list[str], when: str) -> Finding:
+    return finding("interposition",
+                   f"{when}: the candidate left hooks that run its code inside the harness's own steps: {what}",
+                   {"hooks": what})
+
+
+def interposition_seen(rep: Any, findings: list[Finding] | None, when: str) -> None:
+    """Record the worker's ``interposition`` report of one reply (the first one only)."""
+    hooks = getattr(rep, "interposition", None)
+    if hooks and findings is not None:
+        add_once(findings, interposition_finding(list(hooks), when))
+
+
+def window_check(run: WorkloadRun, when: str, reported: dict[str, float | None], window_ms: float) -> None:
+    """A time the worker reports for a call cannot exceed the parent's own round-trip
+    window around that call: a reply that says so was made up (REWARD_HACK)."""
+    for name, ms in reported.items():
+        if ms is not None and ms > 1.05 * window_ms + WINDOW_SLACK_MS:
+            add_once(run.findings, finding(
+                "reported_time_contradiction",
+                f"{when}: the worker reported {name} = {ms:.4g} ms for a call the parent saw "
+                f"complete within {window_ms:.4g} ms",
+                {"reported": name, "reported_ms": ms, "parent_window_ms": window_ms}))
+
+
+def kids_before(run: WorkloadRun) -> set[int]:
+    return guards.descendants(run.h.pid)
+
+
+def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> bool:
+    """New processes after one call: a descendant of the worker that was not there before the
+    call and is still alive after it (not an allowed compile/runtime helper; ``late``: no
+    compiler or shell is allowed, the calls are past compiling), or any process re-parented to
+    the harness. Checked after every call, so a process the candidate starts in each call is
+    seen in each call, whatever the workload's length. Returns True when one was found."""
+    extra = guards.unexplained_children(run.h.pid, before, late=late) + stray_children()
+    if extra:
+        add_once(run.findings, finding("child_process", f"the worker started processes {when}: {extra[:3]}",
+                                       {"processes": extra[:20], "when": when}))
+        return True
+    return False
+
+
+def returned_issue(run: WorkloadRun, rep: protocol.CallReply | protocol.TimeIterReply):
+    """(status, message) when the returned outputs (non-DPS) are not what the definition
+    declares, else None; a tensor subclass or proxy is REWARD_HACK (``non_plain_output``)."""
+    ret = rep.returned
+    slots = run.slots
+    if ret is None:
+        return None
+    if rep.count_mismatch:
+        return (Status.INCORRECT_SHAPE, f"returned {len(ret)} outputs, expected {len(slots.out_specs)}")
+    for name, m, (shape, dt) in zip(slots.names_out, ret, slots.out_specs):
+        if not m.plain:
+            if m.shape is not None:  # a tensor subclass / lazy proxy
+                add_once(run.findings, finding("non_plain_output",
+                                               f"output {name!r} is a {m.type}, not a plain torch.Tensor",
+                                               m.model_dump()))
+                return (Status.REWARD_HACK, f"output {name!r} is {m.type}")
+            return (Status.INCORRECT_SHAPE, f"output {name!r} is {m.type}, not a tensor")
+        if tuple(m.shape) != tuple(shape or ()):
+            return (Status.INCORRECT_SHAPE, f"output {name!r} has shape {tuple(m.shape)}, expected {tuple(shape or ())}")
+        if m.dtype != str(dt).replace("torch.", ""):
+            return (Status.INCORRECT_DTYPE, f"output {name!r} has dtype {m.dtype}, expected {dt}")
+        want = torch.device(run.cfg.device).type
+        if m.device is not None and m.device != want:
+            # the tensor type (torch.cuda.FloatTensor vs torch.FloatTensor) is wrong
+            return (Status.INCORRECT_DTYPE, f"output {name!r} is on {m.device}, expected {want}")
+    return None
+
+
+def guard_findings(run: WorkloadRun, when: str) -> None:
+    """The worker's own integrity checks (snapshot, interposition, backend flags), then the
+    parent's process check. The reply is the candidate's data: a missing or ill-typed field,
+    or starting flags that changed between replies, are REWARD_HACK (``guard_reply_invalid``)."""
+    h, findings = run.h, run.findings
+    try:
+        g = protocol.request(h, protocol.Guards(), timeout_s=60)
+    except protocol.ReplyInvalid as e:
+        add_once(findings, finding("guard_reply_invalid", f"{when}: {e}", {"reason": e.reason}))
+        return
+    except (WorkerDied, WorkerTimeout, ProtocolError) as e:
+        add_once(findings, finding("guard_check_failed",
+                                   f"the worker did not answer the integrity check {when}: {e}"))
+        return
+    if isinstance(g, protocol.ErrorReply):
+        add_once(findings, finding("guard_reply_invalid", f"{when}: the integrity check raised {g.type}: "
+                                   f"{g.message}", {"type": g.type}))
+        return
+    if run.flags0 is None:
+        run.flags0 = dict(g.flags0)
+    elif dict(g.flags0) != run.flags0:
+        add_once(findings, finding("guard_reply_invalid",
+                                   f"{when}: the worker's starting backend flags changed between replies",
+                                   {"before": run.flags0, "now": dict(g.flags0)}))
+    if g.changed:
+        add_once(findings, finding("harness_patch", f"timer/sync/harness functions replaced {when}: {list(g.changed)}",
+                                   {"changed": list(g.changed)}))
+    interposition_seen(g, findings, when)
+    f0, f1 = dict(g.flags0), dict(g.flags)
+    loosened = sorted(k for k in set(f0) | set(f1) if f1.get(k) != f0.get(k))
+    if loosened and not run.problem.definition.allow_tf32 and not has(findings, "backend_flags"):
+        findings.append(finding("backend_flags", f"backend precision flags changed {when}: "
+                                + ", ".join(f"{k}: {f0.get(k)} -> {f1.get(k)}" for k in loosened),
+                                {"before": f0, "after": f1}))
+    extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set()),
+                                        late="timing" in when) + stray_children()
+    if extra:
+        add_once(findings, finding("child_process", f"the worker started processes {when}: {extra}",
+                                   {"processes": extra}))
+
+
+def new_threads(run: WorkloadRun, base: set[int], seen: set[int]) -> set[int]:
+    """OS threads of the worker not in ``base`` or ``seen`` that are still alive after a
+    grace period (a joined thread's OS thread lingers in /proc for about a millisecond after
+    join() returns; seen with a per-call ThreadPool)."""
+    fresh = guards.thread_ids(run.h.pid) - base - seen
+    if fresh:
+        time.sleep(THREAD_GRACE_S)
+        fresh &= guards.thread_ids(run.h.pid)
+    return fresh

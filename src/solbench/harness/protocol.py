@@ -1,0 +1,276 @@
+"""The parent <-> worker protocol: one typed model per request and per reply.
+
+Shared by both sides. The worker builds its replies with the field names below; the parent
+parses **every** reply through :func:`parse_reply` before reading any of it, so the rest of
+the parent only ever sees validated, typed values (threats.md principle 7: what the
+candidate's process says is data, never evidence; it is checked here for type and range,
+and later cross-checked against what the parent itself observed).
+
+Wire format (unchanged): requests ``(seq, op, payload)`` pickled parent -> worker; replies
+``[seq, status, payload]`` as JSON worker -> parent (see :mod:`solbench.harness.process`).
+``status`` is ``"ok"``, ``"error"`` (the candidate raised; :class:`ErrorReply`) or
+``"compile_error"`` (build only; :class:`CompileErrorReply`).
+
+Validation is strict (pydantic strict mode, unknown fields forbidden): a string where a
+number is expected, a NaN or negative time, a list longer than any honest reply's, a missing
+required field all raise :class:`ReplyInvalid` (a :class:`~solbench.harness.process.ProtocolError`),
+which the evaluator turns into a RUNTIME_ERROR trace naming the op and the field; a guard
+reply that fails validation is evidence of tampering (REWARD_HACK, check
+``guard_reply_invalid``), since an honest worker always sends every guard field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .process import ProtocolError
+
+#: most items in any list of a reply that is bounded by the number of outputs or hooks
+MAX_ITEMS = 256
+#: most per-iteration values in a time_end reply (iterations of one timed block)
+MAX_ITERS = 100_000
+#: longest free-text field (messages, hook descriptions, type names)
+MAX_TEXT = 20_000
+#: largest time (ms) any reply may report: a day
+MAX_MS = 86_400_000.0
+
+Ms = Annotated[float, Field(ge=0.0, le=MAX_MS, allow_inf_nan=False)]
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Hooks = Annotated[list[Text], Field(max_length=MAX_ITEMS)]
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+# ------------------------------------------------------------------------------- requests
+class Request(_Msg):
+    """Base of the requests; ``op`` names the worker operation."""
+
+    op: str
+
+    def payload(self) -> dict[str, Any]:
+        """The dict the worker receives (every field but ``op``)."""
+        d = dict(self.__dict__)
+        d.pop("op")
+        return d
+
+
+class Ping(Request):
+    op: Literal["ping"] = "ping"
+
+
+class WarmProfiler(Request):
+    op: Literal["warm_profiler"] = "warm_profiler"
+
+
+class Build(Request):
+    op: Literal["build"] = "build"
+    solution: str  # Solution JSON
+    init_args: list[Any]
+    init_seed: int
+    build_timeout_s: float
+
+
+class Load(Request):
+    """Slot buffers (CPU: shm descriptors, CUDA: tensors), and the parent's flush buffer
+    (same kind) that the worker writes before every timed call."""
+
+    model_config = ConfigDict(strict=False, extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    op: Literal["load"] = "load"
+    slots: list[Any]
+    flush: Any = None
+    flush_bytes: int = 0
+
+
+class Call(Request):
+    op: Literal["call"] = "call"
+    slot: int
+    scalars: dict[str, Any] = Field(default_factory=dict)
+
+
+class Noop(Request):
+    op: Literal["noop"] = "noop"
+    slot: int | None = 0
+
+
+class TimeBegin(Request):
+    op: Literal["time_begin"] = "time_begin"
+    cupti: bool = True
+
+
+class TimeIter(Request):
+    op: Literal["time_iter"] = "time_iter"
+    slot: int
+    scalars: dict[str, Any] = Field(default_factory=dict)
+    i: int
+
+
+class TimeEnd(Request):
+    op: Literal["time_end"] = "time_end"
+
+
+class Guards(Request):
+    op: Literal["guards"] = "guards"
+
+
+class Exit(Request):
+    op: Literal["exit"] = "exit"
+
+
+# -------------------------------------------------------------------------------- replies
+class ErrorReply(_Msg):
+    """The candidate raised (or the op failed) in the worker."""
+
+    type: Annotated[str, Field(max_length=500)]
+    message: Text
+    traceback: Text = ""
+
+
+class CompileErrorReply(_Msg):
+    message: Text
+
+
+class PingReply(_Msg):
+    pid: Annotated[int, Field(gt=0)]
+
+
+class WarmProfilerReply(_Msg):
+    ms: Ms
+
+
+class BuildReply(_Msg):
+    languages: Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=32)]
+    entry_kind: Literal["class", "function"]
+    module_path: Text | None = None
+
+
+class EmptyReply(_Msg):
+    pass
+
+
+class ReturnedOutput(_Msg):
+    """What the worker saw returned for one output (non-DPS)."""
+
+    type: Annotated[str, Field(max_length=500)]
+    plain: bool
+    shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] | None
+    dtype: Annotated[str, Field(max_length=64)] | None
+    device: Annotated[str, Field(max_length=64)] | None = None
+
+
+Returned = Annotated[list[ReturnedOutput], Field(max_length=MAX_ITEMS)]
+
+
+class CallReply(_Msg):
+    returned: Returned | None
+    count_mismatch: bool = False
+    interposition: Hooks = Field(default_factory=list)
+    stream_unordered: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_ITEMS)] | None = None
+    stream_changed: bool | None = None
+
+
+class NoopReply(_Msg):
+    host_ms: Ms
+    interposition: Hooks = Field(default_factory=list)
+
+
+class TimeBeginReply(_Msg):
+    cupti: bool
+    reason: Text | None = None
+
+
+class TimeIterReply(_Msg):
+    host_ms: Ms
+    event_ms: Ms | None
+    returned: Returned | None = None
+    count_mismatch: bool = False
+    interposition: Hooks = Field(default_factory=list)
+
+
+PerIter = Annotated[list[Ms], Field(max_length=MAX_ITERS)]
+
+
+class TimeEndReply(_Msg):
+    """Device figures of one timed block (CUDA with CUPTI); ``cupti`` False otherwise."""
+
+    cupti: bool
+    reason: Text | None = None
+    note: Text | None = None
+    span_ms: PerIter = Field(default_factory=list)
+    kernel_sum_ms: PerIter = Field(default_factory=list)
+    n_activities: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_ITERS)] = Field(default_factory=list)
+    kernel_sets: Annotated[list[Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=4096)]],
+                           Field(max_length=MAX_ITERS)] = Field(default_factory=list)
+    late_ms: PerIter | None = None
+    late_all_ms: PerIter | None = None
+
+
+Flag = bool | int | float | str | None
+
+
+class GuardsReply(_Msg):
+    """The worker's own integrity checks. Every field is required: an honest worker always
+    sends all four, so a reply without one was rewritten (REWARD_HACK)."""
+
+    changed: Hooks
+    interposition: Hooks
+    flags: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)]
+    flags0: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)]
+
+
+#: op -> model of its "ok" reply
+OK_REPLIES: dict[str, type[_Msg]] = {
+    "ping": PingReply, "warm_profiler": WarmProfilerReply, "build": BuildReply, "load": EmptyReply,
+    "call": CallReply, "noop": NoopReply, "time_begin": TimeBeginReply, "time_iter": TimeIterReply,
+    "time_end": TimeEndReply, "guards": GuardsReply, "exit": EmptyReply,
+}
+
+
+class ReplyInvalid(ProtocolError):
+    """A worker reply that does not match its op's model (type, range, length, missing or
+    unknown field). ``op`` and ``reason`` (pydantic's first errors, one line) are kept."""
+
+    def __init__(self, op: str, status: str, reason: str):
+        self.op = op
+        self.status = status
+        self.reason = reason
+        super().__init__(f"malformed {op!r} reply ({status}): {reason}")
+
+
+def _reason(e: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for err in e.errors()[:limit]:
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "<reply>"
+        got = repr(err.get("input"))[:60]
+        parts.append(f"{loc}: {err.get('msg')} (got {got})")
+    more = len(e.errors()) - limit
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def parse_reply(op: str, status: str, payload: Any) -> _Msg:
+    """Validate one reply. Returns the ``ok`` model of ``op``, :class:`ErrorReply` or
+    :class:`CompileErrorReply`. Raises :class:`ReplyInvalid` for anything else."""
+    if status == "ok":
+        model = OK_REPLIES.get(op)
+        if model is None:
+            raise ReplyInvalid(op, status, "no such op")
+    elif status == "error":
+        model = ErrorReply
+    elif status == "compile_error" and op == "build":
+        model = CompileErrorReply
+    else:
+        raise ReplyInvalid(op, str(status)[:40], "unknown reply status")
+    try:
+        return model.model_validate(payload, strict=True)
+    except ValidationError as e:
+        raise ReplyInvalid(op, status, _reason(e)) from None
+
+
+def request(handle, req: Request, timeout_s: float) -> _Msg:
+    """Send ``req`` to the worker ``handle`` and return its parsed reply (raises WorkerDied,
+    WorkerTimeout, ProtocolError or ReplyInvalid)."""
+    status, payload = handle.request(req.op, req.payload(), timeout_s=timeout_s)
+    return parse_reply(req.op, status, payload)

@@ -1,0 +1,130 @@
+"""The slot pool: the parent's shared input/output buffers of one workload."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import torch
+
+from ..spec.dtypes import to_torch
+from ..spec.problem import Problem
+from ..spec.workload import Workload
+from .correctness import bits_equal, poison_
+from .shm import ShmArena
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+class SlotPool:
+    """K slots of shared input/output tensors plus the parent's pristine copy of each, and
+    the cache-flush buffer the worker writes before every timed call.
+
+    Every buffer is the parent's (CPU: sealed memfds of an :class:`ShmArena`; CUDA: tensors
+    shared by CUDA IPC), so what the parent reads back from one is what is there, not what
+    the worker says is there."""
+
+    def __init__(self, problem: Problem, w: Workload, k: int, device: str, first: dict):
+        d = problem.definition
+        env = d.resolve_axes(w.axes)
+        self.names_in = list(d.inputs)
+        self.names_out = list(d.outputs)
+        self.out_specs = [(d.shape_of(s, env), to_torch(s.dtype)) for s in d.outputs.values()]
+        self.k = k
+        self.device = device
+        self.slots: list[dict] = []
+        self.wire: list[dict] = []  # what the worker receives: CUDA tensors or /dev/shm descriptors
+        self.pristine: list[dict | None] = [None] * k
+        self.arena = ShmArena() if torch.device(device).type == "cpu" else None
+
+        self._alloc = None
+
+        def alloc(shape, stride, dt):
+            if self.arena is not None:
+                return self.arena.tensor(shape, stride, dt)
+            t = (torch.empty_strided(shape, stride, dtype=dt, device=device) if stride is not None
+                 else torch.empty(shape, dtype=dt, device=device))
+            return t, t
+
+        for _ in range(k):
+            ins, wins = [], []
+            for name in self.names_in:
+                v = first[name]
+                if isinstance(v, torch.Tensor):
+                    t, wt = alloc(tuple(v.shape), tuple(v.stride()) if _dense(v) else None, v.dtype)
+                    ins.append(t)
+                    wins.append(wt)
+                else:
+                    ins.append(None)
+                    wins.append(None)
+            outs, wouts = [], []
+            for shape, dt in self.out_specs:
+                t, wt = alloc(tuple(shape or ()), None, dt)
+                outs.append(t)
+                wouts.append(wt)
+            self.slots.append({"inputs": ins, "outputs": outs})
+            self.wire.append({"inputs": wins, "outputs": wouts})
+        self._alloc = alloc
+        self.flush = None
+        self.flush_wire = None
+
+    def ensure_flush(self, nbytes: int) -> None:
+        """Allocate the flush buffer (int32, ``nbytes`` rounded down to 4) once."""
+        if self.flush is None and nbytes >= 4:
+            self.flush, self.flush_wire = self._alloc((nbytes // 4,), None, torch.int32)
+
+    def flush_written(self, value: int, n: int = 64) -> list[int]:
+        """Positions, among ``n`` drawn from the OS's secure random source now, where the
+        flush buffer does not hold ``value`` (empty: the whole buffer was very likely written
+        with it; a flush that skipped a fraction f of the buffer survives with (1-f)^n)."""
+        if self.flush is None:
+            return []
+        rng = secrets.SystemRandom()
+        pos = [rng.randrange(self.flush.numel()) for _ in range(n)]
+        got = self.flush[torch.tensor(pos, device=self.flush.device)].tolist()
+        return [p for p, g in zip(pos, got) if g != value]
+
+    def close(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+
+    def fill(self, i: int, values: dict) -> dict[str, Any]:
+        """Copy an input set into slot i, poison its outputs; return the per-call scalars."""
+        slot = self.slots[i]
+        scalars = {}
+        for j, name in enumerate(self.names_in):
+            v = values[name]
+            if isinstance(v, torch.Tensor):
+                slot["inputs"][j].copy_(v)
+            else:
+                scalars[str(j)] = v
+        for o in slot["outputs"]:
+            poison_(o)
+        _sync(self.device)
+        self.pristine[i] = values
+        return scalars
+
+    def inputs_intact(self, i: int) -> list[str]:
+        """Names of inputs of slot i whose bits differ from the parent's pristine copy."""
+        bad = []
+        for j, name in enumerate(self.names_in):
+            t = self.slots[i]["inputs"][j]
+            if t is None:
+                continue
+            ref = self.pristine[i][name]
+            if not bits_equal(t, ref):
+                bad.append(name)
+        return bad
+
+    def outputs(self, i: int) -> list[torch.Tensor]:
+        return self.slots[i]["outputs"]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    try:
+        return t.is_contiguous() or t.is_non_overlapping_and_dense()
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,393 @@
+"""Timed blocks: the candidate's timed iterations interleaved with the eager reference's.
+
+Only the process being timed runs: the reference's worker is up and stopped while the
+candidate is timed, and the candidate's worker, every descendant of it and anything
+re-parented to the harness are stopped (SIGSTOP by pid) while the reference is. Every timed
+call gets values never seen before at one of K addresses (:class:`~.slots.SlotPool`); a
+random sample of iterations, drawn after the call from the OS's secure random source, is
+verified against the reference; after each call the parent reads the flush buffer it owns,
+the worker's threads and processes, and its own round-trip window (:mod:`.evidence`).
+From the blocks, :func:`~.measure.timing_stats` makes the statistics.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import time
+from typing import Any
+
+import torch
+
+from ..spec.trace import Finding, TimingStats
+from . import guards, protocol
+from .checks import add_once, finding, has
+from .correctness import poison_
+from .evidence import (CandidateError, WorkloadRun, interposition_seen, kids_before, new_threads,
+                       process_check, window_check)
+from .measure import Block, timing_stats
+from .process import WorkerHandle, unregistered_children
+from .rounds import Oracle
+from .telemetry import Telemetry, throttled
+from .workers import ReferenceWorkers
+
+#: IQR / median above which a timing is reported as unstable (advisory ``timing_unstable``)
+UNSTABLE_IQR_RATIO = 0.5
+
+#: the flush of timed iteration i writes this value (the worker's _timed_iter flushes i + 1)
+def flush_value(i: int) -> int:
+    return (i + 1) & 0x7FFFFFFF
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _load(run: WorkloadRun, h: WorkerHandle) -> None:
+    protocol.request(h, protocol.Load(slots=run.slots.wire, flush=run.slots.flush_wire,
+                                      flush_bytes=run.flush_bytes), timeout_s=120)
+
+
+def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5) -> float:
+    """Median round trip (ms) of ``n`` no-op requests to ``h`` (flush, checks, the copy-out of
+    outputs this size, messaging: the timed path without the call)."""
+    rts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        rep = protocol.request(h, protocol.Noop(slot=0), timeout_s=60)
+        rts.append((time.perf_counter() - t0) * 1e3)
+        interposition_seen(rep, findings, "no-op round trip")
+    return sorted(rts)[len(rts) // 2]
+
+
+def freeze_all(h: WorkerHandle) -> list[int]:
+    """SIGSTOP, by pid, every descendant of the candidate's worker and every unregistered child
+    of this process, after the worker's process group was stopped: a process in its own
+    session or re-parented here is outside that group. No allow-list: an honest runtime
+    helper (inductor's compile pool) is stopped too, it has nothing to do while the reference
+    runs. Returns the pids stopped (for :func:`thaw`)."""
+    pids = sorted(guards.descendants(h.pid)) + unregistered_children()
+    for pid in pids:
+        try:
+            os.kill(pid, 19)  # SIGSTOP
+        except OSError:
+            pass
+    return pids
+
+
+def thaw(h: WorkerHandle, pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, 18)  # SIGCONT
+        except OSError:
+            pass
+    h.resume()
+
+
+def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2) -> list[dict]:
+    """Processes of the candidate's that escaped the pause: any descendant of its worker in
+    another session than the worker's (it left the process group on purpose; honest runtime
+    helpers, inductor's compile pool included, stay in it), any unregistered child of this
+    process (re-parented here: a double fork), and any of them with a thread that still runs
+    once SIGSTOP had ``wait_s`` to land (every thread is read: a process whose main thread
+    exited runs on in its others)."""
+    sid = guards.session_id(h.pid)
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = []
+        for pid in sorted(set(guards.descendants(h.pid)) | set(frozen)):
+            run = guards.running_tasks(pid)
+            if not run and guards.proc_state(pid) in (None, "Z", "X") and len(guards.thread_ids(pid)) <= 1:
+                continue  # gone, or a zombie with no thread left (nothing can run)
+            other = sid is not None and guards.session_id(pid) not in (None, sid)
+            if other or run:
+                out.append({"pid": pid, "other_session": other, "running": run,
+                            "cmdline": guards.cmdline(pid)[:200]})
+        out += [{"pid": pid, "reparented": True, "cmdline": guards.cmdline(pid)[:200]}
+                for pid in unregistered_children()
+                if guards.running_tasks(pid) or guards.proc_state(pid) not in (None, "Z", "X")]
+        if not out or time.monotonic() > deadline or any(x.get("other_session") or x.get("reparented")
+                                                          for x in out):
+            return out
+        time.sleep(0.01)
+
+
+def ref_sched_tampered(refs: ReferenceWorkers, rh: WorkerHandle, findings: list[Finding], when: str) -> bool:
+    """The reference worker's threads no longer run as it started (policy, nice, CPU
+    affinity): the candidate, the only untrusted process here, demoted it to inflate its
+    speedup. The reference's timing is discarded, the worker replaced, REWARD_HACK."""
+    base = getattr(rh, "sched0", None)
+    bad = guards.sched_tampered(rh.pid, base) if base is not None else []
+    if not bad:
+        return False
+    add_once(findings, finding("reference_tampered",
+                               f"the eager reference's worker was demoted {when} its timed block: {bad[:3]}",
+                               {"threads": bad[:20]}))
+    refs.close()
+    return True
+
+
+class TimedBlocks:
+    """The timing of one workload (candidate and, interleaved, the eager reference)."""
+
+    def __init__(self, run: WorkloadRun, oracle: Oracle, refs: ReferenceWorkers,
+                 telemetry: Telemetry | None):
+        self.run = run
+        self.oracle = oracle
+        self.refs = refs
+        self.telemetry = telemetry
+        self._set = 1000  # timed input sets are numbered from here (their seeds under --seed)
+
+    def fresh(self) -> dict:
+        """A new input set for a timed call (a fresh seed each)."""
+        self._set += 1
+        run = self.run
+        from ..inputs import make_inputs
+
+        return make_inputs(run.problem, run.w, run.seeds.next(self._set), run.cfg.device)
+
+    def time(self) -> tuple[TimingStats, TimingStats | None, dict[str, Any]]:
+        cfg = self.run.cfg
+        # only the process being timed runs (red team round 6: the reference's start-up, or
+        # its OpenMP threads still spinning after its own block, slowed the candidate's calls,
+        # the eager reference timed against itself scored 0.06-0.3x on 2 CPU cores); on the CPU
+        # the parent's own torch work between calls (fresh inputs, verification) runs
+        # single-threaded for the same reason
+        ref_idle = self.refs.handle() if cfg.reference_timing and cfg.timing else None
+        if ref_idle is not None:
+            ref_idle.pause()
+        n = None
+        if not cfg.is_cuda:
+            n = torch.get_num_threads()
+            torch.set_num_threads(1)
+        try:
+            return self._body()
+        finally:
+            if n is not None:
+                torch.set_num_threads(n)
+            if self.refs.worker is not None and self.refs.worker.alive:
+                self.refs.worker.resume()
+
+    def _body(self):
+        run, cfg = self.run, self.run.cfg
+        h, slots, findings = run.h, run.slots, run.findings
+        k = slots.k
+        scalars = [slots.fill(0, slots.pristine[0])]
+        for i in range(1, k):
+            scalars.append(slots.fill(i, self.fresh()))
+        # no-op round trip (flush + messaging), the baseline of the plausibility check
+        overhead = noop_ms(h, findings)
+        for i in range(cfg.n_warmup()):
+            before = kids_before(run)
+            rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k]), timeout_s=run.call_timeout_s)
+            if isinstance(rep, protocol.ErrorReply):
+                raise CandidateError(f"warm-up call: {rep.type}: {rep.message}")
+            interposition_seen(rep, findings, f"warm-up call {i}")
+            process_check(run, before, f"in warm-up call {i}", late=True)
+        tele_samples = []
+        if self.telemetry is not None and self.telemetry.ok:
+            tele_samples.append(self.telemetry.sample())
+        n = cfg.n_iters()
+        halves = [n // 2, n - n // 2] if cfg.reference_timing else [n]
+        cand_blocks: list[Block] = []
+        ref_blocks: list[Block] = []
+        ref_overhead: float | None = None
+        verify_left = max(cfg.verify, math.ceil(cfg.verify_fraction * n))
+        rng = secrets.SystemRandom()
+        for b, m in enumerate(halves):
+            blk = self._block(h, scalars, m, verify=True, rng=rng,
+                              verify_n=(verify_left + 1) // 2 if b == 0 and len(halves) > 1 else verify_left,
+                              findings=findings)
+            verify_left -= blk.verified
+            cand_blocks.append(blk)
+            if cfg.reference_timing:
+                ref_overhead = self._reference_block(b, m, scalars, rng, ref_blocks, ref_overhead)
+                # restore the candidate's view of the slots
+                _load(run, h)
+        if self.telemetry is not None and self.telemetry.ok:
+            tele_samples.append(self.telemetry.sample())
+        # one baseline for both sides, the smaller of the two workers' no-op medians: the
+        # candidate can only make its own no-op slower (a larger subtraction), never the
+        # trusted reference worker's; the same value on both sides keeps the comparison even
+        both = min(overhead, ref_overhead) if ref_overhead is not None else overhead
+        # (the plausibility verdict keeps the candidate's own no-op: measured under the same
+        # host load as its calls, it does not turn a busy moment into a hack)
+        common = dict(is_cuda=cfg.is_cuda, warmup=cfg.n_warmup(), flush_bytes=run.flush_bytes)
+        timing = timing_stats(cand_blocks, findings=findings, overhead=both, plausibility_overhead=overhead, **common)
+        ref_timing = timing_stats(ref_blocks, findings=None, overhead=both, **common) if ref_blocks else None
+        for who, ts in (("candidate", timing), ("eager reference", ref_timing)):
+            # a spread as large as the median: the host (or GPU) was busy with something else;
+            # the speedup of such a run says little (seen on a shared 2-core CPU host, where
+            # scheduler ticks of 4-16 ms land inside sub-ms calls)
+            if ts is not None and ts.n_samples >= 5 and ts.median_ms and ts.iqr_ms is not None \
+                    and ts.iqr_ms > UNSTABLE_IQR_RATIO * ts.median_ms:
+                findings.append(finding(
+                    "timing_unstable",
+                    f"{who}: IQR {ts.iqr_ms:.4g} ms vs median {ts.median_ms:.4g} ms over {ts.n_samples} "
+                    "samples; the machine was not quiet, rerun before trusting this time",
+                    {"who": who, "iqr_ms": ts.iqr_ms, "median_ms": ts.median_ms}))
+        tele: dict[str, Any] = {"samples": tele_samples}
+        thr = throttled(tele_samples)
+        if thr:
+            tele["throttled"] = thr
+            findings.append(finding("throttled", f"clock throttle reasons during timing: {thr}"))
+        return timing, ref_timing, tele
+
+    def _reference_block(self, b: int, m: int, scalars: list, rng, ref_blocks: list[Block],
+                         ref_overhead: float | None) -> float | None:
+        """One block of the eager reference in its own (trusted) worker, with every process of
+        the candidate's stopped. Returns the reference worker's no-op baseline."""
+        run, cfg = self.run, self.run.cfg
+        h, slots, findings, k = run.h, run.slots, run.findings, run.slots.k
+        t_ref = time.perf_counter()
+        rh = self.refs.handle()
+        run.tick("ref_timing.worker", t_ref)
+        if rh is not None and ref_sched_tampered(self.refs, rh, findings, "before"):
+            rh = None
+        if rh is not None:
+            h.pause()  # the candidate cannot run (or slow the reference) while it is timed
+            frozen = freeze_all(h)
+            running = unfrozen(h, frozen)
+            if running:
+                # a process of the candidate's outside its stopped process group (its own
+                # session, or re-parented here) would run beside the reference
+                findings.append(finding(
+                    "child_process",
+                    "processes of the candidate kept running while its worker was stopped for the "
+                    f"reference's timing: {running[:3]}", {"processes": running[:20]}))
+                for r in running:
+                    try:
+                        os.kill(r["pid"], 9)
+                    except OSError:
+                        pass
+                thaw(h, frozen)
+                raise CandidateError("a process of the candidate ran beside the reference")
+            rh.resume()
+            try:
+                _load(run, rh)
+                if ref_overhead is None:
+                    # the no-op baseline measured with trusted code (the reference's worker):
+                    # the candidate's own worker runs the candidate's hooks and could make its
+                    # no-op slower, i.e. its subtraction larger
+                    ref_overhead = noop_ms(rh, None)
+                for i in range(cfg.n_warmup() if b == 0 else 1):
+                    protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
+                                     timeout_s=run.call_timeout_s)
+                ref_blocks.append(self._block(rh, scalars, m, verify=False, rng=rng, verify_n=0, findings=None))
+            except Exception as e:  # noqa: BLE001 - reference timing is best effort
+                self.refs.worker = None
+                findings.append(finding("reference_timing_failed", f"{type(e).__name__}: {e}"))
+            finally:
+                # reference outputs must not be left where the candidate can read them
+                for sl in range(k):
+                    for o in slots.outputs(sl):
+                        poison_(o)
+                _sync(cfg.device)
+                if rh.alive:
+                    rh.pause()
+                thaw(h, frozen)
+            if self.refs.worker is rh and ref_sched_tampered(self.refs, rh, findings, "after"):
+                ref_blocks.clear()
+        run.phases["reference_timing"] = round(run.phases.get("reference_timing", 0.0)
+                                               + time.perf_counter() - t_ref, 3)
+        return ref_overhead
+
+    def _block(self, h: WorkerHandle, scalars: list, m: int, *, verify: bool, rng, verify_n: int,
+               findings: list[Finding] | None) -> Block:
+        run, cfg = self.run, self.run.cfg
+        slots, k = run.slots, run.slots.k
+        candidate = findings is not None
+        # sub-phases (seconds, summed over blocks; "ref_timing." for the reference's blocks):
+        # where the harness's own time goes, so per-pair cost can be measured and not guessed
+        pre = "timing." if candidate else "ref_timing."
+        tp = time.perf_counter()
+        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti), timeout_s=60)
+        if isinstance(info, protocol.ErrorReply):
+            raise CandidateError(f"time_begin: {info.type}: {info.message}")
+        tp = run.tick(pre + "profiler", tp)
+        base_tids = guards.thread_ids(h.pid)
+        to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
+        blk = Block(cupti_reason=info.reason)
+        seen_threads: set[int] = set()
+        for i in range(m):
+            s = i % k
+            # every timed call gets values never seen before (by either worker), at one of K
+            # addresses; outputs are poisoned again by fill()
+            scalars[s] = slots.fill(s, self.fresh())
+            tp = run.tick(pre + "inputs", tp)
+            before = kids_before(run) if candidate else set()
+            t0 = time.perf_counter()
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
+                                   timeout_s=run.call_timeout_s)
+            rt = (time.perf_counter() - t0) * 1e3
+            tp = run.tick(pre + "calls", tp)
+            if isinstance(rep, protocol.ErrorReply):
+                raise CandidateError(f"timed call {i}: {rep.type}: {rep.message}")
+            blk.roundtrip.append(rt)
+            blk.host.append(rep.host_ms)
+            blk.event.append(rep.event_ms)
+            if candidate:
+                interposition_seen(rep, findings, f"timed iteration {i}")
+                window_check(run, f"timed iteration {i}", {"host_ms": rep.host_ms, "event_ms": rep.event_ms}, rt)
+                seen_threads |= new_threads(run, base_tids, seen_threads)
+                process_check(run, before, f"in timed iteration {i}", late=True)
+                bad = slots.flush_written(flush_value(i))
+                if bad and not has(findings, "flush_skipped"):
+                    findings.append(finding(
+                        "flush_skipped",
+                        f"timed iteration {i}: {len(bad)} of 64 random words of the parent's flush buffer "
+                        f"do not hold the value its flush writes ({flush_value(i)})",
+                        {"iteration": i, "positions": bad[:16]}))
+                nonplain = [x for x in (rep.returned or []) if not x.plain]
+                if nonplain:
+                    add_once(findings, finding("non_plain_output", f"timed iteration {i} returned {nonplain[0].type}",
+                                               nonplain[0].model_dump()))
+            tp = run.tick(pre + "guards", tp)
+            if i in to_verify and candidate:
+                self._verify(i, s)
+                blk.verified += 1
+                tp = run.tick(pre + "verify", tp)
+        end = protocol.request(h, protocol.TimeEnd(), timeout_s=120)
+        if isinstance(end, protocol.ErrorReply):
+            raise CandidateError(f"time_end: {end.type}: {end.message}")
+        run.tick(pre + "profiler", tp)
+        if candidate and end.cupti:
+            # a call's device span lies inside the parent's round trip around it (the kernel
+            # sum may not: kernels on several streams overlap)
+            for i, (x, rt) in enumerate(zip(end.span_ms, blk.roundtrip)):
+                window_check(run, f"timed iteration {i}", {"span_ms": x}, rt)
+        if candidate and seen_threads:
+            findings.append(finding("background_thread",
+                                    f"{len(seen_threads)} OS thread(s) appeared during timed calls",
+                                    {"thread_ids": sorted(seen_threads)[:20]}))
+        blk.end = end
+        blk.cupti_reason = blk.cupti_reason or end.reason
+        if end.cupti and len(end.span_ms) != m:
+            raise CandidateError(f"time_end: {len(end.span_ms)} device spans for {m} timed calls")
+        return blk
+
+    def _verify(self, i: int, s: int) -> None:
+        """Check the outputs of timed iteration ``i`` (slot ``s``) against the reference, with
+        the same limits as the correctness rounds."""
+        run = self.run
+        slots, findings = run.slots, run.findings
+        outs = [o.clone() for o in slots.outputs(s)]  # snapshot at once: late writes do not count
+        ref_out = self.oracle.run(slots.pristine[s])
+        rep, pf = self.oracle.judge(outs, ref_out, slots.pristine[s], run.tol, slots, run.cfg.precision_check)
+        if pf is not None and not has(findings, "precision_downgrade"):
+            pf.message = f"timed iteration {i}: " + pf.message
+            findings.append(pf)
+        if not rep.passed and not has(findings, "timed_output_mismatch"):
+            o = next(x for x in rep.outputs if x.failed_check)
+            findings.append(finding(
+                "timed_output_mismatch",
+                f"timed iteration {i}: output wrong for its inputs ({o.failed_check}: {o.detail}) "
+                "although the correctness rounds passed",
+                {"iteration": i, "failed_check": o.failed_check, "rel_l2": o.rel_l2,
+                 "write_coverage": o.write_coverage}))
+        mutated = slots.inputs_intact(s)
+        if mutated and not has(findings, "input_mutation"):
+            findings.append(finding("input_mutation", f"timed iteration {i} wrote to inputs {mutated}",
+                                    {"inputs": mutated}))

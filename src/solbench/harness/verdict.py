@@ -1,0 +1,100 @@
+"""The one place that decides a trace's status.
+
+:func:`decide` maps the evidence of one (solution, workload) evaluation to a status; the
+evaluator calls it for every trace it makes and the pipeline calls :func:`rejudge` when the
+SOL step adds findings. Nothing else sets or changes a status.
+
+Evidence, in the order it decides:
+
+1. ``failure`` of kind COMPILE_ERROR or INVALID_REFERENCE: nothing of the candidate's was
+   judged (it did not build, or the problem itself is broken); that status.
+2. any finding of severity ``hack`` (:mod:`solbench.harness.checks`): REWARD_HACK, whatever
+   else happened (a hack found before a crash or a wrong answer is still a hack).
+3. any other ``failure`` observed by the parent (the worker died, hung, replied garbage, the
+   outputs had the wrong shape / dtype, a correctness round failed): its status.
+4. a finding of severity ``incorrect``: INCORRECT_NUMERICAL.
+5. otherwise PASSED.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..spec.trace import Finding, Status, Trace
+from .checks import Severity
+
+#: statuses a failure can carry
+FAILURE_STATUSES = frozenset(Status) - {Status.PASSED, Status.REWARD_HACK}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Something the parent observed that ends the evaluation of a workload: the status it
+    stands for and a one-line reason (goes to the end of the trace's log)."""
+
+    status: Status
+    reason: str
+
+    def __post_init__(self):
+        if self.status not in FAILURE_STATUSES:
+            raise ValueError(f"{self.status} is not a failure status")
+
+
+def decide(findings: Iterable[Finding], failure: Failure | None = None) -> Status:
+    """The status of one evaluation (rules in the module doc). Pure."""
+    findings = list(findings)
+    if failure is not None and failure.status in (Status.COMPILE_ERROR, Status.INVALID_REFERENCE):
+        return failure.status
+    if any(f.severity == Severity.HACK.value for f in findings):
+        return Status.REWARD_HACK
+    if failure is not None:
+        return failure.status
+    if any(f.severity == Severity.INCORRECT.value for f in findings):
+        return Status.INCORRECT_NUMERICAL
+    return Status.PASSED
+
+
+def rejudge(trace: Trace, new_findings: list[Finding]) -> Trace:
+    """``trace`` with ``new_findings`` added and its status decided again from all of them
+    (a PASSED trace keeps its figures only while it stays PASSED). Returns a new Trace."""
+    if not new_findings:
+        return trace
+    ev = trace.evaluation.model_copy(deep=True)
+    ev.findings.extend(new_findings)
+    prior = None if ev.status in (Status.PASSED, Status.REWARD_HACK) else Failure(ev.status, "")
+    if ev.status == Status.REWARD_HACK:  # its deciding finding is still among the findings
+        prior = None
+    status = decide(ev.findings, prior)
+    if status != Status.PASSED:
+        ev.performance = None
+        if ev.sol is not None:
+            ev.sol = {**ev.sol, "score": None}
+    ev.status = status
+    return Trace.model_validate({**trace.model_dump(), "evaluation": ev.model_dump()})
+
+
+def sol_findings(latency_ms: float | None, reference_ms: float | None, sol_ms: float | None,
+                 hardware: str) -> list[Finding]:
+    """Findings of a measured time against the speed-of-light bound T_SOL (ms).
+
+    This is the hook for ``solbench.sol.classify_against_sol`` (the sol package's own
+    classification, being added in parallel and not on main when this was written): when it
+    lands, this function returns its findings instead of applying the rule below. A time
+    below T_SOL is never scored: when the eager reference also beats the bound, the bound is
+    suspect (``sol_bound_violated``, advisory); when only the candidate does, the measurement
+    cannot be trusted (``faster_than_sol``, hack).
+    """
+    from .checks import finding
+
+    if not sol_ms or latency_ms is None or latency_ms >= sol_ms:
+        return []
+    if reference_ms is not None and reference_ms < sol_ms:
+        return [finding("sol_bound_violated",
+                        f"both the candidate ({latency_ms:.4g} ms) and the eager reference "
+                        f"({reference_ms:.4g} ms) beat T_SOL {sol_ms:.4g} ms: the bound is wrong "
+                        "for this workload; no score", {"sol_ms": sol_ms})]
+    return [finding("faster_than_sol",
+                    f"measured {latency_ms:.4g} ms is below the speed-of-light bound {sol_ms:.4g} ms "
+                    f"on {hardware}: a broken measurement or tampering",
+                    {"latency_ms": latency_ms, "sol_ms": sol_ms})]
