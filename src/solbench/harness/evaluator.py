@@ -209,6 +209,11 @@ class Evaluator:
 
             failure, corr = run_rounds(run, self.oracle, plan, first)
             if failure is not None:
+                if failure.status in (Status.INCORRECT_NUMERICAL, Status.INCORRECT_SHAPE, Status.INCORRECT_DTYPE):
+                    # the worker is alive: its integrity evidence still counts (a candidate that
+                    # loosened the precision flags and then failed the tolerance is a hack:
+                    # set_float32_matmul_precision("medium") on a CPU whose oneDNN uses bf16)
+                    guard_findings(run, "after correctness")
                 return done(failure, corr)
             guard_findings(run, "after correctness")
             self._phases["correctness"] = round(time.perf_counter() - t_phase, 3)
