@@ -168,6 +168,11 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
     subs: list[str] = []
     pricing: dict[str, dict] = {}
     notes = list(counts.notes)
+    if model == "solar" and hw.solar_spec:
+        # upstream prices this GPU with other constants (B200: the 1.5 GHz lock): the solar
+        # model exists to reproduce upstream's figures, so it uses them
+        notes.append(f"solar model on {hw.id} uses {hw.solar_spec} (upstream SOLAR's constants for it)")
+        hw = load_hardware(hw.solar_spec)
     flops: dict[str, float] = {}
     tensor_terms: dict[str, float] = {}
     terms: dict[str, float] = {}
