@@ -114,6 +114,33 @@ _MMA_PACKETS = {
 }
 
 
+def flat_tensors(*trees) -> list:
+    """The tensors in ``trees`` (args tuples, kwargs dicts, outputs), in order: one or two
+    levels of tuple/list/dict, as aten schemas allow (Tensor[] arguments, tuple results);
+    anything deeper goes through pytree. Much cheaper than ``tree_flatten`` per op."""
+    out = []
+    Tensor = torch.Tensor
+    for tree in trees:
+        if isinstance(tree, Tensor):
+            out.append(tree)
+            continue
+        items = tree.values() if isinstance(tree, dict) else tree
+        if not isinstance(items, (tuple, list, type({}.values()))):
+            continue
+        for x in items:
+            if isinstance(x, Tensor):
+                out.append(x)
+            elif isinstance(x, (tuple, list)):
+                for y in x:
+                    if isinstance(y, Tensor):
+                        out.append(y)
+                    elif isinstance(y, (tuple, list, dict)):
+                        out.extend(t for t in tree_flatten(y)[0] if isinstance(t, Tensor))
+            elif isinstance(x, dict):
+                out.extend(t for t in tree_flatten(x)[0] if isinstance(t, Tensor))
+    return out
+
+
 def _elem_bytes(t: torch.Tensor) -> float:
     return float(t.element_size())
 
@@ -320,7 +347,7 @@ class _CountingMode(TorchDispatchMode):
             return skip
         dst = args[0]
         dkey = _skey(dst)
-        outs = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+        outs = flat_tensors(out)
         if name == "copy" and len(args) > 1 and isinstance(args[1], torch.Tensor):
             src = args[1]
             skey_ = _skey(src)
@@ -446,14 +473,14 @@ class _CountingMode(TorchDispatchMode):
         else:
             out = func(*args, **kwargs)
         try:
-            flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
-            flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+            flat_in = flat_tensors(args, kwargs)
+            flat_out = flat_tensors(out)
             self.propagate(name, args, flat_in, flat_out)
         except Exception as e:  # noqa: BLE001 - provenance is best effort; the dtype rank stands
             self.c.notes.append(f"{name}: precision provenance failed ({type(e).__name__}: {e})")
         if self.depth == 0:
             try:
-                self._record(func, name, args, kwargs, out)
+                self._record(func, name, args, kwargs, out, flat_in, flat_out)
             except Exception as e:  # noqa: BLE001 - never lose the run over one formula
                 self.c.notes.append(f"{name}: counting failed ({type(e).__name__}: {e})")
                 self.c.unknown_ops[name] += 1
@@ -473,13 +500,11 @@ class _CountingMode(TorchDispatchMode):
             return torch.zeros(x.shape, dtype=x.dtype)
         return tree_map(mat, meta_out)
 
-    def _record(self, func, name, args, kwargs, out) -> None:
+    def _record(self, func, name, args, kwargs, out, flat_in, flat_out) -> None:
         c = self.c
         c.op_counts[name] += 1
         if name in optab.VIEW_OPS:
             return
-        flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
-        flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
         skip = self.track_alias(func, name, args, kwargs, out)
         self.note_reads(name, flat_in, out, skip)
         for t in flat_out:
@@ -808,15 +833,24 @@ def _custom_inputs(problem, workload, env, device: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------
 
-def _run_once(problem, workload, *, real: bool) -> Counts:
+def _run_once(problem, workload, *, real: bool, meta: bool = False) -> Counts:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    counts = Counts(mode="real" if real else "fake", real_tensors=real)
+    counts = Counts(mode="real" if real else ("meta" if meta else "fake"), real_tensors=real)
     if real:
         torch.manual_seed(0)  # synthesised values (and so data-dependent paths) are reproducible
     counts.source_quant = source_quant_formats(problem.definition.reference)
     env = problem.definition.resolve_axes(workload.axes)
-    fake_mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    gen_device = "cpu"
+    if real:
+        fake_mode = None
+    elif meta:
+        # meta tensors: shapes and dtypes only, dispatched to the C++ meta kernels (several
+        # times cheaper per op than FakeTensorMode); tensors the reference makes land on meta
+        fake_mode = torch.device("meta")
+        gen_device = "meta"
+    else:
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     mode = _CountingMode(counts, short_circuit=real)
     ctx_stack = []
     try:
@@ -832,7 +866,7 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                     with _CountingMode(gen_counts, short_circuit=True):
                         vals = _custom_inputs(problem, workload, env, "cpu")
                 else:
-                    vals = _custom_inputs(problem, workload, env, "cpu")
+                    vals = _custom_inputs(problem, workload, env, gen_device)
             else:
                 vals = _declared_inputs(problem, workload, env, real=real, counts=counts)
             params: list[tuple[str, torch.Tensor]] = []
@@ -924,7 +958,7 @@ def _storage_key(t: torch.Tensor):
 
 
 def count_workload(problem, workload, *, allow_real: bool = True,
-                   max_real_bytes: float = 6e9) -> Counts:
+                   max_real_bytes: float = 6e9, meta: bool = True) -> Counts:
     """Count the work of ``problem``'s reference on ``workload`` (see module docstring).
 
     Args:
@@ -933,10 +967,16 @@ def count_workload(problem, workload, *, allow_real: bool = True,
         allow_real: fall back to real CPU tensors when the fake run needs values.
         max_real_bytes: refuse the real fallback when the declared inputs exceed this many
             bytes (the CPU would run out of memory or time).
+        meta: try the meta device first (mode ``meta``), then FakeTensors (``fake``).
 
     Raises:
         CountingError: neither run succeeded (the message gives both reasons).
     """
+    if meta:
+        try:
+            return _run_once(problem, workload, real=False, meta=True)
+        except Exception:  # noqa: BLE001 - a reference the meta device cannot run: FakeTensors
+            pass
     try:
         return _run_once(problem, workload, real=False)
     except Exception as e:  # noqa: BLE001 - any failure of the fake run falls back
