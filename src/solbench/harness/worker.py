@@ -74,6 +74,7 @@ class Worker:
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "guards.verify_snapshot": (guards, "verify_snapshot"),
                                   "guards.backend_flags": (guards, "backend_flags"),
+                                  "guards.gc_interposition": (guards, "gc_interposition"),
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
                                   "guards._dump_table": (guards, "_dump_table"),
                                   "guards._exec_lines": (guards, "_exec_lines")})
@@ -263,7 +264,11 @@ class Worker:
         thread is seen by the parent's thread accounting)."""
         out = []
         now = self._interposition_state()
+        out.extend(self.guards.gc_interposition(self._interp0["gc_threshold"], now["gc_threshold"],
+                                                self._interp0["gc_callbacks"], now["gc_callbacks"]))
         for k, v0 in self._interp0.items():
+            if k in ("gc_threshold", "gc_callbacks"):  # only a lowered threshold or a new callback
+                continue
             if isinstance(v0, frozenset) and now[k] != v0:
                 out.append(f"{k}: added {sorted(now[k] - v0)}, removed {sorted(v0 - now[k])}"[:200])
             elif now[k] is not v0 and now[k] != v0:
