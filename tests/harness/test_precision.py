@@ -1,7 +1,9 @@
 """Precision-downgrade findings need evidence (harness/precision.py, pure), backend flag
 changes carry their direction (guards.precision_flag_changes), and the gc rule flags only a
 lowered threshold or a new callback (guards.gc_interposition; end to end: raising the
-thresholds is PASSED, lowering them stays interposition in test_hidden_work.py)."""
+thresholds is PASSED, lowering them stays interposition in test_hidden_work.py). Honest
+return forms: a torch.return_types structseq and a namedtuple (whose own methods lie) are
+unpacked through tuple's slots and PASS; a list subclass stays a non-plain container."""
 import subprocess
 import sys
 
@@ -161,3 +163,73 @@ def test_raised_gc_threshold_passes(tmp_path, solbench_cache):
                     EvalConfig(device="cpu", iters=8, rounds=2, reference_timing=False))
     assert t.evaluation.status == Status.PASSED, (t.evaluation.log, t.evaluation.findings)
     assert not [f for f in t.evaluation.findings if f.check == "interposition"]
+
+
+# ---------------------------------------------------------------- honest return forms
+MAX_DEF = {"name": "row_max", "axes": {"m": {"type": "var"}, "n": {"type": "const", "value": 64}},
+           "inputs": {"x": {"shape": ["m", "n"], "dtype": "float32"}},
+           "outputs": {"values": {"shape": ["m"], "dtype": "float32"},
+                       "indices": {"shape": ["m"], "dtype": "int64"}},
+           "reference": "import torch\n\ndef run(x):\n    v, i = torch.max(x, dim=-1)\n    return v, i\n"}
+
+STRUCTSEQ = "import torch\n\ndef run(x):\n    return torch.max(x, dim=-1)\n"
+
+#: a namedtuple whose own methods lie: the harness must read the stored elements
+NAMEDTUPLE = """import collections
+import torch
+
+_Out = collections.namedtuple("_Out", ["values", "indices"])
+
+
+class Out(_Out):
+    def __iter__(self):
+        raise RuntimeError("iterated")
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        raise RuntimeError("indexed")
+
+
+def run(x):
+    v, i = torch.max(x, dim=-1)
+    return Out(v, i)
+"""
+
+#: a list subclass stays a non-plain container (it could compute lazily when iterated)
+LAZY_LIST = """import torch
+
+
+class Later(list):
+    def __iter__(self):
+        return iter([torch.zeros(self.m), torch.zeros(self.m, dtype=torch.int64)])
+
+
+def run(x):
+    out = Later()
+    out.m = x.shape[0]
+    return out
+"""
+
+
+def _max_problem(tmp_path):
+    return load_problem(write_problem(tmp_path / "mx", MAX_DEF, [
+        {"uuid": "w", "axes": {"m": 32}, "inputs": {"x": {"type": "random"}}}]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,src", [("structseq", STRUCTSEQ), ("namedtuple", NAMEDTUPLE)])
+def test_tuple_subclass_returns_pass(tmp_path, solbench_cache, name, src):
+    p = _max_problem(tmp_path)
+    (t,) = evaluate(p, py_solution(name, src, p.name), EvalConfig(device="cpu", iters=4, rounds=2,
+                                                                  reference_timing=False))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.log, t.evaluation.findings)
+
+
+@pytest.mark.slow
+def test_list_subclass_stays_non_plain(tmp_path, solbench_cache):
+    p = _max_problem(tmp_path)
+    (t,) = evaluate(p, py_solution("lazy", LAZY_LIST, p.name), EvalConfig(device="cpu", iters=4, rounds=2,
+                                                                          reference_timing=False))
+    assert t.evaluation.status != Status.PASSED

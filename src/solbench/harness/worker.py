@@ -335,12 +335,23 @@ class Worker:
             pass
 
     def _materialize(self, ret):
-        """(outputs list, container type name or None). Only an exact tuple/list (or a single
-        value) is unpacked, inside the timed region: a container subclass could compute lazily
-        when iterated after the clock stopped, so it is reported instead."""
+        """(outputs list, container type name or None). An exact tuple/list (or a single value)
+        is unpacked, inside the timed region. A tuple subclass (``torch.return_types`` structseq
+        such as ``torch.max(x, dim=-1)``, a namedtuple) is unpacked through tuple's own slots
+        (``tuple.__len__`` / ``tuple.__getitem__`` read the stored elements at C level; they
+        cannot be overridden and raise TypeError for anything that is not a real tuple), so
+        none of the subclass's own methods runs. Any other container (a list subclass, an
+        object with ``__iter__``) could compute lazily when iterated after the clock stopped,
+        so it is reported instead."""
         t = type(ret)
         if t is tuple or t is list:
             return list(ret), None
+        try:
+            n = tuple.__len__(ret)
+        except TypeError:
+            n = None
+        if n is not None:
+            return [tuple.__getitem__(ret, i) for i in range(n)], None
         if t is self.torch.Tensor or not hasattr(ret, "__iter__"):
             return [ret], None
         return [ret], f"{t.__module__}.{t.__qualname__}"
