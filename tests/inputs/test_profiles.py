@@ -141,3 +141,18 @@ def test_fp4_quantization_by_hand():
     got = unpack_fp4(_fp4_quantize(x))
     assert got.tolist() == [[0.0, 0.5, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0, -0.0, -1.0]]
     assert math.copysign(1, got[0, 10].item()) == -1
+
+
+def test_bad_role_is_a_spec_error_naming_the_field(tmp_path):
+    from solbench.errors import SpecError
+
+    d = {"name": "r", "axes": {"n": {"type": "const", "value": 4}},
+         "inputs": {"x": {"shape": ["n"], "dtype": "float32"}}, "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+         "reference": "def run(x):\n    return x\n", "input_roles": {"x": "sparkly"}}
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "definition.json").write_text(json.dumps(d))
+    (root / "workload.jsonl").write_text(json.dumps({"uuid": "w", "axes": {}, "inputs": {"x": {"type": "random"}}}) + "\n")
+    prob = load_problem(root)
+    with pytest.raises(SpecError, match="input_roles.x"):
+        make_inputs(prob, prob.workloads[0], 0)

@@ -149,7 +149,7 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
     if r == "role_mask" and not dtype.is_floating_point:
         return torch.randint(0, 2, shape, generator=g, device=dev, dtype=dtype)
     if not dtype.is_floating_point:
-        raise SpecError("<definition>", "input_roles", f"role {r} needs a float input, got {dtype}")
+        raise ValueError(f"rule {r} needs a float input, got {dtype}")
 
     strict = profile in ("strict", "stress")
     if r == "fp8_randn_clamped":
@@ -213,7 +213,8 @@ def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | s
     (``"scalar"``, ``"random_scalar"``, ``"safetensors"``, ``"custom"``).
 
     Raises:
-        ValueError: an axis of the workload cannot be resolved, or an unknown role.
+        ValueError: an axis of the workload cannot be resolved.
+        SpecError: an unknown role (names the problem and ``input_roles.<name>``).
     """
     defn = problem.definition
     env = defn.resolve_axes(workload.axes)
@@ -230,8 +231,11 @@ def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | s
         elif spec.shape is None:
             out[name] = "random_scalar"
         else:
-            out[name] = classify(name, defn.shape_of(spec, env), to_torch(spec.dtype),
-                                 spec.description, role=roles.get(name), op_type=defn.op_type)
+            try:
+                out[name] = classify(name, defn.shape_of(spec, env), to_torch(spec.dtype),
+                                     spec.description, role=roles.get(name), op_type=defn.op_type)
+            except ValueError as e:
+                raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
     return out
 
 
@@ -272,7 +276,8 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
     Raises:
         MissingBlobError: a safetensors blob is not on disk (names workload, input, path).
         SpecError: the custom entrypoint is missing, fails, or returns a wrong shape/dtype.
-        ValueError: an unknown profile or role.
+        ValueError: an unknown profile.
+        SpecError: an unknown role, or a role that needs another dtype.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: expected one of {PROFILES}")
@@ -340,8 +345,11 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
             if shape is None:
                 out[name] = _random_scalar(dtype, g)
             else:
-                out[name] = _draw(rules[name], shape, dtype, spec.description, profile,
-                                  stress_class, env, g, dev)
+                try:
+                    out[name] = _draw(rules[name], shape, dtype, spec.description, profile,
+                                      stress_class, env, g, dev)
+                except ValueError as e:
+                    raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
         else:  # pragma: no cover - CustomInput handled above
             raise SpecError(problem.path, f"inputs.{name}", "mixed custom inputs")
     return out
