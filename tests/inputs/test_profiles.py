@@ -156,3 +156,31 @@ def test_bad_role_is_a_spec_error_naming_the_field(tmp_path):
     prob = load_problem(root)
     with pytest.raises(SpecError, match="input_roles.x"):
         make_inputs(prob, prob.workloads[0], 0)
+
+
+def test_causal_kernel_correct_upstream_is_correct_here(tmp_path):
+    # issue 13's L1/015 case: a kernel that applies causality itself (as upstream-correct agent
+    # solutions do) is right on upstream's causal-mask inputs; on a random 0/1 mask it was not
+    prob = _problem(
+        tmp_path, "gqa", {
+            "q": {"shape": ["b", "h", "s", "d"], "dtype": "float32"},
+            "k": {"shape": ["b", "h", "s", "d"], "dtype": "float32"},
+            "v": {"shape": ["b", "h", "s", "d"], "dtype": "float32"},
+            "attention_mask": {"shape": ["b", "1", "s", "s"], "dtype": "float32",
+                               "description": "Causal attention mask (additive, -inf for masked positions)"}},
+        {"out": {"shape": ["b", "h", "s", "d"], "dtype": "float32"}},
+        "import torch\ndef run(q, k, v, attention_mask):\n"
+        "    a = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + attention_mask, -1)\n"
+        "    return a @ v\n", {"b": 2, "h": 2, "s": 16, "d": 8})
+
+    def cand(q, k, v, attention_mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    w = prob.workloads[0]
+    for profile in ("upstream", "strict"):
+        rep, ref_rep = _check(cand, prob, make_inputs(prob, w, 4, profile=profile))
+        assert ref_rep.passed and rep.passed, (profile, rep.failed_check)
+    x = make_inputs(prob, w, 4)
+    x["attention_mask"] = torch.randint(0, 2, x["attention_mask"].shape).float()  # the old draw
+    rep, _ = _check(cand, prob, x)
+    assert not rep.passed
