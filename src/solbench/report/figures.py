@@ -102,8 +102,9 @@ def fig_fast_p(us: Sequence[Unit], path: Path, title: str = "") -> dict:
     for u in us:
         by[u.label].append(u)
     top = max([u.speedup for u in us if u.speedup] + [2.0])
-    pmax = min(max(2.0, top * 1.05), 50.0)
-    ps = [pmax * i / 200 for i in range(201)]
+    pmax = min(max(2.0, top * 1.05), 100.0)
+    pmin = 0.25
+    ps = [pmin * (pmax / pmin) ** (i / 200) for i in range(201)]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     col = _colors(by)
     out = {}
@@ -112,8 +113,8 @@ def fig_fast_p(us: Sequence[Unit], path: Path, title: str = "") -> dict:
         ax.plot(ps, ys, color=col[lab], lw=1.5, label=f"{lab} ({len(uu)} problems)")
         out[lab] = {f"{p:g}": v for p, v in zip((0.0, 1.0, 1.5, 2.0), fast_p_curve(uu, (0.0, 1.0, 1.5, 2.0)))}
     ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("symlog", linthresh=1.0)
-    ax.set_xlabel("speedup threshold p")
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup threshold p (log)")
     ax.set_ylabel("fast_p (share of problems correct and > p x faster)")
     ax.set_ylim(0, 1.02)
     ax.set_title(title or "fast_p against p")
@@ -186,8 +187,9 @@ def fig_roofline(rows: Sequence[TraceRow], path: Path) -> dict:
             xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
             peaks = [("CUDA fp32", spec.peak.cuda_flops_per_s.get("fp32"))]
             if spec.peak.tensor_flops_per_s:
-                k, v = max(spec.peak.tensor_flops_per_s.items(), key=lambda kv: kv[1] if kv[0] != "fp64" else 0)
-                peaks.append((f"tensor {k}", v))
+                tf = spec.peak.tensor_flops_per_s
+                k = "bf16" if "bf16" in tf else max(tf, key=tf.get)
+                peaks.append((f"tensor {k}", tf[k]))
             for name, peak in peaks:
                 if peak:
                     ax.plot(xs, [min(peak, bw * x) for x in xs], lw=1, ls="--",

@@ -33,7 +33,7 @@ th{background:#f3f4f6}td.l,th.l{text-align:left}tr:nth-child(even) td{background
 .bad{background:#fdecea;border:1px solid #f5a3a3;padding:8px 12px;margin:8px 0}
 .figs img{max-width:100%;border:1px solid #eee;margin:6px 0}.muted{color:#666;font-size:12px}
 details pre{white-space:pre-wrap;font-size:11px;background:#f6f8fa;padding:6px;margin:2px 0}
-.headline td:first-child{text-align:left}
+.headline td:first-child{text-align:left}.scroll{overflow-x:auto}
 """
 
 
@@ -68,12 +68,12 @@ def _table(head: list[str], rows: list[list[Any]], left: int = 1, cls: str = "")
             c = c if isinstance(c, str) and c.startswith("<") else escape(str(c))
             cells.append(f"<td class=l>{c}</td>" if i < left else f"<td>{c}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table class='{cls}'><tr>{h}</tr>{''.join(body)}</table>"
+    return f"<div class=scroll><table class='{cls}'><tr>{h}</tr>{''.join(body)}</table></div>"
 
 
-LEADER_COLS = ["rank", "candidate", "problems", "correct", "incorrect", "hack", "mean SOL score",
-               "raw mean SOL score", "mean SOL score (correct only)", "fast_1", "raw fast_1", "fast_1.5",
-               "fast_2", "geomean speedup", "median speedup", "mean headroom h", "workloads (pass/incorrect/hack)"]
+LEADER_COLS = ["rank", "candidate", "problems", "correct", "incorrect", "hack", "SOL score",
+               "raw SOL score", "SOL score (correct)", "fast_1", "raw fast_1", "fast_1.5",
+               "fast_2", "geomean speedup", "median speedup", "mean h", "workloads p/i/h"]
 
 
 def leader_cells(c: CandidateRow) -> list[Any]:
@@ -217,7 +217,8 @@ def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench repo
     head_rows = []
     for (s, hw), cs in lbs.items():
         best = cs[0] if cs else None
-        head_rows.append([f"{s} on {hw}", len(cs), sum(c.problems for c in cs[:1]),
+        n_prob = len({u.definition for u in us if u.suite == s and u.hardware == hw})
+        head_rows.append([f"{s} on {hw}", len(cs), n_prob,
                           f"{best.label} ({_f(best.mean_sol_score)})" if best else "-"])
     head_rows.append(["speedup vs SOL distance: Pearson r (log-log)", "", figs["speedup_vs_sol_distance"]["n"],
                       _f(figs["speedup_vs_sol_distance"]["pearson_r_log"])])

@@ -37,13 +37,13 @@ SCHEMA_VERSION = 1
 _RUNS: dict[str, list] = {}
 
 
-def _run_for(path: Path, config: dict[str, Any] | None) -> list:
+def _run_for(path: Path, config: dict[str, Any] | None, keep_manifest: bool = False) -> list:
     key = str(path.resolve())
     run = _RUNS.get(key)
     if run is None:
         entry = manifest.collect(config)
         k = auth.load_key(create=True)
-        if not (path.exists() and path.stat().st_size > 0):
+        if not (path.exists() and path.stat().st_size > 0) and not keep_manifest:
             # a fresh results file starts a fresh manifest
             manifest.manifest_path(path).unlink(missing_ok=True)
         manifest.add_run(path, auth.sign(entry, k))
@@ -51,7 +51,8 @@ def _run_for(path: Path, config: dict[str, Any] | None) -> list:
     return run
 
 
-def append_traces(path: str | Path, traces: Iterable[Trace], config: dict[str, Any] | None = None) -> int:
+def append_traces(path: str | Path, traces: Iterable[Trace], config: dict[str, Any] | None = None,
+                  _keep_manifest: bool = False) -> int:
     """Append traces to ``path`` (created with its folder), one signed strict-JSON line each,
     flushed and fsynced so an interrupted run keeps what it finished. The first append of this
     process to ``path`` adds a run entry (``config`` included) to its manifest. Returns the
@@ -62,7 +63,7 @@ def append_traces(path: str | Path, traces: Iterable[Trace], config: dict[str, A
     if not traces:
         return 0
     key = auth.load_key(create=True)
-    run = _run_for(path, config)
+    run = _run_for(path, config, _keep_manifest)
     lines = []
     for t in traces:
         obj = json.loads(t.to_json_line())
@@ -244,3 +245,65 @@ def done_keys(path: str | Path) -> set[tuple[str, str]]:
     """(solution hash, workload uuid) of every accepted trace (for --resume): a forged line
     does not make its pair count as done."""
     return {(t.evaluation.solution_hash or "", t.workload.uuid) for t in read_traces(path)}
+
+
+def merge(shards: Sequence[str | Path], out: str | Path, adopt_legacy: bool = False) -> dict[str, Any]:
+    """Merge shard results files into ``out`` (which must not exist or be empty).
+
+    Verified lines are copied byte for byte (their MACs stay valid) and each shard's manifest
+    runs are carried over, so the merged file verifies like its shards. Lines a shard's
+    reader rejected are left out and listed. A trace whose (solution hash, workload) is
+    already in the merge is dropped as a duplicate. A legacy (unauthenticated) shard is an
+    error unless ``adopt_legacy``: its traces are then signed with this user's key as a new
+    run whose manifest config names the shard.
+
+    Returns {"written", "duplicates", "left_out": [...]}. Raises SpecError naming the shard.
+    """
+    out = Path(out)
+    if out.exists() and out.stat().st_size > 0:
+        raise SpecError(out, "", "merge output exists and is not empty; choose a new file")
+    reads = []
+    for s in shards:
+        s = Path(s)
+        if not s.is_file():
+            raise SpecError(s, "", "no such results file")
+        r = read_store(s)
+        if r.legacy and r.traces and not adopt_legacy:
+            raise SpecError(s, "", "unauthenticated (legacy) shard: its lines cannot be verified; pass "
+                            "--adopt-legacy to sign its traces as yours")
+        reads.append(r)
+    seen: set[tuple[str, str]] = set()
+    lines, runs, left_out, legacy_traces, legacy_from = [], [], [], [], []
+    dups = 0
+    for r in reads:
+        left_out += [f"{r.path}: {x}" for x in r.rejected]
+        text = r.path.read_text().splitlines()
+        for t, ln in zip(r.traces, r.line_numbers):
+            k = (t.evaluation.solution_hash or t.solution, t.workload.uuid)
+            if k in seen:
+                dups += 1
+                continue
+            seen.add(k)
+            if r.legacy:
+                legacy_traces.append(t)
+            else:
+                lines.append(text[ln - 1])
+        if r.legacy and r.traces:
+            legacy_from.append(str(r.path))
+        if r.manifest:
+            runs += [e for e in r.manifest.get("runs", []) if isinstance(e, dict)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    mp = manifest.manifest_path(out)
+    mp.write_text(json.dumps({"manifest_schema": manifest.MANIFEST_SCHEMA, "results": out.name,
+                              "merged_from": [str(r.path) for r in reads], "runs": runs},
+                             indent=1, allow_nan=False) + "\n")
+    with open(out, "w") as f:
+        f.write("".join(x + "\n" for x in lines))
+        f.flush()
+        os.fsync(f.fileno())
+    written = len(lines)
+    if legacy_traces:
+        _RUNS.pop(str(out.resolve()), None)
+        written += append_traces(out, legacy_traces, config={"adopted_legacy_shards": legacy_from},
+                                 _keep_manifest=True)
+    return {"written": written, "duplicates": dups, "left_out": left_out}
