@@ -165,8 +165,8 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
         fs = finds_by.get((r.file, r.line), [])
         fcell = ""
         if fs:
-            fcell = "<details><summary>" + escape(", ".join(f"{f.check} ({f.severity})" for f in fs)) + "</summary>"
-            fcell += "".join(f"<pre>{escape(f.check)} [{escape(f.severity)}]: {escape(f.message)}\nevidence: "
+            fcell = "<details><summary>" + escape(", ".join(f"{f.check_name} ({f.severity})" for f in fs)) + "</summary>"
+            fcell += "".join(f"<pre>{escape(f.check_name)} [{escape(f.severity)}]: {escape(f.message)}\nevidence: "
                              f"{escape(json.dumps(json.loads(f.evidence), indent=1)[:4000])}</pre>" for f in fs)
             fcell += "</details>"
         body.append([r.workload[:8], r.axes[:60], r.label, f"<span class={r.status}>{r.status}</span>",

@@ -131,7 +131,7 @@ class FindingRow:
     label: str
     workload: str
     status: str
-    check: str
+    check_name: str  # the finding's ``check`` ("check" is an SQL keyword)
     severity: str
     message: str
     evidence: str  # JSON

@@ -9,7 +9,7 @@ memory or in a file. Base tables and views (columns: docs/reports.md, "Results d
                 reference_latency_ms, speedup, t_sol_ms, sol_score, headroom, sol_distance,
                 raw_* figures, timing method, FLOP, bytes, arithmetic intensity, findings counts
 ``findings``    one row per finding: file, line, definition, solution, label, workload,
-                status, check, severity, message, evidence (JSON text)
+                status, check_name, severity, message, evidence (JSON text)
 ``workloads``   one row per (suite, hardware, definition, workload): axes, T_SOL, median
                 reference latency, candidates, traces, passed, best PASSED latency
 ``candidates``  one row per (suite, hardware, label), problem-level (the report's
