@@ -123,6 +123,8 @@ class CandidateRow:
     fast_p: dict[str, float | None]
     raw_fast_p: dict[str, float | None]
     mean_headroom: float | None
+    #: problems attempted / problems of the (suite, hardware) group (the means are over attempted)
+    coverage: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -163,6 +165,9 @@ def leaderboards(rows: Iterable[TraceRow], ps: Sequence[float] = DEFAULT_PS) -> 
     out = {}
     for key, labs in sorted(by.items()):
         cands = [candidate_row(us, lab, ps) for lab, us in labs.items()]
+        n_prob = len({u.definition for us in labs.values() for u in us})
+        for c in cands:
+            c.coverage = c.problems / n_prob if n_prob else None
         cands.sort(key=lambda c: (c.mean_sol_score is None, -(c.mean_sol_score or 0.0),
                                   -(c.fast_p.get("1") or 0.0), c.label))
         for i, c in enumerate(cands, 1):

@@ -24,9 +24,10 @@ from .aggregate import CandidateRow, leaderboards, units
 from .records import ResultSet, TraceRow
 
 CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1500px;color:#1d1d1f;padding:0 16px}
 h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:4px}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}
+table{border-collapse:collapse;margin:8px 0;font-size:12px}th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}
+td.ax{max-width:260px;word-break:break-all;text-align:left}
 th{background:#f3f4f6}td.l,th.l{text-align:left}tr:nth-child(even) td{background:#fafafa}
 .PASSED{color:#137333}.REWARD_HACK{color:#b00020;font-weight:600}.INCORRECT_NUMERICAL,.INCORRECT_SHAPE,.INCORRECT_DTYPE{color:#c5221f}
 .RUNTIME_ERROR,.COMPILE_ERROR,.TIMEOUT{color:#8e24aa}.warn{background:#fff4e5;border:1px solid #f0c36d;padding:8px 12px;margin:8px 0}
@@ -71,13 +72,13 @@ def _table(head: list[str], rows: list[list[Any]], left: int = 1, cls: str = "")
     return f"<div class=scroll><table class='{cls}'><tr>{h}</tr>{''.join(body)}</table></div>"
 
 
-LEADER_COLS = ["rank", "candidate", "problems", "correct", "incorrect", "hack", "SOL score",
+LEADER_COLS = ["rank", "candidate", "problems", "coverage", "correct", "incorrect", "hack", "SOL score",
                "raw SOL score", "SOL score (correct)", "fast_1", "raw fast_1", "fast_1.5",
                "fast_2", "geomean speedup", "median speedup", "mean h", "workloads p/i/h"]
 
 
 def leader_cells(c: CandidateRow) -> list[Any]:
-    return [c.rank, c.label, c.problems, c.correct, c.incorrect, c.hack, _f(c.mean_sol_score),
+    return [c.rank, c.label, c.problems, _pct(c.coverage), c.correct, c.incorrect, c.hack, _f(c.mean_sol_score),
             _f(c.raw_mean_sol_score), _f(c.mean_sol_score_correct), _pct(c.fast_p.get("1")),
             _pct(c.raw_fast_p.get("1")), _pct(c.fast_p.get("1.5")), _pct(c.fast_p.get("2")),
             _f(c.geomean_speedup), _f(c.median_speedup), _f(c.mean_headroom),
@@ -229,8 +230,10 @@ def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench repo
     parts.append("<h2>sources</h2>" + _sources_html(rs))
     for (s, hw), cs in lbs.items():
         parts.append(f"<h2 id='lb-{slug(s + '_' + hw)}'>leaderboard: {escape(s)} on {escape(hw)}</h2>"
-                     "<p class=muted>ranked by mean SOL score over problems, an incorrect or hacked problem "
-                     "scoring 0; raw = as the candidates' own timings claim, before reward-hack verdicts.</p>"
+                     "<p class=muted>ranked by mean SOL score over the problems each candidate attempted (coverage: "
+                     "attempted / all problems of the suite here), an incorrect or hacked problem scoring 0; raw = as "
+                     "the candidates' own timings claim, before reward-hack verdicts; p/i/h = passed / incorrect / "
+                     "hack workloads. Definitions: docs/reports.md.</p>"
                      + _table(LEADER_COLS, [leader_cells(c) for c in cs], left=2))
     parts.append("<h2>figures</h2><div class=figs>")
     parts.append("<img src='figures/speedup_vs_sol_distance.png' alt='speedup vs SOL distance'>"
