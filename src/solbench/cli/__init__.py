@@ -19,6 +19,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "evaluate", "validate", "demo", "sol", "hardware", "calibrate", "audit",
     "suite", "baseline", "profile", "project",
+    "report", "results", "compare",  # results store and reports (issue 16)
 ]
 
 

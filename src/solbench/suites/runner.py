@@ -84,13 +84,10 @@ def done_keys(traces: Iterable[Trace]) -> set[tuple[str, str]]:
 
 
 def append_traces(path: Path, traces: Iterable[Trace]) -> None:
-    """Append traces as strict JSON lines (one flush per call)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for t in traces:
-            f.write(t.to_json_line() + "\n")
-        f.flush()
+    """Append traces as signed strict JSON lines (the trace store's writer, ``solbench.store``)."""
+    from ..store import append_traces as store_append
+
+    store_append(path, traces)
 
 
 # --- discovery ----------------------------------------------------------------------------
