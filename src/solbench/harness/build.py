@@ -145,23 +145,29 @@ def cpp_build_key(solution: Solution, device: str) -> str:
     return hashlib.sha256(blob).hexdigest()[:24]
 
 
-#: compiler / linker / build-tool lines that state the cause of a failure
-_ERROR_LINE = re.compile(
-    r"(\berror\b|fatal error|undefined reference|No such file or directory|cannot find -l"
-    r"|not found|Error:|RuntimeError|Exception)", re.IGNORECASE)
+#: compiler / linker diagnostics that state the cause of a failure (gcc/clang
+#: ``file:line:col: error:``, nvcc ``file(line): error:``, ``fatal error``, the linker's)
+_DIAGNOSTIC = re.compile(
+    r"(\berror\b\s*[:#]|fatal error|undefined reference|undefined symbol|cannot find -l"
+    r"|No such file or directory)", re.IGNORECASE)
+#: anything else that reads like a cause (Python exceptions of the build driver)
+_GENERIC = re.compile(r"(\berror\b|not found|Exception|Error:)", re.IGNORECASE)
 _NOISE_LINE = re.compile(r"^(FAILED:|ninja: build stopped|\[\d+/\d+\]|Traceback|  File |subprocess\.)")
 
 
 def first_error_line(log: str) -> str | None:
-    """The first line of a build log that states a cause (``kernel.cu(3): error: ...``,
-    ``fatal error: cutlass/gemm/device/gemm.h: No such file or directory``), skipping ninja's
-    progress and ``FAILED:`` command echo; None when no line does."""
-    for line in log.splitlines():
-        s = line.strip()
-        if not s or _NOISE_LINE.match(s) or len(s) > 2000:
-            continue
-        if _ERROR_LINE.search(s):
-            return s[:300]
+    """The first line of a build log that states a cause: a compiler or linker diagnostic
+    (``kernel.cu(3): error: ...``, ``fatal error: cutlass/gemm/device/gemm.h: No such file or
+    directory``) before any other error-like line; ninja's progress, ``FAILED:`` echoes and
+    the build driver's wrapping exception (which repeats the whole log on one line) are
+    skipped. None when no line does."""
+    lines = [ln.strip() for ln in log.splitlines()]
+    lines = [ln for ln in lines if ln and not _NOISE_LINE.match(ln)
+             and "Error building extension" not in ln and len(ln) <= 2000]
+    for pattern in (_DIAGNOSTIC, _GENERIC):
+        for ln in lines:
+            if pattern.search(ln):
+                return ln[:300]
     return None
 
 
@@ -213,7 +219,8 @@ def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
         (build_dir / "lock").unlink(missing_ok=True)
         raise BuildError(f"{lang}: C++ build timed out after {timeout_s:.0f} s") from None
     if res.returncode != 0:
-        log = res.stdout + res.stderr
+        # the solution's own paths relative (kernel.cu:3:1, not /cache/solutions/<hash>/...)
+        log = (res.stdout + res.stderr).replace(str(src_dir) + "/", "")
         why = first_error_line(log) or f"exit {res.returncode}"
         raise BuildError(f"{lang}: C++ build failed: {why}\n{log[-5000:]}")
     path = res.stdout.strip().splitlines()[-1]
