@@ -10,7 +10,7 @@ LANGUAGE = Language(
     family="python",
     title="Triton",
     requirements=(Requirement("Triton", module="triton", dist="triton",
-                              hint="install torch with CUDA (it ships triton) or 'pip install triton'"),),
+                              hint="pip install triton"),),
     child_tools=CUDA_JIT_TOOLS | _LAUNCHER_TOOLS,
     child_modules=("triton",),
 )
