@@ -26,7 +26,10 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_EXAMPLES = ROOT.parent / "shared" / "datasets" / "upstream-examples"
+#: ../shared beside the clone (CI, developers) or shared/ inside it (the GPU machine's copy)
+DEFAULT_EXAMPLES = next((p for p in (ROOT.parent / "shared" / "datasets" / "upstream-examples",
+                                     ROOT / "shared" / "datasets" / "upstream-examples")
+                         if p.is_dir()), ROOT.parent / "shared" / "datasets" / "upstream-examples")
 #: the toolchain distributions the language plug-ins use (versions go in the record)
 DISTS = ("torch", "triton", "nvidia-cutlass", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend",
          "apache-tvm-ffi", "cuda-tile", "cuda-python", "cuda-bindings", "ninja")
@@ -149,6 +152,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", type=int, default=0, help="first N workloads per example (0: all)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=0, help="timed iterations (0: solbench's default)")
+    ap.add_argument("--budget-s", type=float, default=540,
+                    help="start no new example after this many seconds (the rest are listed as "
+                         "SKIPPED; rerun them with --only)")
     args = ap.parse_args(argv)
 
     import torch
@@ -175,9 +181,14 @@ def main(argv=None) -> int:
     for name, why in tools.items():
         con.print(f"  toolchain {name:15s} {escape(why)}")
     records = []
+    t_start = time.perf_counter()
     with open(args.out / "traces.jsonl", "w") as traces_out:
         for sp in sols:
-            rec = run_example(sp, device, args, traces_out)
+            if time.perf_counter() - t_start > args.budget_s:
+                rec = {"example": f"{sp.parent.parent.name}/{sp.parent.name}", "status": "SKIPPED",
+                       "reason": f"--budget-s {args.budget_s:.0f} spent", "wall_s": 0.0}
+            else:
+                rec = run_example(sp, device, args, traces_out)
             records.append(rec)
             con.print(f"{rec['example']}: {rec['status']} ({rec.get('passed', 0)}/{rec.get('total', 0)}) "
                       f"{escape(rec.get('reason', ''))} [{rec['wall_s']:.0f} s]")

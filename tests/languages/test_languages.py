@@ -337,6 +337,26 @@ def test_bad_source_first_compiler_line_then_cache_hit(tmp_path, monkeypatch):
     assert build.BUILD_COUNT == n0 + 1 and so.stat().st_mtime_ns == mtime
 
 
+@pytest.mark.slow
+def test_cuda_source_with_a_syntax_error(tmp_path, monkeypatch):
+    """Where torch has CUDA and nvcc exists the .cu is compiled and nvcc's diagnostic is the
+    first line; elsewhere the first line is the missing-toolchain reason (no build runs)."""
+    monkeypatch.setenv("SOLBENCH_CACHE", str(tmp_path))
+    src = "__global__ void k(float* x) {\n  x[0] = 1.0f\n}\n"
+    sol = _sol(["cuda_cpp"], "k.cu::run", {"k.cu": src})
+    n0 = build.BUILD_COUNT
+    with pytest.raises(BuildError) as e:
+        build.load_entry(sol, "cuda:0", (), 0, 600)
+    first = str(e.value).splitlines()[0]
+    if base.torch_cuda_version() is None:
+        assert first == "cuda_cpp: CUDA sources need a CUDA build of torch (this one is CPU-only)"
+        assert build.BUILD_COUNT == n0
+    elif base.cuda_home() is None:
+        assert first == "cuda_cpp: CUDA sources need the CUDA toolkit (nvcc): set CUDA_HOME"
+    else:
+        assert first.startswith("cuda_cpp: C++ build failed: k.cu(2): error: expected")
+
+
 # -- allow-list and audit hooks ------------------------------------------------------------
 
 
