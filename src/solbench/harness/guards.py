@@ -28,25 +28,12 @@ from typing import Any, Sequence
 import torch
 
 from ..spec.trace import Finding
+from . import languages as _languages
 
-#: command-line fragments of helper processes the runtime itself starts (compile workers)
-ALLOWED_CHILD_CMDLINE = (
-    "torch._inductor.compile_worker",
-    "torch/_inductor/compile_worker",
-    "triton",
-    "ptxas",
-    "nvcc",
-    "cicc",
-    "cudafe",
-    "ninja",
-    "c++",
-    "g++",
-    "gcc",
-    "cc1plus",
-    "ld",
-    "/usr/bin/sh",
-    "solbench.harness.build_cpp",
-)
+#: helper processes the runtime and the language builds start (compile workers, compilers):
+#: the executables and ``python -m`` modules every registered language plug-in declares
+#: (:mod:`solbench.harness.languages`). A new language adds its own there, not here.
+ALLOWED_CHILD_CMDLINE = tuple(sorted(_languages.child_tools())) + _languages.child_modules()
 
 
 def thread_ids(pid: int) -> set[int]:
@@ -151,9 +138,8 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-_TOOLS = {"ptxas", "nvcc", "cicc", "cudafe++", "ninja", "c++", "g++", "gcc", "cc", "cc1plus", "cc1",
-          "ld", "ld.bfd", "ld.gold", "as", "sh", "dash", "bash", "nvlink", "fatbinary", "collect2",
-          "clang", "clang++"}
+_TOOLS = _languages.child_tools()
+_MODULES = _languages.child_modules()
 
 
 def exe_name(pid: int) -> str | None:
@@ -188,9 +174,7 @@ def _allowed(cmd: str, exe: str | None = None, late: bool = False) -> bool:
         # same way (red team round 6: `python -m tritonhelper` passed as "triton")
         mod = (argv[2] if len(argv) > 2 and argv[1] == "-m"
                else argv[3] if len(argv) > 3 and argv[1] == "-c" and argv[2] == "from" else None)
-        if mod is not None and any(mod == m or mod.startswith(m + ".")
-                                   for m in ("torch._inductor.compile_worker",
-                                             "solbench.harness.build_cpp", "triton")):
+        if mod is not None and any(mod == m or mod.startswith(m + ".") for m in _MODULES):
             return True
         # inductor's compile-worker pool started as a script path (torch >= 2.6): allowed only
         # when that path resolves into the torch package this worker imported

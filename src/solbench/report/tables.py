@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..spec.trace import Status, Trace
@@ -55,6 +56,6 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
             _fmt(perf.speedup_factor if perf else None, ".3g"),
             _fmt(corr.max_absolute_error if corr else None, ".2e"),
             _fmt(corr.extra.get("rel_l2") if corr else None, ".2e"),
-            _fmt(score, ".3f"), why[:120],
+            _fmt(score, ".3f"), escape(why[:120]),
         )
     return tb
