@@ -308,6 +308,8 @@ class EvalProgress:
                                   console=err_console, transient=True)
             self._prog.__enter__()
             self._task = self._prog.add_task(self.label, total=self.total or None)
+        elif self.enabled:
+            print(f"{self.label}: {self.total} workload(s) to evaluate", file=sys.stderr, flush=True)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -30,34 +30,8 @@ from contextlib import contextmanager
 #: the environment variable that marks the processes of one solbench run
 RUN_ENV = "SOLBENCH_RUN"
 
-_WATCHDOG = r"""
-import os, signal, sys
-marker = ("%s=" + sys.argv[1]).encode()
-try:
-    while os.read(0, 65536):
-        pass
-except OSError:
-    pass
-me = os.getpid()
-for _ in range(5):  # a process may fork while it is being killed: sweep until none is left
-    hit = False
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == me:
-            continue
-        try:
-            with open("/proc/%%s/environ" %% d, "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if marker in env.split(b"\0"):
-            try:
-                os.kill(int(d), signal.SIGKILL)
-                hit = True
-            except OSError:
-                pass
-    if not hit:
-        break
-""" % RUN_ENV
+#: the watchdog script (standalone: it imports nothing of solbench)
+_WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
 
 _state = {"watchdog": None, "writing": 0, "pending": None}
 _lock = threading.Lock()
@@ -176,7 +150,7 @@ def arm_watchdog() -> None:
     token = secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, token],
+        proc = subprocess.Popen([sys.executable, "-I", "-S", _WATCHDOG, RUN_ENV, token],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, env=env, close_fds=True,
                                 start_new_session=True)

@@ -93,13 +93,13 @@ def geomean_interval_text(traces: list[Trace], value: float | None) -> str:
     intervals (see :func:`speedup_interval`) still hold 1.0."""
     if value is None:
         return "-"
-    ivs = [speedup_interval(t) for t in traces]
+    ivs = [speedup_interval(t) for t in traces if t.evaluation.performance is not None]
     mark = ""
     if ivs and all(iv is not None for iv in ivs):
         lo = math.exp(sum(math.log(iv[0]) for iv in ivs) / len(ivs))  # type: ignore[index]
         hi = math.exp(sum(math.log(iv[1]) for iv in ivs) / len(ivs))  # type: ignore[index]
         mark = "~" if lo <= 1.0 <= hi else ""
-    if any(timing_unstable(t) for t in traces):
+    if any(timing_unstable(t) for t in traces if t.evaluation.performance is not None):
         mark += "!"
     return f"{value:.3g}x" + (f" {mark}" if mark else "")
 
