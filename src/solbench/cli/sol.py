@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from .common import clean_errors, console, err_console
+from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
+                     console, err_console, parse_bytes)
 
 
 def _fmt_num(x: float) -> str:
@@ -27,7 +29,9 @@ def register(app: typer.Typer) -> None:
         problem: Path = typer.Argument(..., help="problem directory or KernelBench .py"),
         hardware: str = typer.Option("H200", "--hardware", "-H", help="spec id (solbench hardware list) or spec.toml"),
         model: str = typer.Option("refined", "--model", "-m", help="refined (ours) or solar (upstream conventions)"),
-        workload: Optional[str] = typer.Option(None, "--workload", "-w", help="only this workload (uuid prefix or index)"),
+        workload: Optional[str] = typer.Option(None, "--workloads", "--workload", "-w", help=WORKLOADS_HELP),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP),
+        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
         as_json: bool = typer.Option(False, "--json", help="strict JSON on stdout"),
     ) -> None:
         """Per-workload T_SOL: FLOPs by class, bytes, each resource's time, the bottleneck."""
@@ -41,22 +45,18 @@ def register(app: typer.Typer) -> None:
                 raise SpecError(None, "--model", f"unknown model {model!r} (refined or solar)")
             hw = load_hardware(hardware)
             p = load_problem(resolve_problem(problem))
-            wls = p.workloads
-            if workload is not None:
-                try:
-                    wls = [p.workload(int(workload) if workload.isdigit() else workload)]
-                except (KeyError, IndexError):
-                    raise SpecError(problem, "--workload", f"no workload {workload!r}") from None
+            wls = choose_workloads(p, workload, limit, parse_bytes(max_bytes))
             rows = []
             for w in wls:
                 try:
                     b = bound(p, w, hw, model)
                     d = b.to_json()
                     d.pop("workload_uuid")
-                    rows.append({"uuid": w.uuid, **d, "bytes": {
+                    rows.append({"uuid": w.uuid, "index": p.workloads.index(w), **d, "bytes": {
                         "fused": b.bytes_fused, "unfused": b.bytes_unfused, "model": b.bytes_model}})
                 except CountingError as e:
-                    rows.append({"uuid": w.uuid, "axes": w.axes, "sol_ms": None, "bottleneck": None,
+                    rows.append({"uuid": w.uuid, "index": p.workloads.index(w), "axes": w.axes,
+                                 "sol_ms": None, "bottleneck": None,
                                  "error": str(e)})
                 except SolbenchError:
                     raise
@@ -70,9 +70,10 @@ def register(app: typer.Typer) -> None:
                   "dram ms", "T_SOL ms", "bound by", "AI"):
             t.add_column(c, justify="left" if c in ("axes", "FLOPs by class", "bound by") else "right",
                          overflow="fold")
-        for i, r in enumerate(rows):
+        for r in rows:
+            i = r["index"]
             if r.get("sol_ms") is None:
-                t.add_row(str(i), json.dumps(r["axes"]), f"[red]{r['error'][:80]}[/red]", *["-"] * 8)
+                t.add_row(str(i), json.dumps(r["axes"]), f"[red]{escape(r['error'])}[/red]", *["-"] * 8)
                 continue
             terms = r["terms_ms"]
             fl = ", ".join(f"{k} {_fmt_num(v)}" for k, v in r["flops"].items()) or "-"
