@@ -10,6 +10,7 @@ on SIGTERM/SIGHUP (see :mod:`solbench.cli.lifetime`).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Optional
 
@@ -105,6 +106,10 @@ def main() -> None:
 
     exc = _click_exceptions()
     lifetime.install()
+    # Kineto (torch.profiler) prints its USDT/STAGE markers on stderr at every profiler start
+    # and stop, in this process and in every worker; level 6 is above all of its levels
+    # (VERBOSE 0 ... USDT 5). Read at the first profiler use; a user's own setting wins.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cmd = command()
     try:
         rc = cmd.main(args=sys.argv[1:], prog_name="solbench", standalone_mode=False)
