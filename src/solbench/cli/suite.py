@@ -91,16 +91,40 @@ def register(app: typer.Typer) -> None:
                                                  "default when omitted)"),
         rounds: Optional[int] = typer.Option(None, "--rounds",
                                              help="correctness rounds per workload"),
+        seed: Optional[str] = typer.Option(None, "--seed",
+                                           help="base seed of the inputs (int or 0x-hex) to "
+                                                "reproduce a run, e.g. the same verdicts on two "
+                                                "executors; default a secret seed per evaluation"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+        executor: str = typer.Option("local", "--executor",
+                                     help="local (this process, the default) or ray (one "
+                                          "worker per GPU of a Ray cluster; pip install "
+                                          "'solbench[ray]')"),
+        address: Optional[str] = typer.Option(None, "--address",
+                                              help="Ray cluster address (--executor ray; "
+                                                   "default: a new local cluster)"),
+        workers: Optional[int] = typer.Option(None, "--workers",
+                                              help="Ray workers (--executor ray; default: "
+                                                   "every GPU of the cluster, on the CPU half "
+                                                   "its CPUs)"),
     ) -> None:
         """Evaluate every problem x solution pair; append traces; print a summary."""
         import fnmatch
 
         from ..report.summary import summarize, unit_results
         from ..suites import resolve_suite_or_dir
-        from ..suites.runner import (done_keys, execute, label_map, plan_run, read_results,
-                                     result_key)
+        from ..suites.runner import done_keys, label_map, plan_run, read_results, result_key
 
+        from ..suites.executors import make_executor
+
+        try:
+            ex = make_executor(executor, address=address, workers=workers)
+        except ValueError as e:
+            err_console.print(f"[red]error:[/red] --executor: {e}")
+            raise typer.Exit(2)
+        if workers is not None and workers < 1:
+            err_console.print(f"[red]error:[/red] --workers: {workers} is not >= 1")
+            raise typer.Exit(2)
         if unit not in ("problem", "workload"):
             err_console.print(f"[red]error:[/red] --unit: {unit!r} is not problem or workload")
             raise typer.Exit(2)
@@ -145,7 +169,10 @@ def register(app: typer.Typer) -> None:
                 + (f"; found {found}" if found else "; the directory is empty"),
                 highlight=False, markup=False)
             raise typer.Exit(2)
-        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
+        from .evaluate import _parse_seed
+
+        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds), ("seed", _parse_seed(seed)))
+                if v is not None}
         quiet = json_out or not is_tty()
         if not json_out:
             console.print(
@@ -158,7 +185,7 @@ def register(app: typer.Typer) -> None:
                               f"solution in {solutions}[/yellow]", highlight=False)
 
         if quiet:
-            outcome = execute(plan, out, dev, eval_options=opts)
+            outcome = _run_with(ex, plan, out, dev, opts, None)
         else:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TimeRemainingColumn)
@@ -171,7 +198,7 @@ def register(app: typer.Typer) -> None:
                     prog.update(task, advance=len(pair.todo),
                                 description=f"{pair.problem.name[:28]} / {pair.candidate.label}")
 
-                outcome = execute(plan, out, dev, on_pair_done=done, eval_options=opts)
+                outcome = _run_with(ex, plan, out, dev, opts, done)
 
         # summary over this plan's pairs: the traces written now plus resumed ones
         wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs
@@ -199,6 +226,17 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"[red]harness error:[/red] {e}", highlight=False)
         if outcome.harness_errors:
             raise typer.Exit(1)
+
+
+def _run_with(ex, plan, out, dev, opts, done):
+    """Run ``plan`` on executor ``ex``; a Ray that is missing or fails to start is one line."""
+    try:
+        return ex.run(plan, out, dev, eval_options=opts, on_pair_done=done)
+    except RuntimeError as e:
+        if ex.name != "ray":
+            raise
+        err_console.print(f"[red]error:[/red] --executor ray: {e}", highlight=False)
+        raise typer.Exit(2)
 
 
 def _print_tables(summaries, rows) -> None:
