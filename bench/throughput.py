@@ -211,7 +211,7 @@ def table(res: dict) -> str:
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     for name, key, fmt in (("per pair (worker start + CUPTI first session, summed over a pair's workloads)", "per_pair_s", "{:.2f} s"),
                            ("per workload, steady, mean (total without the per-pair part)", "per_workload_steady_s", "{:.2f} s"),
-                           (f"projected pass, {BENCH_PROBLEMS} problems / {BENCH_WORKLOADS} workloads, 1 GPU",
+                           (f"projected pass, {BENCH_PROBLEMS} problems / {BENCH_WORKLOADS} workloads, on this one device",
                             "projected_pass_h", "{:.2f} h"),
                            ("... if every workload paid a worker start", "projected_pass_one_pair_per_workload_h",
                             "{:.2f} h")):
@@ -351,9 +351,30 @@ def live(target: str, out: Path, args) -> tuple[list[Path], float]:
         import fnmatch
 
         paths = [p for p in paths if not any(fnmatch.fnmatch(p.name, g) for g in args.skip.split(","))]
+    if args.only:
+        import fnmatch
+
+        paths = [p for p in paths if any(fnmatch.fnmatch(p.name, g) for g in args.only.split(","))]
     if args.max_problems:
         paths = paths[: args.max_problems]
     out.mkdir(parents=True, exist_ok=True)
+    if args.copies:
+        # each problem's first workload (with --tag: first carrying the tags) N times, as a
+        # problem of its own: the steady cost of a worker's later workloads, measured
+        import shutil
+
+        made = out / "problems"
+        for p in paths:
+            lines = [json.loads(x) for x in (p / "workload.jsonl").read_text().splitlines() if x.strip()]
+            lines = [w for w in lines if all(t in (w.get("tags") or []) for t in (args.tag or []))] or lines
+            d = made / p.name
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.copy(p / "definition.json", d / "definition.json")
+            (d / "workload.jsonl").write_text("".join(
+                json.dumps(dict(lines[0], uuid=f"{p.name}-copy{k}")) + "\n" for k in range(args.copies)))
+        paths = sorted(made.iterdir())
+        target = str(made)
+        args.max_workloads = args.copies
     sols = out / "solutions"
     write_eager_candidates(paths, sols)
     cmd = [sys.executable, "-m", "solbench", "run", str(target), "--solutions", str(sols),
@@ -363,6 +384,8 @@ def live(target: str, out: Path, args) -> tuple[list[Path], float]:
         cmd += ["--max-workloads", str(args.max_workloads)]
     for t in args.exclude_tag or []:
         cmd += ["--exclude-tag", t]
+    for t in args.tag or []:
+        cmd += ["--tag", t]
     if args.iters:
         cmd += ["--iters", str(args.iters)]
     if args.seed:
@@ -408,7 +431,12 @@ def main(argv=None) -> int:
     ap.add_argument("--max-workloads", type=int, default=1)
     ap.add_argument("--max-problems", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma-separated globs of problems to leave out")
+    ap.add_argument("--copies", type=int, default=None,
+                    help="with --live: evaluate N copies of each problem's first workload (one "
+                         "pair, one worker: later copies show the steady per-workload cost)")
+    ap.add_argument("--only", default="", help="comma-separated globs: keep only these problems")
     ap.add_argument("--exclude-tag", action="append", default=None)
+    ap.add_argument("--tag", action="append", default=None)
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--seed", default=None)
     ap.add_argument("--budget-s", type=float, default=280.0)
