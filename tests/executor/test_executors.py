@@ -86,3 +86,17 @@ def test_run_rejects_unknown_executor_in_one_line(tmp_path):
                                  str(tmp_path / "r.jsonl"), "--executor", "dask"])
     assert r.exit_code == 2
     assert "--executor: executor 'dask': expected one of local, ray" in r.output
+
+
+def test_telemetry_reads_the_gpu_cuda_uses_not_nvml_index(monkeypatch):
+    """Under CUDA_VISIBLE_DEVICES=1 CUDA's device 0 is NVML's device 1: telemetry (clocks,
+    throttling) must be read from that GPU, found by the UUID CUDA reports."""
+    from solbench.harness.telemetry import Telemetry
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
+    props = types.SimpleNamespace(uuid="bbbb")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    t = Telemetry(0)
+    assert t.ok and t._h == ("h", "GPU-bbbb")
+    props.uuid = "cccc"  # a GPU NVML does not know: no telemetry rather than another GPU's
+    assert not Telemetry(0).ok
