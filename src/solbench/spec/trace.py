@@ -5,7 +5,8 @@ Upstream fields keep their names (``definition``, ``solution``, ``workload``,
 tools read our traces. solbench's additions sit under named keys: ``correctness.extra``
 (scale-invariant errors, write coverage, the check that failed), ``evaluation.timing`` and
 ``evaluation.reference_timing`` (statistics with the statistic named, raw samples kept),
-``evaluation.telemetry`` (NVML), ``evaluation.findings`` (guard evidence), ``evaluation.sol``.
+``evaluation.telemetry`` (NVML), ``evaluation.findings`` (guard evidence), ``evaluation.sol``,
+``evaluation.executor`` (which worker and GPU evaluated it).
 """
 
 from __future__ import annotations
@@ -117,6 +118,10 @@ class Evaluation(_Model):
     #: base seed of this evaluation's inputs (hex; secret until the trace is made, see
     #: ``harness.EvalConfig.seed``); ``--seed 0x...`` reproduces the inputs
     input_seed: str | None = None
+    #: who evaluated it (``solbench.suites.executors``): executor name, worker, node, pid, the
+    #: GPU's NVML UUID (None on the CPU), attempt and ``retried`` (its worker died mid-pair
+    #: and it ran again elsewhere), seq (position among the traces its run wrote)
+    executor: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _representable(self):
