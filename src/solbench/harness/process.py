@@ -238,8 +238,9 @@ class WorkerHandle:
     buffer (sealed memfds on CPU, CUDA IPC on GPU). stdout/stderr of the worker are drained
     by a parent thread into a log file that keeps at most ``log_cap_bytes``.
 
-    ``pid`` is the worker's pid as this process sees it (the sandbox's init); ``proc`` is
-    the launched process (bwrap, or the worker itself when unsandboxed); ``sandbox`` is
+    ``pid`` is the worker's pid as this process sees it; ``init_pid`` the sandbox's pid 1
+    (bwrap's reaper, the worker's parent); ``proc`` is the launched process (bwrap, or the
+    worker itself when unsandboxed); ``sandbox`` is
     ``{"mode", "uid", "namespaces", "warning"}`` for this worker.
     Not thread-safe; one request in flight at a time."""
 
@@ -252,6 +253,7 @@ class WorkerHandle:
 
         if _SHUTTING_DOWN:
             raise WorkerDied(None, "start (solbench is shutting down)")
+        sandbox.preload_trusted_modules()  # nothing the parent runs is read from disk later
         self.device = device
         self.alive = False
         self.uid: int | None = None
@@ -310,12 +312,21 @@ class WorkerHandle:
             if pid is None:
                 self.kill()
                 raise WorkerDied(self._exitcode(), "start (the sandbox did not start: see the log)")
-            self.pid = pid
+            self.init_pid = pid  # the sandbox's pid 1 (bwrap's reaper): the worker is its child
             LIVE_WORKERS.add(pid)
         self.conn = Connection(mine.detach())
         self.seq = 0
         self.alive = True
         status, hello = self._wait(0, start_timeout_s, "start")
+        if info_w is not None and status == "ok":
+            from .guards import child_pids
+
+            kids = sorted(child_pids(self.init_pid))  # the worker, which has said hello
+            if len(kids) != 1:
+                self.kill()
+                raise WorkerDied(self._exitcode(), f"start: sandbox init has children {kids}")
+            self.pid = kids[0]
+            LIVE_WORKERS.add(self.pid)
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
@@ -490,8 +501,15 @@ class WorkerHandle:
             self.proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
             pass
+        init = getattr(self, "init_pid", None)
+        if init:
+            try:
+                os.kill(init, signal.SIGKILL)  # takes every process left in the pid namespace
+            except OSError:
+                pass
         LIVE_WORKERS.discard(self.proc.pid)
         LIVE_WORKERS.discard(pid)
+        LIVE_WORKERS.discard(init)
         _HANDLES.discard(self)
         sandbox.release_uid(self.uid)
         self.uid = None

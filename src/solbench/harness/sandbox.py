@@ -160,9 +160,12 @@ def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
         a += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     else:  # uid: the worker keeps only what it needs to drop to its own uid (worker.main)
         a += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    # --as-pid-1: the worker is its namespace's init, so every orphan of the candidate is
-    # re-parented to it (still a descendant the parent accounts for) and dies with it
-    a += ["--new-session", "--die-with-parent", "--as-pid-1", "--chdir", f"{SCRATCH}/home"]
+    # bwrap's own init is pid 1 (no --as-pid-1): it runs as the harness's uid, so the
+    # parent-death SIGKILL reaches it (a pdeathsig is a signal with a permission check, and
+    # the worker in ``uid`` mode has another uid than its dying launcher); when it dies the
+    # kernel kills everything left in the namespace, stopped processes included. The worker
+    # is a child subreaper (enter_in_worker), so the candidate's orphans stay its descendants.
+    a += ["--new-session", "--die-with-parent", "--chdir", f"{SCRATCH}/home"]
     return a
 
 
@@ -315,6 +318,7 @@ def enter_in_worker(device: str) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of the candidate stay here
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (bwrap sets it; unsandboxed too)
     except Exception:  # noqa: BLE001
         pass
@@ -323,3 +327,40 @@ def enter_in_worker(device: str) -> None:
             os.makedirs(os.path.join(os.environ.get("TMPDIR", SCRATCH), d), exist_ok=True)
         except OSError:
             pass
+
+
+_preloaded = False
+#: packages holding candidate code (bundled solutions, the demo's hostile candidates): run
+#: only in workers, never imported by the parent
+_NOT_PRELOADED = ("solbench.suites.triton_src", "solbench.demo.softmax_")
+
+
+def preload_trusted_modules() -> list[str]:
+    """Import every solbench module the parent may execute, before any worker starts (once).
+
+    A module imported lazily after a candidate ran is read from disk then, and a candidate
+    that could write bytecode (a timestamp-valid ``.pyc`` in ``__pycache__``) would run its
+    code in the parent: observed with the static audit, imported after the evaluation. With
+    the read-only sandbox the worker cannot write there at all; this closes the route also
+    for an unsandboxed run. Skipped: candidate code (:data:`_NOT_PRELOADED`, run only in
+    workers) and modules whose optional dependency is missing (they cannot be
+    imported later either). Returns the names of the modules that failed to import."""
+    global _preloaded
+    if _preloaded:
+        return []
+    _preloaded = True
+    import importlib
+    import pkgutil
+
+    import solbench
+
+    failed = []
+    for m in pkgutil.walk_packages(solbench.__path__, "solbench."):
+        name = m.name
+        if name.startswith(_NOT_PRELOADED) or name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional dependency that is not installed
+            failed.append(name)
+    return failed
