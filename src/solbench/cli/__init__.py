@@ -4,6 +4,9 @@ commands with :func:`register`; none holds evaluation logic of its own."""
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import sys
 
 import typer
 
@@ -37,5 +40,21 @@ def _load() -> None:
 _load()
 
 
+def _stop(signum, _frame) -> None:
+    """SIGTERM/SIGHUP: kill and reap every worker (sandboxed or not), then exit 128+signum;
+    nothing of the run is left behind (traces already appended stay)."""
+    from ..harness.process import shutdown_all
+
+    shutdown_all()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(128 + signum)
+
+
 def main() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
     app()
