@@ -137,16 +137,21 @@ def test_worker_identity_and_limits(solbench_cache):
 
 @sandboxed
 def test_reference_cannot_be_stopped_or_demoted(tmp_path, solbench_cache):
-    """The red-team stoppers (SIGSTOP loop, SCHED_IDLE/nice/affinity) find no reference to
-    act on: harmless, the honest matmul PASSES with an untouched reference (the parent-side
-    checks they trip unsandboxed are tested in test_hidden_work.py)."""
+    """The red-team stoppers find no reference to act on: the demoter (SCHED_IDLE, nice,
+    affinity on the sibling worker) is harmless and its honest matmul PASSES with an
+    untouched reference; the SIGSTOP loop's helper still runs beside the reference (it
+    looks for its target while the reference is timed) and the parent's process check
+    flags that, but the reference is never reached (the parent-side checks they trip
+    unsandboxed are tested in test_hidden_work.py)."""
     p = _matmul_problem(tmp_path)
-    for cand in ("cand_ref_stopper.py", "cand_demote_reference.py"):
+    for cand, ok in (("cand_demote_reference.py", {Status.PASSED}),
+                     ("cand_ref_stopper.py", {Status.PASSED, Status.REWARD_HACK})):
         s = load_solution(HERE / cand, p)
         (t,) = evaluate(p, s, EvalConfig(device="cpu", iters=6, rounds=2))
         ev = t.evaluation
-        assert ev.status == Status.PASSED, (cand, ev.log, ev.findings)
-        assert not [f for f in ev.findings if f.check == "reference_tampered"]
+        assert ev.status in ok, (cand, ev.log, ev.findings)
+        assert not [f for f in ev.findings if f.check == "reference_tampered"], cand
+        assert not [f for f in ev.findings if "stopped" in f.message and "reference" in f.message], cand
 
 
 @sandboxed

@@ -129,10 +129,10 @@ def _code_paths(hidden: list[str]) -> list[str]:
 def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
     cuda = _is_cuda(device)
     a = [bwrap, "--ro-bind", "/", "/"]
-    if cuda:  # the driver's device nodes; a private /dev/shm over the host's
-        a += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"]
-    else:
-        a += ["--dev", "/dev"]
+    # the driver's device nodes on CUDA, a minimal /dev otherwise; either way a private
+    # world-writable /dev/shm (POSIX semaphores: multiprocessing's locks, a ThreadPool's)
+    a += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
+    a += ["--perms", "1777", "--size", str(1 << 30), "--tmpfs", "/dev/shm"]
     a += ["--proc", "/proc"]
     hidden = _hidden_dirs()
     for d in hidden:
