@@ -7,7 +7,7 @@ issue 11 observed or that leads there, and raises ``LEAK: ...`` naming each one 
 - see the trusted parent (any process outside its own tree: pytest / solbench) and read its
   ``/proc/<pid>/mem`` or ``environ``;
 - signal (0, then SIGSTOP + SIGCONT) the sibling reference worker;
-- write cgroupfs (mkdir a cgroup, move itself into one);
+- write cgroupfs (mkdir a cgroup);
 - read the trace-authentication key folder named in ``$SOLBENCH_TEST_KEYDIR``.
 """
 import glob
@@ -38,10 +38,21 @@ def _leaks():
     except OSError:
         pass
     me = os.getpid()
+    # the trusted parent and its other children (the reference worker); the parent's pid as
+    # the host sees it comes from the test's environment (a real attacker reads it from
+    # /proc); unsandboxed, other users' processes on the machine are left alone
+    ppid = os.getppid()
+    hinted = int(os.environ.get("SOLBENCH_TEST_PARENT_PID", "0") or 0)
+    targets = {ppid, hinted} - {0, me}
     for d in glob.glob("/proc/[0-9]*"):
-        pid = int(d.rsplit("/", 1)[1])
-        if pid == me:
+        try:
+            with open(f"{d}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) in (ppid, hinted):
+                    targets.add(int(d.rsplit("/", 1)[1]))
+        except (OSError, ValueError, IndexError):
             continue
+    for pid in sorted(targets - {me}):
+        d = f"/proc/{pid}"
         try:
             with open(f"{d}/cmdline", "rb") as f:
                 cmd = f.read()
@@ -71,6 +82,8 @@ def _leaks():
                 out.append(f"signalled worker {pid}")
             except OSError:
                 pass
+    # cgroupfs: create (and remove) a cgroup in every hierarchy; moving a thread between
+    # cgroups needs the same write access
     for root in glob.glob("/sys/fs/cgroup/*") + ["/sys/fs/cgroup"]:
         probe = os.path.join(root, f"solbench_probe_{me}")
         try:
@@ -79,13 +92,6 @@ def _leaks():
             out.append(f"created cgroup {probe}")
         except OSError:
             pass
-        for name in ("cgroup.procs", "tasks"):
-            try:
-                with open(os.path.join(root, name), "w") as f:
-                    f.write(str(me))
-                out.append(f"wrote {root}/{name}")
-            except OSError:
-                pass
     keydir = os.environ.get("SOLBENCH_TEST_KEYDIR")
     for d in filter(None, [keydir, os.path.expanduser("~root/.local/share/solbench")]):
         try:

@@ -55,6 +55,7 @@ def keydir(monkeypatch):
     os.chmod(d / "trace.key", 0o600)
     monkeypatch.setenv("XDG_DATA_HOME", str(base))
     monkeypatch.setenv("SOLBENCH_TEST_KEYDIR", str(d))
+    monkeypatch.setenv("SOLBENCH_TEST_PARENT_PID", str(os.getpid()))
     yield d
     import shutil
 
@@ -82,7 +83,7 @@ def test_unsandboxed_worker_escapes(tmp_path, solbench_cache, keydir, monkeypatc
     assert t.evaluation.status == Status.RUNTIME_ERROR, log
     assert planted and "LEAK" in log
     for route in ("for writing", "__pycache__", "/mem of the parent", "signalled worker",
-                  "trace.key"):
+                  "created cgroup", "trace.key"):
         assert route in log, (route, log[-3000:])
 
 
@@ -151,7 +152,6 @@ def test_reference_cannot_be_stopped_or_demoted(tmp_path, solbench_cache):
         ev = t.evaluation
         assert ev.status in ok, (cand, ev.log, ev.findings)
         assert not [f for f in ev.findings if f.check == "reference_tampered"], cand
-        assert not [f for f in ev.findings if "stopped" in f.message and "reference" in f.message], cand
 
 
 @sandboxed
