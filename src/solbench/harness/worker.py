@@ -472,14 +472,29 @@ class Worker:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: ``python -m solbench.harness.worker ADDRESS DEVICE`` (authkey in
-    ``$SOLBENCH_WORKER_AUTHKEY``). stdout/stderr are already the capped log file."""
-    from multiprocessing.connection import Client
+    """Entry point: ``python -m solbench.harness.worker fd:N DEVICE --fd-channel=M``, where
+    N is the worker's end of the parent's socket pair and M the SOCK_SEQPACKET end the
+    parent passes buffer memfds on (both inherited; no path, no key). First of all it
+    enters the sandbox's last steps (uid drop, resource limits, parent-death signal: see
+    :func:`solbench.harness.sandbox.enter_in_worker`). stdout/stderr are already the capped
+    log file."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    from . import sandbox, shm
 
     argv = argv if argv is not None else sys.argv[1:]
     address, device = argv[0], argv[1]
-    key = bytes.fromhex(os.environ.pop("SOLBENCH_WORKER_AUTHKEY"))
-    conn = Client(address, family="AF_UNIX", authkey=key)
+    chan = next((a.split("=", 1)[1] for a in argv[2:] if a.startswith("--fd-channel=")), None)
+    conn = Connection(int(address[3:]))
+    try:
+        sandbox.enter_in_worker(device)
+    except BaseException as e:  # noqa: BLE001 - never run a candidate outside the sandbox asked for
+        conn.send_bytes(json.dumps([0, "error", {"type": type(e).__name__,
+                                                 "message": f"sandbox: {e}"}]).encode())
+        os._exit(3)
+    if chan is not None:
+        shm.FD_CHANNEL = socket.socket(fileno=int(chan))
     try:
         w = Worker(conn, device)
     except BaseException as e:  # noqa: BLE001
