@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .harness import EvalConfig, evaluate
+from .harness import EvalConfig
 from .spec.problem import Problem
 from .spec.solution import Solution
 from .spec.trace import Finding, Status, Trace
@@ -70,74 +70,98 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
     return block
 
 
-def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
-    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
-    Advisory only: runtime evidence decides verdicts."""
+def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:
+    """The static audit's advisory findings (rule, file:line, snippet) for ``solution``; none
+    for the reference. Advisory only: runtime evidence decides verdicts."""
     if solution.author == "reference":
-        return traces
+        return []
     try:
         from .integrity.static_audit import audit_solution
 
-        found = audit_solution(solution, problem.definition)
+        return list(audit_solution(solution, problem.definition))
     except Exception as e:  # noqa: BLE001 - the audit never blocks an evaluation
-        found = [Finding(check="audit.failed", severity="advisory", message=f"{type(e).__name__}: {e}")]
+        return [Finding(check="audit.failed", severity="advisory", message=f"{type(e).__name__}: {e}")]
+
+
+def _with_findings(trace: Trace, found: list[Finding]) -> Trace:
     if not found:
-        return traces
-    out = []
-    for t in traces:
-        ev = t.evaluation.model_copy(deep=True)
-        ev.findings.extend(f.model_copy() for f in found)
-        out.append(t.model_copy(update={"evaluation": ev}))
-    return out
+        return trace
+    ev = trace.evaluation.model_copy(deep=True)
+    ev.findings.extend(f.model_copy() for f in found)
+    return trace.model_copy(update={"evaluation": ev})
+
+
+def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
+    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
+    Advisory only: runtime evidence decides verdicts."""
+    found = static_audit_findings(problem, solution)
+    return [_with_findings(t, found) for t in traces]
 
 
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined",
-                       evaluator=None) -> list[Trace]:
+                       evaluator=None, on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
     """Evaluate and attach the SOL block to each PASSED trace.
 
     ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
     worker then serves several candidates in turn; ``config`` replaces its settings).
+    ``on_trace``: called with each finished trace (static audit and SOL block attached) as
+    soon as its workload is done, before the next one starts: to store it and show progress.
 
     A candidate time below T_SOL is judged by :func:`solbench.sol.classify_against_sol`:
     below the certain floor (compulsory output bytes beyond L2 at peak bandwidth) it is
     impossible (finding ``faster_than_sol``, which decides REWARD_HACK); above that floor it is
     a defect of the model (finding ``sol_bound_violated``, advisory; the score stays capped at 1).
     """
+    from .harness import Evaluator
+
     cfg = config or EvalConfig()
+    found = static_audit_findings(problem, solution)
+    hw = resolve_hardware(cfg.device, hardware)
+    cache: dict = {}
+    out: list[Trace] = []
+
+    def finish(t: Trace) -> None:
+        t = _with_findings(t, found)
+        if hw is not None:
+            t = _score(problem, t, hw, sol_model, cache)
+        out.append(t)
+        if on_trace is not None:
+            on_trace(t)
+
     if evaluator is not None:
         if evaluator.problem is not problem:
             raise ValueError("evaluator was made for another problem")
         evaluator.cfg = cfg
-        traces = evaluator.evaluate(solution)
+        evaluator.evaluate(solution, on_trace=finish)
     else:
-        traces = evaluate(problem, solution, cfg)
-    traces = attach_static_audit(problem, solution, traces)
+        ev = Evaluator(problem, cfg)
+        try:
+            ev.evaluate(solution, on_trace=finish)
+        finally:
+            ev.close()
+    return out
+
+
+def _score(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> Trace:
+    """``t`` with its SOL block (PASSED traces with a performance only)."""
+    if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
+        return t
+    t0 = time.perf_counter()
+    block = sol_block(problem, t, hw, sol_model, cache)
+    ev = t.evaluation.model_copy(deep=True)
+    ev.sol = block
+    ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
+    perf = ev.performance
     from .sol import classify_against_sol, sol_finding
 
-    hw = resolve_hardware(cfg.device, hardware)
-    if hw is None:
-        return traces
-    cache: dict = {}
-    out = []
-    for t in traces:
-        if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
-            out.append(t)
-            continue
-        t0 = time.perf_counter()
-        block = sol_block(problem, t, hw, sol_model, cache)
-        ev = t.evaluation.model_copy(deep=True)
-        ev.sol = block
-        ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
-        perf = ev.performance
-        verdict = classify_against_sol(perf.latency_ms if perf else None, block.get("sol_ms"),
-                                       block.get("t_certain_ms"))
-        if verdict is not None:
-            ev.findings.append(Finding(**sol_finding(verdict, perf.latency_ms, block, t.workload.uuid)))
-            if verdict == "hack":
-                ev.sol["score"] = None
-                ev.status = Status.REWARD_HACK
-                ev.performance = None
-        t = t.model_copy(update={"evaluation": ev})
-        out.append(Trace.model_validate(t.model_dump()))
-    return out
+    verdict = classify_against_sol(perf.latency_ms if perf else None, block.get("sol_ms"),
+                                   block.get("t_certain_ms"))
+    if verdict is not None:
+        ev.findings.append(Finding(**sol_finding(verdict, perf.latency_ms, block, t.workload.uuid)))
+        if verdict == "hack":
+            ev.sol["score"] = None
+            ev.status = Status.REWARD_HACK
+            ev.performance = None
+    t = t.model_copy(update={"evaluation": ev})
+    return Trace.model_validate(t.model_dump())

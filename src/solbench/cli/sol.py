@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from .common import clean_errors, console, err_console
+from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
+                     console, err_console, parse_bytes)
 
 
 def _fmt_num(x: float) -> str:
@@ -41,7 +42,8 @@ def _table(res: dict) -> Table:
               "dram ms", "T_SOL ms", f"{other} ms", "certain ms", "bound by", "AI"):
         t.add_column(c, justify="left" if c in ("axes", "FLOPs by class", "bound by") else "right",
                      overflow="fold")
-    for i, r in enumerate(res["workloads"]):
+    for j, r in enumerate(res["workloads"]):
+        i = r.get("index", j)
         if r.get("sol_ms") is None:
             t.add_row(str(i), json.dumps(r["axes"]), f"[red]{r['error'][:80]}[/red]", *["-"] * 10)
             continue
@@ -64,7 +66,9 @@ def register(app: typer.Typer) -> None:
         hardware: str = typer.Option("H200", "--hardware", "-H", help="spec id (solbench hardware list) or spec.toml"),
         model: str = typer.Option("refined", "--model", "-m", help="refined (ours, the lower bound) or solar "
                                   "(upstream SOLAR's conventions; on B200 its 1.5 GHz-lock constants, B200_SOLAR)"),
-        workload: Optional[str] = typer.Option(None, "--workload", "-w", help="only this workload (uuid prefix or index)"),
+        workload: Optional[str] = typer.Option(None, "--workloads", "--workload", "-w", help=WORKLOADS_HELP),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP),
+        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
         as_json: bool = typer.Option(False, "--json", help="strict JSON on stdout: one object per problem "
                                      "per line, each with \"problem\" and \"workloads\""),
     ) -> None:
@@ -84,16 +88,12 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"[yellow]note:[/yellow] --model solar on {hw.id} prices with {hw.solar_spec} "
                                   "(upstream SOLAR's constants, the basis of the official SOL-ExecBench figures)",
                                   highlight=False)
+            max_b = parse_bytes(max_bytes)
             paths = _problem_paths(problems)
         for path in paths:
             try:
                 p = load_problem(path)
-                wls = None
-                if workload is not None:
-                    try:
-                        wls = [p.workload(int(workload) if workload.isdigit() else workload)]
-                    except (KeyError, IndexError):
-                        raise SpecError(path, "--workload", f"no workload {workload!r}") from None
+                wls = choose_workloads(p, workload, limit, max_b)
                 res = problem_rows(p, hw, model, wls)
             except SolbenchError as e:
                 if len(paths) == 1:

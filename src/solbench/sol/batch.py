@@ -52,8 +52,10 @@ def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
         HardwareError: unknown hardware. ValueError: unknown model.
     """
     hw = load_hardware(hardware)
-    rows = [workload_row(problem, w, hw, model) for w in (workloads if workloads is not None
-                                                          else problem.workloads)]
+    chosen = workloads if workloads is not None else problem.workloads
+    # rows carry the workload's index in the problem's file (the CLI's selection names it)
+    rows = [{"index": problem.workloads.index(w), **workload_row(problem, w, hw, model)}
+            for w in chosen]
     used = next((r["hardware"] for r in rows if r.get("hardware")), hw.id)
     return {"problem": problem.name, "hardware": used, "hardware_requested": hw.id,
             "hardware_kind": load_hardware(used).kind, "model": model, "workloads": rows}
