@@ -23,7 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-DEFAULT_DATA = Path(os.environ.get("SOLBENCH_SHARED", ROOT.parent / "shared")) / "datasets" / "sol-execbench-dev"
+#: the dev dataset: $SOLBENCH_SHARED, ../shared beside the clone, shared/ or .devdata/ inside it
+_DATA_CANDIDATES = [Path(os.environ["SOLBENCH_SHARED"]) / "datasets" / "sol-execbench-dev"] \
+    if os.environ.get("SOLBENCH_SHARED") else []
+_DATA_CANDIDATES += [ROOT.parent / "shared" / "datasets" / "sol-execbench-dev",
+                     ROOT / "shared" / "datasets" / "sol-execbench-dev", ROOT / ".devdata" / "sol-execbench-dev"]
+DEFAULT_DATA = next((d for d in _DATA_CANDIDATES if d.exists()), _DATA_CANDIDATES[0])
 PUBLIC_WORKLOADS = 3957
 
 

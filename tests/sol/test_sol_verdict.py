@@ -50,12 +50,26 @@ def _problem(tmp_path, n):
 
 
 def _evaluate(monkeypatch, problem, latency_ms):
-    def fake_evaluate(p, s, cfg):
-        ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
-                        performance=Performance(latency_ms=latency_ms, reference_latency_ms=10.0))
-        return [Trace(definition=p.name, solution="cand", workload=p.workloads[0], evaluation=ev)]
+    import solbench.harness as harness
 
-    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
+    class FakeEvaluator:
+        """Stands in for the harness: one PASSED trace with the given latency."""
+
+        def __init__(self, p, cfg):
+            self.problem = p
+
+        def evaluate(self, solution, on_trace=None):
+            p = self.problem
+            ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
+                            performance=Performance(latency_ms=latency_ms, reference_latency_ms=10.0))
+            t = Trace(definition=p.name, solution="cand", workload=p.workloads[0], evaluation=ev)
+            on_trace(t)
+            return [t]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(harness, "Evaluator", FakeEvaluator)
     sol = Solution.model_validate({"name": "cand", "definition": problem.name, "author": "reference",
                                    "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
