@@ -623,10 +623,16 @@ def _stand_in(func, args, kwargs):
     if schema is None:
         return None
     written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    masked = _constant_mask_write(func, args, kwargs, bool(written))
+    if masked is not None:
+        return masked
     if written:
         i = written[0]
         arg = args[i] if i < len(args) else kwargs.get(schema.arguments[i].name)
         return arg if _is_stand_in(arg) else None
+    const = _constant_pointwise(func, args, kwargs)
+    if const is not None:
+        return const
     flat = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
     if flat and sum(x.numel() * x.element_size() for x in flat if not _is_stand_in(x)) < (1 << 20) \
             and not any(_is_stand_in(x) for x in flat):
@@ -700,6 +706,66 @@ def _region(name: str, args, kwargs, dst: torch.Tensor) -> float:
     except Exception:  # noqa: BLE001 - odd signature: the whole destination
         pass
     return float(_unique_elems(dst))
+
+
+def _constant_pointwise(func, args, kwargs):
+    """A pointwise op whose tensor inputs are all stand-ins (constant tensors) or single
+    elements has a constant result: computed exactly on one element and broadcast (a
+    stand-in of any dtype, bool included). None when that does not apply."""
+    if torch.Tag.pointwise not in getattr(func, "tags", ()):
+        return None
+    flat = flat_tensors(args, kwargs)
+    if not flat or not any(_is_stand_in(x) for x in flat) or \
+            not all(_is_stand_in(x) or x.numel() == 1 for x in flat):
+        return None
+    try:
+        shape = torch.broadcast_shapes(*[x.shape for x in flat])
+
+        def one(x):
+            return x.reshape(-1)[:1].reshape(()) if isinstance(x, torch.Tensor) and x.dim() else x
+        small = func(*[one(a) if isinstance(a, torch.Tensor) else a for a in args],
+                     **{k: one(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+        if not isinstance(small, torch.Tensor) or small.numel() != 1:
+            return None
+        return small.reshape(()).expand(shape) if len(shape) else small
+    except Exception:  # noqa: BLE001 - run it for real
+        return None
+
+
+def _constant_mask_write(func, args, kwargs, inplace: bool):
+    """``t[mask] = v`` / ``masked_fill`` with a stand-in (constant) mask of ``t``'s shape: all
+    or nothing, so a fill or a no-op (exact). None when that does not apply."""
+    name = _packet(func)
+    try:
+        if name in ("index_put", "_index_put_impl"):
+            dst, idx, val = args[0], list(args[1]), args[2]
+            if len(idx) != 1 or idx[0] is None or idx[0].dtype != torch.bool or not _is_stand_in(idx[0]) \
+                    or tuple(idx[0].shape) != tuple(dst.shape) or val.numel() != 1 or _accumulates(name, args, kwargs):
+                return None
+            mask, value = idx[0], val.reshape(())
+        elif name == "masked_fill":
+            dst, mask, value = args[0], args[1], args[2]
+            if not isinstance(mask, torch.Tensor) or not _is_stand_in(mask) or mask.dtype != torch.bool \
+                    or tuple(mask.shape) != tuple(dst.shape):
+                return None
+        else:
+            return None
+        on = bool(mask.reshape(-1)[0])
+        if inplace and _is_stand_in(dst):
+            return dst  # writes into a stand-in are skipped (see _stand_in)
+        out = dst if inplace else (dst if _is_stand_in(dst) and not on else dst.clone())
+        if on:
+            if _is_stand_in(out):
+                return stand_in_value(out.shape, out.dtype, value)
+            out.fill_(value)
+        return out
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def stand_in_value(shape, dtype, value) -> torch.Tensor:
+    """A stand-in holding ``value`` (a number or a one-element tensor)."""
+    return torch.as_tensor(value).to(dtype).reshape(()).expand(shape)
 
 
 def _cuda_class(out_dtype: torch.dtype, in_dtype: torch.dtype) -> str:
