@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", default=None, help="only problems whose name contains this")
+    ap.add_argument("--only", default=None, help="only problems whose path contains one of these (comma-separated)")
     ap.add_argument("--shard-out", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("dirs", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--render-only", action="store_true", help="re-render the .md from the .json")
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
         return 2
     pdirs = sorted(str(p.parent) for p in args.data.glob("*/*/metadata.json"))
     if args.only:
-        pdirs = [p for p in pdirs if args.only in p]
+        pdirs = [p for p in pdirs if any(o in p for o in args.only.split(","))]
     t0 = time.time()
     rows: list[dict] = []
     # one process per shard (no executor: a worker killed by the OOM killer must not hang the

@@ -189,6 +189,13 @@ def test_an_output_returned_unchanged_from_an_input_writes_nothing(tmp_path):
     assert c.bytes_fused == 1024 * 4 + 1024 * 4
 
 
+def test_an_output_that_is_a_view_of_an_input_writes_nothing(tmp_path):
+    p, w = make_problem(tmp_path, "view", {"x": T([64, 256], "float32")}, {"y": T([64, 32], "float32")},
+                        "import torch\ndef run(x):\n    return x[:, :32]\n")
+    c = count_workload(p, w)
+    assert c.bytes_fused == 0 and c.bytes_outputs_certain == 0
+
+
 def test_a_sliced_input_is_read_only_where_the_slice_reaches(tmp_path):
     R, C, k = 512, 1024, 128
     p, w = make_problem(tmp_path, "slice", {"x": T([R, C], "bfloat16")}, {"y": T([R, k], "bfloat16")},
