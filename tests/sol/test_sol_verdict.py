@@ -50,30 +50,25 @@ def _problem(tmp_path, n):
 
 
 def _evaluate(monkeypatch, problem, latency_ms):
-    import solbench.harness as harness
-
     class FakeEvaluator:
-        """Stands in for the harness: one PASSED trace with the given latency."""
+        """Stands in for the harness: one PASSED trace at ``latency_ms``, streamed."""
+        cfg = None
 
-        def __init__(self, p, cfg):
+        def __init__(self, p):
             self.problem = p
 
-        def evaluate(self, solution, on_trace=None):
-            p = self.problem
+        def evaluate(self, s, on_trace=None):
             ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
                             performance=Performance(latency_ms=latency_ms, reference_latency_ms=10.0))
-            t = Trace(definition=p.name, solution="cand", workload=p.workloads[0], evaluation=ev)
-            on_trace(t)
+            t = Trace(definition=self.problem.name, solution="cand", workload=self.problem.workloads[0], evaluation=ev)
+            if on_trace is not None:
+                on_trace(t)
             return [t]
 
-        def close(self):
-            pass
-
-    monkeypatch.setattr(harness, "Evaluator", FakeEvaluator)
     sol = Solution.model_validate({"name": "cand", "definition": problem.name, "author": "reference",
                                    "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
-    return pipeline.evaluate_and_score(problem, sol, hardware="H200")[0].evaluation
+    return pipeline.evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
 
 
 def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(tmp_path, monkeypatch):

@@ -395,7 +395,10 @@ class WorkerHandle:
                 return msg[1], msg[2]
             except Exception as e:  # noqa: BLE001
                 self.kill()
-                raise ProtocolError(f"unreadable hello: {type(e).__name__}: {e}") from None
+                # a worker that died before its hello says why only in its log: keep the tail
+                tail = " | ".join(self.log_since_last(1200).strip().splitlines()[-6:])
+                raise ProtocolError(f"no hello from the worker (exit {self._exitcode()}): "
+                                    f"{type(e).__name__}: {e}" + (f"; log: {tail}" if tail else "")) from None
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()

@@ -137,22 +137,24 @@ def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
     hidden = _hidden_dirs()
     for d in hidden:
         a += ["--tmpfs", d]
-    made: set[str] = set(hidden)
-    for p in _code_paths(hidden):
+    # the scratch is written by the worker's uid (not root's in ``uid`` mode): world-writable
+    # inside a tmpfs only this worker's processes see. Mounted before the code paths are bound
+    # back, so packages the harness imports from under /tmp (a --target install) stay visible
+    a += ["--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", SCRATCH]
+    covered = sorted(set(hidden) | {SCRATCH}, key=len)
+    made: set[str] = set(covered)
+    for p in _code_paths(covered):
         # the folders between a hidden folder and what is bound back must be traversable by
         # the worker's uid (bwrap would create them 0700)
         parts, cur = [], os.path.dirname(p)
-        while cur not in made and _under(cur, hidden):
+        while cur not in made and _under(cur, covered):
             parts.append(cur)
             cur = os.path.dirname(cur)
         for d in reversed(parts):
             a += ["--perms", "0755", "--dir", d]
             made.add(d)
         a += ["--ro-bind", p, p]
-    # the scratch is written by the worker's uid (not root's in ``uid`` mode): world-writable
-    # inside a tmpfs only this worker's processes see
-    a += ["--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", SCRATCH,
-          "--perms", "0777", "--dir", f"{SCRATCH}/home",
+    a += ["--perms", "0777", "--dir", f"{SCRATCH}/home",
           "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
     if _unshare_net(device):
         a += ["--unshare-net"]
