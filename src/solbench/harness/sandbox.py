@@ -49,6 +49,7 @@ SCRATCH = "/tmp"
 _lock = threading.Lock()
 _probed: dict[str, tuple[bool, str]] = {}
 _uids_in_use: set[int] = set()
+_warned: set[str] = set()
 _next_uid = 0
 
 
@@ -91,14 +92,23 @@ def namespaces(mode: str, device: str) -> list[str]:
 
 def _hidden_dirs() -> list[str]:
     """Host folders a worker must not see: the harness user's home (its keys, its caches,
-    its results) and /root, plus solbench's trace-key folder wherever XDG puts it."""
+    its results) and /root, solbench's trace-key folder wherever the store keeps it
+    (store.auth.key_dir), and the solution/build cache ($SOLBENCH_CACHE)."""
     out = []
     for d in (os.path.expanduser("~"), "/root"):
         if d and d != "/" and os.path.isdir(d):
             out.append(os.path.realpath(d))
-    for base in (os.environ.get("XDG_DATA_HOME"), os.path.expanduser("~/.local/share")):
-        if base and os.path.isdir(os.path.join(base, "solbench")):
-            out.append(os.path.realpath(os.path.join(base, "solbench")))
+    keys = [os.path.join(b, "solbench") for b in (os.environ.get("XDG_DATA_HOME"),
+                                                  os.path.expanduser("~/.local/share")) if b]
+    try:  # wherever the store keeps the trace key ($SOLBENCH_DATA_DIR, XDG, ~/.local/share)
+        from ..store.auth import key_dir
+
+        keys.append(str(key_dir()))
+    except Exception:  # noqa: BLE001
+        pass
+    for d in keys:
+        if os.path.isdir(d):
+            out.append(os.path.realpath(d))
     cache = os.environ.get("SOLBENCH_CACHE")
     if cache and os.path.isdir(cache):
         out.append(os.path.realpath(cache))
@@ -217,7 +227,8 @@ def sandbox_status(device: str = "cpu") -> dict[str, Any]:
     mode, else the harness's), "namespaces": [...], "warning": str|None, "bwrap": path}``."""
     mode, warning = resolve_mode(device)
     uid = UID_BASE + 1 if mode == "uid" else os.geteuid()
-    if warning:
+    if warning and warning not in _warned:  # once per process on stderr; every call returns it
+        _warned.add(warning)
         print(f"solbench: WARNING: {warning}", file=sys.stderr)
     return {"mode": mode, "uid": uid, "namespaces": namespaces(mode, device), "warning": warning,
             "bwrap": bwrap_path() if mode != "none" else None,
