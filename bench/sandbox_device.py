@@ -56,6 +56,27 @@ def startup(device: str, mode_env: str, n: int) -> list[float]:
     return out
 
 
+def launch_overhead_ms(device: str, n: int = 20) -> dict:
+    """Milliseconds to run /bin/true plainly and inside this device's sandbox (the sandbox's
+    own cost, without Python's and torch's start-up, which dominate a worker's)."""
+    import shutil
+    import subprocess
+
+    from solbench.harness import sandbox
+
+    true = shutil.which("true") or "/bin/true"
+    mode = sandbox.resolve_mode(device)[0]
+    out = {}
+    for name, cmd in (("plain", [true]), ("sandboxed", sandbox.wrap([true], device, mode, None))):
+        xs = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True)
+            xs.append((time.perf_counter() - t0) * 1e3)
+        out[name] = {"median_ms": round(statistics.median(xs), 1), "min_ms": round(min(xs), 1)}
+    return out
+
+
 def evaluate_case(device: str, cand: str, env: dict[str, str]) -> dict:
     """Evaluate one candidate of tests/harness through the real harness under ``env``."""
     import tempfile
@@ -115,6 +136,7 @@ def main() -> None:
         import torch
 
         res["gpu"] = torch.cuda.get_device_name(0)
+    res["launch_ms"] = launch_overhead_ms(a.device)
     res["startup_s"] = {m: startup(a.device, m, a.n) for m in ("off", "auto")}
     os.environ["SOLBENCH_SANDBOX"] = "auto"
     res["ipc_dps"] = ipc_roundtrip(a.device)
@@ -137,6 +159,9 @@ def main() -> None:
     for m, xs in res["startup_s"].items():
         print(f"worker start-up  SOLBENCH_SANDBOX={m:4s}  median {statistics.median(xs):6.2f} s  "
               f"min {min(xs):6.2f} s  max {max(xs):6.2f} s  (n={len(xs)})")
+    lm = res["launch_ms"]
+    print(f"/bin/true launch  plain median {lm['plain']['median_ms']} ms (min {lm['plain']['min_ms']}), "
+          f"sandboxed median {lm['sandboxed']['median_ms']} ms (min {lm['sandboxed']['min_ms']})")
     print(f"DPS buffers through the sandbox: {res['ipc_dps']['status']}")
     print(f"{'candidate':32s} {'env':44s} {'status':14s} leaks / hack checks")
     for c in res["cases"]:
