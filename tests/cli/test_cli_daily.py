@@ -36,7 +36,10 @@ UUIDS = ["a1000000-0000-0000-0000-000000000000", "b2000000-0000-0000-0000-000000
 SIZES = [64, 1000, 16]
 HANG_AT_1000 = ("import torch\n\ndef run(x, y):\n    if x.numel() == 1000:\n        while True:\n"
                 "            pass\n    return x + y\n")
-SPIN = "def run(x, y):\n    while True:\n        pass\n"
+# names its thread (PR_SET_NAME, /proc/<pid>/task/<tid>/comm) before spinning, so the test
+# knows the candidate's own code is in its infinite loop, not the worker still starting
+SPIN = ("import ctypes\n\ndef run(x, y):\n    ctypes.CDLL(None).prctl(15, b'cand-spinning', 0, 0, 0)\n"
+        "    while True:\n        pass\n")
 
 
 def _problem(d: Path, name: str = "add2") -> Path:
@@ -63,7 +66,8 @@ def _env(tmp_path) -> dict:
 
 def _cli(args, tmp_path, **kw) -> subprocess.Popen:
     """The real entry point (``solbench.cli.main``) with stdout/stderr to pipes (no tty)."""
-    return subprocess.Popen([sys.executable, "-m", "solbench.cli", *args], stdout=subprocess.PIPE,
+    entry = "import sys; from solbench.cli import main; sys.argv[0] = 'solbench'; main()"
+    return subprocess.Popen([sys.executable, "-c", entry, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(tmp_path), **kw)
 
 
@@ -103,6 +107,17 @@ def _workers(pids) -> list[int]:
     return out
 
 
+def _reap(pids: list[int]) -> list[int]:
+    """SIGKILL what a failing run left behind (so a red test leaves no spinning process);
+    returns ``pids`` for the assertion."""
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    return pids
+
+
 def _one_error_line(r) -> str:
     err = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(err) == 1, r.output
@@ -134,10 +149,13 @@ def test_1_2_progress_lines_traces_appended_then_sigterm_leaves_no_process(prob,
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
+            kids = _descendants(proc.pid)
             proc.kill()
+            _reap(list(kids))
     assert proc.returncode == 128 + signal.SIGTERM
     time.sleep(1)
-    assert [p for p in kids if _alive(p)] == [], "processes outlived solbench after SIGTERM"
+    left = _reap([p for p in kids if _alive(p)])
+    assert left == [], "processes outlived solbench after SIGTERM"
     # off a terminal: a header, then one line per finished workload with status, latency,
     # speedup and an ETA (1 of 2 done: ETA = elapsed)
     assert "add2 / hang: 2 workload(s) to evaluate" in err
@@ -151,13 +169,13 @@ def test_1_2_progress_lines_traces_appended_then_sigterm_leaves_no_process(prob,
 def test_2_sigkill_of_eval_leaves_no_worker_running(prob, tmp_path):
     cand = tmp_path / "spin.py"
     cand.write_text(SPIN)
-    proc = _cli(["eval", str(prob), "-s", str(cand), "--device", "cpu", "-w", "0"], tmp_path)
+    proc = _cli(["eval", str(prob), "-s", str(cand), "--device", "cpu", "-w", "a1"], tmp_path)
     try:
         deadline = time.monotonic() + 300
         spinning = []
         while time.monotonic() < deadline and not spinning:
             assert proc.poll() is None, proc.communicate()
-            spinning = [p for p in _workers(_descendants(proc.pid)) if _state(p) == "R"]
+            spinning = [p for p in _workers(_descendants(proc.pid)) if "cand-spinning" in _comms(p)]
             time.sleep(0.5)
         assert spinning, "the candidate never started"
         time.sleep(2)
@@ -166,11 +184,25 @@ def test_2_sigkill_of_eval_leaves_no_worker_running(prob, tmp_path):
         proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
+            stray = _descendants(proc.pid)
             proc.kill()
+            _reap(list(stray))
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and any(_alive(p) for p in kids):
         time.sleep(0.2)
-    assert [p for p in kids if _alive(p)] == [], "a worker outlived a SIGKILLed solbench"
+    left = _reap([p for p in kids if _alive(p)])
+    assert left == [], "a worker outlived a SIGKILLed solbench"
+
+
+def _comms(pid: int) -> set[str]:
+    out = set()
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                out.add(f.read().strip())
+    except OSError:
+        pass
+    return out
 
 
 def _state(pid: int) -> str:
