@@ -29,6 +29,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "evaluate", "validate", "demo", "sol", "hardware", "calibrate", "audit",
     "suite", "dataset", "baseline", "profile", "project",
+    "report", "results", "compare",  # results store and reports
 ]
 
 

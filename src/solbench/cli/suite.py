@@ -120,14 +120,39 @@ def register(app: typer.Typer) -> None:
                                                  "default when omitted)"),
         rounds: Optional[int] = typer.Option(None, "--rounds",
                                              help="correctness rounds per workload"),
+        seed: Optional[str] = typer.Option(None, "--seed",
+                                           help="base seed of the inputs (int or 0x-hex) to "
+                                                "reproduce a run, e.g. the same verdicts on two "
+                                                "executors; default a secret seed per evaluation"),
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+        executor: str = typer.Option("local", "--executor",
+                                     help="local (this process, the default) or ray (one "
+                                          "worker per GPU of a Ray cluster; pip install "
+                                          "'solbench[ray]')"),
+        address: Optional[str] = typer.Option(None, "--address",
+                                              help="Ray cluster address (--executor ray; "
+                                                   "default: a new local cluster)"),
+        workers: Optional[int] = typer.Option(None, "--workers",
+                                              help="Ray workers (--executor ray; default: "
+                                                   "every GPU of the cluster, on the CPU half "
+                                                   "its CPUs)"),
     ) -> None:
         """Evaluate every problem x solution pair; append traces; print a summary."""
         import fnmatch
 
         from ..suites import resolve_suite_or_dir
-        from ..suites.runner import done_keys, plan_run
+        from ..suites.runner import done_keys, label_map, plan_run, read_results, result_key
 
+        from ..suites.executors import make_executor
+
+        try:
+            ex = make_executor(executor, address=address, workers=workers)
+        except ValueError as e:
+            err_console.print(f"[red]error:[/red] --executor: {e}")
+            raise typer.Exit(2)
+        if workers is not None and workers < 1:
+            err_console.print(f"[red]error:[/red] --workers: {workers} is not >= 1")
+            raise typer.Exit(2)
         if unit not in ("problem", "workload"):
             err_console.print(f"[red]error:[/red] --unit: {unit!r} is not problem or workload")
             raise typer.Exit(2)
@@ -174,7 +199,10 @@ def register(app: typer.Typer) -> None:
                 + (f"; found {found}" if found else "; the directory is empty"),
                 highlight=False, markup=False)
             raise typer.Exit(2)
-        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
+        from .evaluate import _parse_seed
+
+        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds), ("seed", _parse_seed(seed)))
+                if v is not None}
         if not json_out:
             console.print(
                 f"{len(paths)} problems, {len(plan.pairs)} problem x solution pairs, "
@@ -184,7 +212,7 @@ def register(app: typer.Typer) -> None:
             if plan.problems_without_solutions:
                 console.print(f"[yellow]{len(plan.problems_without_solutions)} problems have no "
                               f"solution in {solutions}[/yellow]", highlight=False)
-        run_and_report(plan, out, dev, opts, previous, unit=unit, json_out=json_out)
+        run_and_report(plan, out, dev, opts, previous, unit=unit, json_out=json_out, executor=ex)
 
 
 def open_results(out: Path, resume: bool, overwrite: bool) -> list:
@@ -201,12 +229,14 @@ def open_results(out: Path, resume: bool, overwrite: bool) -> list:
 
 
 def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, unit: str = "problem",
-                   json_out: bool = False) -> None:
+                   json_out: bool = False, executor=None) -> None:
     """Evaluate ``plan`` (traces appended to ``out`` as each workload finishes, progress with
     ETA on stderr), then print the per-problem table and the summary (or JSON). Exit 1 when
-    the harness itself failed on a pair."""
+    the harness itself failed on a pair. ``executor``: a :mod:`solbench.suites.executors`
+    executor (default: local, in this process)."""
     from ..report.summary import summarize, unit_results
-    from ..suites.runner import execute, label_map, result_key
+    from ..suites.executors import LocalExecutor
+    from ..suites.runner import label_map, result_key
     from . import lifetime
 
     lifetime.arm_watchdog()
@@ -214,7 +244,7 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
         def on_trace(pair, t):
             prog.done(t, f"{pair.problem.name} / {pair.candidate.label}")
 
-        outcome = execute(plan, out, dev, eval_options=opts, on_trace=on_trace)
+        outcome = _run_with(executor or LocalExecutor(), plan, out, dev, opts, on_trace)
 
     # summary over this plan's pairs: the traces written now plus resumed ones
     wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs
@@ -242,6 +272,17 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
             err_console.print(f"harness error: {e}", highlight=False, markup=False)
     if outcome.harness_errors:
         raise typer.Exit(1)
+
+
+def _run_with(ex, plan, out, dev, opts, on_trace):
+    """Run ``plan`` on executor ``ex``; a Ray that is missing or fails to start is one line."""
+    try:
+        return ex.run(plan, out, dev, eval_options=opts, on_trace=on_trace)
+    except RuntimeError as e:
+        if ex.name != "ray":
+            raise
+        err_console.print(f"[red]error:[/red] --executor ray: {e}", highlight=False)
+        raise typer.Exit(2)
 
 
 def _print_tables(summaries, rows, traces=(), label_of=None) -> None:

@@ -177,9 +177,10 @@ def kernelbench_static(path: Path, text: str, candidate: bool) -> str:
     return f"OK {path.stem}: KernelBench problem, {desc}; checked statically (get_inputs() not run)"
 
 
-def validate_path(path: Path) -> list[tuple[bool, str]]:
+def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
     """(ok, line) for ``path``: a problem dir, definition/workload file, solution.json,
-    KernelBench file, or a directory searched for problem dirs and solution files."""
+    KernelBench file, or a directory searched for problem dirs and solution files.
+    ``strict``: upstream quirks the loader otherwise accepts with a warning are invalid."""
     if not path.exists():
         return [(False, f"{path}: no such file or directory")]
     kind = _kind(path)
@@ -200,22 +201,26 @@ def validate_path(path: Path) -> list[tuple[bool, str]]:
         sols = sorted(p for p in path.rglob("*.json") if p.name not in ("definition.json", "metadata.json", "config.json")
                       and not (p.parent / "definition.json").exists() or p.name == "solution.json")
         for d in found:
-            out += validate_path(d)
+            out += validate_path(d, strict)
         # a problem dir that lost its definition.json is a broken problem, not nothing
         for wl in sorted(path.rglob("workload.jsonl")):
             if not (wl.parent / "definition.json").exists():
                 out.append((False, f"{wl.parent / 'definition.json'}: missing (the directory "
                                    "has a workload.jsonl, so it is meant to be a problem)"))
         for s in sols:
-            out += validate_path(s)
+            out += validate_path(s, strict)
         if not found and not sols:
             out.append((False, f"{path}: no problem directories or solutions found"))
         return out
     try:
         if kind == "problem":
-            prob = load_problem(path.parent if path.name in ("definition.json", "workload.jsonl") else path)
+            prob = load_problem(path.parent if path.name in ("definition.json", "workload.jsonl") else path,
+                                strict=strict)
             missing = prob.missing_blobs()
             line = f"OK {prob.name}: {len(prob.workloads)} workloads"
+            if prob.notes:
+                line += (f" (warning: {len(prob.notes)} upstream quirk(s) accepted, e.g. {prob.notes[0]}; "
+                         "--strict rejects them)")
             if missing:
                 line += (f" (warning: {len(missing)} safetensors input(s) have no blob on disk, e.g. "
                          f"{missing[0][2]}; those workloads cannot run)")
@@ -233,12 +238,15 @@ def validate_path(path: Path) -> list[tuple[bool, str]]:
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(paths: list[Path] = typer.Argument(..., help="problem dirs, solution.json, KernelBench .py, or folders"),
-                 quiet: bool = typer.Option(False, "--quiet", "-q", help="print only problems")) -> None:
+                 quiet: bool = typer.Option(False, "--quiet", "-q", help="print only problems"),
+                 strict: bool = typer.Option(False, "--strict", help="reject upstream SOL-ExecBench quirks "
+                                             "(an input given as a workload axis, workload inputs the "
+                                             "definition lacks) that are otherwise accepted with a warning")) -> None:
         """Check formats without running anything. Exit 0 when everything is valid; otherwise one
         line per problem naming the file, the field and what is wrong."""
         results: list[tuple[bool, str]] = []
         for p in paths:
-            results += validate_path(p)
+            results += validate_path(p, strict)
         bad = [line for ok, line in results if not ok]
         if not quiet:
             for ok, line in results:

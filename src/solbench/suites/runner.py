@@ -85,13 +85,10 @@ def done_keys(traces: Iterable[Trace]) -> set[tuple[str, str]]:
 
 
 def append_traces(path: Path, traces: Iterable[Trace]) -> None:
-    """Append traces as strict JSON lines (one flush per call)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for t in traces:
-            f.write(t.to_json_line() + "\n")
-        f.flush()
+    """Append traces as signed strict JSON lines (the trace store's writer, ``solbench.store``)."""
+    from ..store import append_traces as store_append
+
+    store_append(path, traces)
 
 
 # --- discovery ----------------------------------------------------------------------------
@@ -253,7 +250,7 @@ def execute(plan: RunPlan, results_path: Path, device: str,
             traces = load_error_traces(pair, device)
         else:
             try:
-                if isinstance(evaluator, _SharedEvaluator):
+                if isinstance(evaluator, _SharedEvaluator) or getattr(evaluator, "streams", False):
                     traces = evaluator(pair.problem, cand.solution, device,
                                        [w.uuid for w in pair.todo], on_trace=stream)
                 else:
@@ -288,6 +285,9 @@ class _SharedEvaluator:
     while consecutive pairs share that problem, so the eager reference's timing worker is
     started once per problem instead of once per candidate (about 4 s each on the H200).
     The harness drops that worker after a candidate that crashed, hung or cheated."""
+
+    #: accepts ``on_trace`` and calls it as each workload finishes
+    streams = True
 
     def __init__(self, options: dict | None):
         self.options = dict(options or {})
