@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..spec.trace import Finding, Trace
-from .runner import (PairPlan, RunOutcome, RunPlan, append_traces, execute, load_error_traces,
-                     make_default_evaluator)
+from . import runner as _runner
+from .runner import PairPlan, RunOutcome, RunPlan, append_traces, execute, load_error_traces
 
 EXECUTORS = ("local", "ray")
 
@@ -178,7 +178,7 @@ class LocalExecutor:
             on_trace=None) -> RunOutcome:
         """``on_trace(pair, trace)`` after each trace is written (workload by workload when
         the evaluator streams, which the default one does)."""
-        inner = self._evaluator or make_default_evaluator(eval_options)
+        inner = self._evaluator or _runner.make_default_evaluator(eval_options)
         streams = getattr(inner, "streams", False)
         ident: dict[str, Any] = {}
         seq = [0]
@@ -229,7 +229,7 @@ class EvalWorker:
     def __init__(self, device: str, options: dict | None, exclusive_gpu: bool):
         self.device = device
         self.ident = device_identity(device, exclusive=exclusive_gpu)
-        self.ev = make_default_evaluator(options)
+        self.ev = _runner.make_default_evaluator(options)
         self._problem_key = None
         self._problem = None
 
