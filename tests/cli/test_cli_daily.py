@@ -579,3 +579,29 @@ def test_10_no_kineto_usdt_lines(tmp_path):
     env.pop("KINETO_LOG_LEVEL", None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert "profiled" in r.stdout and "USDT" not in r.stderr, r.stderr
+
+
+def test_1_demo_streams_progress_and_traces(prob, tmp_path, monkeypatch):
+    """The demo's loop with a stand-in job list and evaluation (its real run is minutes):
+    each finished trace is appended and reported before the next job starts."""
+    from solbench.demo import run as demo_run
+    from solbench.demo.run import DemoJob
+    from solbench.spec import load_problem, reference_solution
+    import solbench.pipeline as pipeline
+
+    p = load_problem(prob)
+    jobs = [DemoJob(problem=p, solution=reference_solution(p), expect="PASSED", workloads=[UUIDS[0]])]
+    monkeypatch.setattr(demo_run, "demo_jobs", lambda device: jobs)
+    out = tmp_path / "demo.jsonl"
+    seen = []
+
+    def fake(problem, solution, cfg, on_trace=None, **kw):
+        t = _trace(UUIDS[0], cand=[1.0, 1.0, 1.0], ref=[1.0, 1.0, 1.0])
+        on_trace(t)
+        seen.append(out.read_text().count("\n"))  # written before evaluate returned
+        return [t]
+
+    monkeypatch.setattr(pipeline, "evaluate_and_score", fake)
+    r = CliRunner().invoke(app, ["demo", "--device", "cpu", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert seen == [1] and "[1/1] add2 / " in r.stderr and "as expected" in r.stdout
