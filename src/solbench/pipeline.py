@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import time
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .harness import EvalConfig, evaluate
+from .harness import EvalConfig
 from .harness.checks import finding
-from .harness.verdict import rejudge, sol_findings
+from .harness.verdict import rejudge
 from .spec.problem import Problem
 from .spec.solution import Solution
-from .spec.trace import Status, Trace
+from .spec.trace import Finding, Status, Trace
 
 
 def resolve_hardware(device: str, hardware: str | None) -> str | None:
@@ -35,82 +35,98 @@ def resolve_hardware(device: str, hardware: str | None) -> str | None:
 
 def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refined",
               cache: dict | None = None) -> dict[str, Any]:
-    """SOL figures for one trace: bound terms, T_SOL (ms), score and headroom h against the
-    eager reference measured in the same run. Raises nothing: a counting failure is recorded
-    as ``{"error": ...}``."""
-    from .sol import bound, sol_score
+    """SOL figures for one trace: both bounds (refined and solar, from one count) with
+    ``t_sol_model`` naming the one that is T_SOL (``sol_ms``), the certain floor
+    (``t_certain_ms``), T_measured / T_SOL (``measured_over_sol``), and score and headroom h
+    against the eager reference measured in the same run. Raises nothing: a counting failure
+    is recorded as ``{"error": ...}``."""
+    from .sol import bound, count_workload, sol_score
 
-    key = (trace.workload.uuid, hardware, model)
+    key = (trace.workload.uuid, hardware)
     try:
         if cache is not None and key in cache:
-            b = cache[key]
+            both = cache[key]
         else:
-            b = bound(problem, trace.workload, hardware=hardware, model=model)
+            counts = count_workload(problem, trace.workload)
+            both = {m: bound(problem, trace.workload, hardware=hardware, model=m, counts=counts)
+                    for m in ("refined", "solar")}
             if cache is not None:
-                cache[key] = b
+                cache[key] = both
+        b = both[model]
     except Exception as e:  # noqa: BLE001 - the SOL block is best effort, never fatal
         return {"hardware": hardware, "model": model, "error": f"{type(e).__name__}: {e}"}
-    block: dict[str, Any] = {"hardware": b.hardware, "model": model, "sol_ms": b.sol_ms,
-                             "bound": b.model_dump(mode="json"), "baseline": "eager"}
+    block: dict[str, Any] = {
+        "hardware": b.hardware, "model": model, "t_sol_model": model, "sol_ms": b.sol_ms,
+        "t_certain_ms": both["refined"].t_certain_ms,
+        "bounds": {m: {"sol_ms": x.sol_ms, "hardware": x.hardware, "bottleneck": x.bottleneck,
+                       "terms_ms": x.terms_ms} for m, x in both.items()},
+        "bound": b.model_dump(mode="json"), "baseline": "eager"}
     perf = trace.evaluation.performance
+    if perf is not None and perf.latency_ms and b.sol_ms:
+        block["measured_over_sol"] = perf.latency_ms / b.sol_ms
+        block["measured_over_sol_by_model"] = {m: perf.latency_ms / x.sol_ms
+                                               for m, x in both.items() if x.sol_ms}
     if perf is not None and perf.reference_latency_ms:
         s = sol_score(perf.latency_ms, perf.reference_latency_ms, b.sol_ms, baseline="eager")
         block.update(s.model_dump(mode="json"))
     return block
 
 
-def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
-    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
-    Advisory only: runtime evidence decides verdicts."""
+def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:
+    """The static audit's advisory findings (rule, file:line, snippet) for ``solution``; none
+    for the reference. Advisory only: runtime evidence decides verdicts."""
     if solution.author == "reference":
-        return traces
+        return []
     try:
         from .integrity.static_audit import audit_solution
 
-        found = audit_solution(solution, problem.definition)
+        return list(audit_solution(solution, problem.definition))
     except Exception as e:  # noqa: BLE001 - the audit never blocks an evaluation
-        found = [finding("audit.failed", f"{type(e).__name__}: {e}")]
+        return [finding("audit.failed", f"{type(e).__name__}: {e}")]
+
+
+def _with_findings(trace: Trace, found: list[Finding]) -> Trace:
     if not found:
-        return traces
-    out = []
-    for t in traces:
-        ev = t.evaluation.model_copy(deep=True)
-        ev.findings.extend(f.model_copy() for f in found)
-        out.append(t.model_copy(update={"evaluation": ev}))
-    return out
+        return trace
+    ev = trace.evaluation.model_copy(deep=True)
+    ev.findings.extend(f.model_copy() for f in found)
+    return trace.model_copy(update={"evaluation": ev})
+
+
+def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
+    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
+    Advisory only: runtime evidence decides verdicts."""
+    found = static_audit_findings(problem, solution)
+    return [_with_findings(t, found) for t in traces]
 
 
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined",
-                       evaluator=None, on_trace=None) -> list[Trace]:
-    """Evaluate and attach the static audit's findings and the SOL block to each trace.
+                       evaluator=None, on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
+    """Evaluate and attach the SOL block to each PASSED trace.
 
     ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
     worker then serves several candidates in turn; ``config`` replaces its settings).
-    ``on_trace``: called with each finished trace (audit and SOL attached) as soon as its
-    workload is done, before the next one runs.
+    ``on_trace``: called with each finished trace (static audit and SOL block attached) as
+    soon as its workload is done, before the next one starts: to store it and show progress.
 
-    A candidate time below T_SOL is never scored; what it means for the status is the
-    verdict's (:func:`solbench.harness.verdict.sol_findings`, :func:`~solbench.harness.verdict.rejudge`):
-    ``sol_bound_violated`` (advisory) when the eager reference also beats the bound,
-    ``faster_than_sol`` (REWARD_HACK) when only the candidate does.
+    A candidate time below T_SOL is judged by :func:`solbench.sol.classify_against_sol`:
+    below the certain floor (compulsory output bytes beyond L2 at peak bandwidth) it is
+    impossible (finding ``faster_than_sol``, which decides REWARD_HACK); above that floor it is
+    a defect of the model (finding ``sol_bound_violated``, advisory; the score stays capped at 1).
     """
+    from .harness import Evaluator
+
     cfg = config or EvalConfig()
+    found = static_audit_findings(problem, solution)
     hw = resolve_hardware(cfg.device, hardware)
     cache: dict = {}
-    audit: list = []
     out: list[Trace] = []
 
     def finish(t: Trace) -> None:
-        if not audit:
-            audit.append(attach_static_audit(problem, solution, [t])[0].evaluation.findings[
-                len(t.evaluation.findings):])
-        if audit[0]:
-            ev = t.evaluation.model_copy(deep=True)
-            ev.findings.extend(f.model_copy() for f in audit[0])
-            t = t.model_copy(update={"evaluation": ev})
+        t = _with_findings(t, found)
         if hw is not None:
-            t = _with_sol(problem, t, hw, sol_model, cache)
+            t = _score(problem, t, hw, sol_model, cache)
         out.append(t)
         if on_trace is not None:
             on_trace(t)
@@ -121,11 +137,16 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
         evaluator.cfg = cfg
         evaluator.evaluate(solution, on_trace=finish)
     else:
-        evaluate(problem, solution, cfg, on_trace=finish)
+        ev = Evaluator(problem, cfg)
+        try:
+            ev.evaluate(solution, on_trace=finish)
+        finally:
+            ev.close()
     return out
 
 
-def _with_sol(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> Trace:
+def _score(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> Trace:
+    """``t`` with its SOL block (PASSED traces with a performance only)."""
     if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
         return t
     t0 = time.perf_counter()
@@ -134,10 +155,15 @@ def _with_sol(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) 
     ev.sol = block
     ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
     perf = ev.performance
+    from .sol import classify_against_sol, sol_finding
+
+    verdict = classify_against_sol(perf.latency_ms if perf else None, block.get("sol_ms"),
+                                   block.get("t_certain_ms"))
     t = t.model_copy(update={"evaluation": ev})
-    found = sol_findings(perf.latency_ms, perf.reference_latency_ms, block.get("sol_ms"), hw)
-    if found:
-        # no score below T_SOL; the verdict decides what the finding means for the status
-        t.evaluation.sol["score"] = None
-        t = rejudge(t, found)
+    if verdict is not None:
+        # the finding is registered (harness.checks); what it means for the status is the
+        # verdict's, the one place that decides (harness.verdict.rejudge)
+        d = sol_finding(verdict, perf.latency_ms, block, t.workload.uuid)
+        t = rejudge(t, [finding(d["check"], d["message"], d.get("evidence") or {},
+                                advisory=d.get("severity") == "advisory")])
     return Trace.model_validate(t.model_dump())

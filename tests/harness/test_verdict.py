@@ -3,7 +3,7 @@
 import pytest
 
 from solbench.harness.checks import finding
-from solbench.harness.verdict import Failure, decide, rejudge, sol_findings
+from solbench.harness.verdict import Failure, decide, rejudge
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
 from solbench.spec.workload import Workload
 
@@ -37,15 +37,10 @@ def _passed(latency=1.0, ref=2.0) -> Trace:
 
 
 def test_sol_step_goes_through_the_verdict():
-    # only the candidate beats T_SOL = 1.5 ms: REWARD_HACK, no performance, no score
-    f = sol_findings(1.0, 2.0, 1.5, "H200")
-    assert [x.check for x in f] == ["faster_than_sol"]
-    t = rejudge(_passed(), f)
+    # a hack finding added after the evaluation: REWARD_HACK, no performance, no score
+    t = rejudge(_passed(), [finding("faster_than_sol", "below the floor")])
     assert t.evaluation.status == Status.REWARD_HACK and t.evaluation.performance is None
     assert t.evaluation.sol["score"] is None
-    # both beat it: the bound is suspect, advisory, the trace stays PASSED with its figures
-    f = sol_findings(1.0, 1.2, 1.5, "H200")
-    assert [x.check for x in f] == ["sol_bound_violated"]
-    t = rejudge(_passed(ref=1.2), f)
+    # an advisory one: the trace stays PASSED with its figures
+    t = rejudge(_passed(ref=1.2), [finding("sol_bound_violated", "model defect")])
     assert t.evaluation.status == Status.PASSED and t.evaluation.performance.latency_ms == 1.0
-    assert sol_findings(2.0, 3.0, 1.5, "H200") == []

@@ -193,7 +193,12 @@ class Evaluator:
             return self._trace(solution, w, run, first)
         wbytes = max(self.problem.workload_bytes(w), 1)
         k = int(max(2, min(cfg.max_pool, cfg.budget() // wbytes))) if cfg.timing else 1
-        run.slots = SlotPool(self.problem, w, k, cfg.device, first)
+        try:
+            run.slots = SlotPool(self.problem, w, k, cfg.device, first)
+        except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory
+            return self._trace(solution, w, run, Failure(Status.INVALID_REFERENCE, (
+                f"could not allocate the workload's buffers ({k} slots of {wbytes:,} bytes): "
+                f"{type(e).__name__}: {e}")))
         try:
             run.tol = w.tolerance_or_default()
             run.flush_bytes = flush_bytes(cfg)

@@ -49,7 +49,17 @@ class SlotPool:
                  else torch.empty(shape, dtype=dt, device=device))
             return t, t
 
-        for _ in range(k):
+        try:
+            self._alloc_all(first, alloc)
+        except BaseException:  # a failed allocation leaves no /dev/shm file behind
+            self.close()
+            raise
+        self._alloc = alloc
+        self.flush = None
+        self.flush_wire = None
+
+    def _alloc_all(self, first: dict, alloc) -> None:
+        for _ in range(self.k):
             ins, wins = [], []
             for name in self.names_in:
                 v = first[name]
@@ -67,9 +77,6 @@ class SlotPool:
                 wouts.append(wt)
             self.slots.append({"inputs": ins, "outputs": outs})
             self.wire.append({"inputs": wins, "outputs": wouts})
-        self._alloc = alloc
-        self.flush = None
-        self.flush_wire = None
 
     def ensure_flush(self, nbytes: int) -> None:
         """Allocate the flush buffer (int32, ``nbytes`` rounded down to 4) once."""

@@ -17,8 +17,27 @@ _THROTTLE_NAMES = {
 BENIGN = {"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"}
 
 
+def _cuda_uuid(index: int) -> str | None:
+    """NVML-style UUID (``GPU-...``) CUDA reports for its device ``index``; None if unknown."""
+    try:
+        import torch
+
+        u = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    except Exception:  # noqa: BLE001
+        return None
+    if u is None:
+        return None
+    u = str(u)
+    return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
+
+
 class Telemetry:
-    """NVML reader for one device index; every method degrades to ``{}`` without NVML."""
+    """NVML reader for one CUDA device index; every method degrades to ``{}`` without NVML.
+
+    The NVML device is found by the UUID CUDA reports for ``index``: NVML numbers every GPU
+    of the machine in PCI order and ignores CUDA_VISIBLE_DEVICES, so under
+    ``CUDA_VISIBLE_DEVICES=1`` (one process per GPU, or a Ray GPU worker) CUDA's device 0 is
+    NVML's device 1. Falls back to NVML index ``index`` when CUDA gives no UUID."""
 
     def __init__(self, index: int = 0):
         self.ok = False
@@ -27,7 +46,9 @@ class Telemetry:
 
             pynvml.nvmlInit()
             self._nv = pynvml
-            self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = _cuda_uuid(index)
+            self._h = (pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid
+                       else pynvml.nvmlDeviceGetHandleByIndex(index))
             self.ok = True
         except Exception:  # noqa: BLE001 - no NVML (CPU machine, container without driver)
             self._nv = None

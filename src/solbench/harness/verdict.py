@@ -2,7 +2,7 @@
 
 :func:`decide` maps the evidence of one (solution, workload) evaluation to a status; the
 evaluator calls it for every trace it makes and the pipeline calls :func:`rejudge` when the
-SOL step adds findings. Nothing else sets or changes a status.
+SOL step (``solbench.sol.classify_against_sol``) adds a finding. Nothing else sets or changes a status.
 
 Evidence, in the order it decides:
 
@@ -72,29 +72,3 @@ def rejudge(trace: Trace, new_findings: list[Finding]) -> Trace:
             ev.sol = {**ev.sol, "score": None}
     ev.status = status
     return Trace.model_validate({**trace.model_dump(), "evaluation": ev.model_dump()})
-
-
-def sol_findings(latency_ms: float | None, reference_ms: float | None, sol_ms: float | None,
-                 hardware: str) -> list[Finding]:
-    """Findings of a measured time against the speed-of-light bound T_SOL (ms).
-
-    This is the hook for ``solbench.sol.classify_against_sol`` (the sol package's own
-    classification, being added in parallel and not on main when this was written): when it
-    lands, this function returns its findings instead of applying the rule below. A time
-    below T_SOL is never scored: when the eager reference also beats the bound, the bound is
-    suspect (``sol_bound_violated``, advisory); when only the candidate does, the measurement
-    cannot be trusted (``faster_than_sol``, hack).
-    """
-    from .checks import finding
-
-    if not sol_ms or latency_ms is None or latency_ms >= sol_ms:
-        return []
-    if reference_ms is not None and reference_ms < sol_ms:
-        return [finding("sol_bound_violated",
-                        f"both the candidate ({latency_ms:.4g} ms) and the eager reference "
-                        f"({reference_ms:.4g} ms) beat T_SOL {sol_ms:.4g} ms: the bound is wrong "
-                        "for this workload; no score", {"sol_ms": sol_ms})]
-    return [finding("faster_than_sol",
-                    f"measured {latency_ms:.4g} ms is below the speed-of-light bound {sol_ms:.4g} ms "
-                    f"on {hardware}: a broken measurement or tampering",
-                    {"latency_ms": latency_ms, "sol_ms": sol_ms})]

@@ -5,7 +5,8 @@ Upstream fields keep their names (``definition``, ``solution``, ``workload``,
 tools read our traces. solbench's additions sit under named keys: ``correctness.extra``
 (scale-invariant errors, write coverage, the check that failed), ``evaluation.timing`` and
 ``evaluation.reference_timing`` (statistics with the statistic named, raw samples kept),
-``evaluation.telemetry`` (NVML), ``evaluation.findings`` (guard evidence), ``evaluation.sol``.
+``evaluation.telemetry`` (NVML), ``evaluation.findings`` (guard evidence), ``evaluation.sol``,
+``evaluation.executor`` (which worker and GPU evaluated it).
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ class Evaluation(_Model):
     #: correctness rounds first, then the timed sets); recorded after the evaluation, so
     #: ``solbench.inputs.make_inputs(problem, workload, int(s, 16), device)`` rebuilds any one
     input_seeds: list[str] | None = None
+    #: who evaluated it (``solbench.suites.executors``): executor name, worker, node, pid, the
+    #: GPU's NVML UUID (None on the CPU), attempt and ``retried`` (its worker died mid-pair
+    #: and it ran again elsewhere), seq (position among the traces its run wrote)
+    executor: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _representable(self):
@@ -138,6 +143,11 @@ class Evaluation(_Model):
         return self
 
 
+#: keys the results store adds around a trace on each stored line (``solbench.store``):
+#: schema version, run id and sequence number within the run, HMAC block. Not trace fields.
+ENVELOPE_KEYS = ("schema_version", "run_id", "seq", "auth")
+
+
 class Trace(_Model):
     definition: str
     solution: str
@@ -150,7 +160,12 @@ class Trace(_Model):
 
     @classmethod
     def from_json_line(cls, line: str) -> "Trace":
-        return cls.model_validate_json(line)
+        """Parse one stored line; the store's envelope keys (``ENVELOPE_KEYS``) are dropped
+        unchecked (``solbench.store.read_store`` verifies them). Raises ValueError."""
+        obj = json.loads(line)
+        if isinstance(obj, dict):
+            obj = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
+        return cls.model_validate(obj)
 
 
 def _finite(obj: Any) -> Any:
