@@ -143,6 +143,7 @@ class WarmProfilerReply(_Msg):
 
 class BuildReply(_Msg):
     languages: Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=32)]
+    language: Annotated[str, Field(max_length=100)] | None = None
     entry_kind: Literal["class", "function"]
     module_path: Text | None = None
 
