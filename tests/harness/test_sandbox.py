@@ -126,9 +126,19 @@ def test_worker_identity_and_limits(solbench_cache):
         if a.sandbox["mode"] == "uid":
             assert uid_a != uid_b and os.geteuid() not in (uid_a, uid_b)
         assert "CapEff:\t0000000000000000" in sa and "NoNewPrivs:\t1" in sa
+        if a.sandbox["seccomp"]:  # ptrace, process_vm_readv, perf_event_open, ... denied
+            assert "Seccomp:\t2" in sa
         limits = Path(f"/proc/{a.pid}/limits").read_text()
         assert f"{sandbox.NPROC}" in [ln for ln in limits.splitlines() if ln.startswith("Max processes")][0]
         # its own pid namespace, under bwrap's init (pid 1)
+        # pause() stops the worker (its process group is its init's: bwrap --new-session)
+        a.pause()
+        deadline = time.monotonic() + 5
+        while proc_state(a.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc_state(a.pid) == "T"
+        a.resume()
+        assert a.request("ping", timeout_s=30)[0] == "ok"
         nspid = [ln for ln in sa.splitlines() if ln.startswith("NSpid:")][0].split()
         assert len(nspid) == 3 and nspid[1] == str(a.pid) and nspid[2] == "2"
     finally:

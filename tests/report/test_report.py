@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,6 @@ import solbench.store as store
 from solbench.report.aggregate import leaderboards, pearson, score_vs_headroom, speedup_vs_distance
 from solbench.report.html import build_report, render_terminal
 from solbench.report.records import load
-from solbench.spec.trace import Status
 
 
 @pytest.fixture

@@ -92,6 +92,16 @@ def test_forged_edited_replayed_deleted_lines_are_reported(tmp_path):
     assert 6 not in {x.line for x in r3.rejected}
 
 
+def test_stripping_every_mac_and_the_manifest_is_no_downgrade_to_legacy(tmp_path):
+    p = tmp_path / "r.jsonl"
+    lines = _write(p, leaderboard_traces()[:2])
+    stripped = [json.dumps({k: v for k, v in json.loads(x).items() if k != "auth"}) for x in lines]
+    p.write_text("\n".join(stripped) + "\n")
+    manifest.manifest_path(p).unlink()
+    r = store.read_store(p)
+    assert not r.legacy and r.traces == [] and {x.state for x in r.rejected} == {"unsigned"}
+
+
 def test_resume_does_not_count_forged_lines(tmp_path):
     p = tmp_path / "r.jsonl"
     lines = _write(p, leaderboard_traces()[:1])

@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         candidates: the eager reference, torch.compile and Triton on CUDA; on CPU an honest
         rewrite and three hostile candidates (uniform output, replayed cache, patched timer)
         that must be caught. Prints a table and exits 0 when every verdict is as expected."""
+        from ..demo.run import demo_jobs
         from ..harness import EvalConfig
         from ..pipeline import evaluate_and_score
         from ..report.tables import trace_table

@@ -241,7 +241,7 @@ class WorkerHandle:
     ``pid`` is the worker's pid as this process sees it; ``init_pid`` the sandbox's pid 1
     (bwrap's reaper, the worker's parent); ``proc`` is the launched process (bwrap, or the
     worker itself when unsandboxed); ``sandbox`` is
-    ``{"mode", "uid", "namespaces", "warning"}`` for this worker.
+    ``{"mode", "uid", "namespaces", "warning", "seccomp"}`` for this worker.
     Not thread-safe; one request in flight at a time."""
 
     def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180):
@@ -263,7 +263,8 @@ class WorkerHandle:
         mode, warning = sandbox.resolve_mode(device)
         self.uid = sandbox.take_uid() if mode == "uid" else None
         self.sandbox = {"mode": mode, "uid": self.uid if self.uid is not None else os.geteuid(),
-                        "namespaces": sandbox.namespaces(mode, device), "warning": warning}
+                        "namespaces": sandbox.namespaces(mode, device), "warning": warning,
+                        "seccomp": mode != "none" and sandbox._seccomp_available()}
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._fdchan, fd_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sent_fds: set[str] = set()
@@ -301,7 +302,7 @@ class WorkerHandle:
         finally:
             theirs.close()
             fd_theirs.close()
-        self.pid = self.proc.pid
+        self.pid = self.pgid = self.proc.pid
         _HANDLES.add(self)
         self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
         self._drain.start()
@@ -327,6 +328,10 @@ class WorkerHandle:
                 raise WorkerDied(self._exitcode(), f"start: sandbox init has children {kids}")
             self.pid = kids[0]
             LIVE_WORKERS.add(self.pid)
+        try:  # bwrap --new-session: the worker is in its init's session and process group
+            self.pgid = os.getpgid(self.pid)
+        except OSError:
+            self.pgid = self.pid
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
@@ -486,7 +491,7 @@ class WorkerHandle:
             kids = descendants(pid) if pid else set()
         except Exception:  # noqa: BLE001
             kids = set()
-        for target in ([pid] if pid else []):
+        for target in {pid, getattr(self, "pgid", None)} - {None, 0}:
             try:
                 os.killpg(target, signal.SIGKILL)
             except OSError:
@@ -527,13 +532,13 @@ class WorkerHandle:
     def pause(self) -> None:
         """SIGSTOP the worker's process group (no thread of it runs until :meth:`resume`)."""
         try:
-            os.killpg(self.pid, signal.SIGSTOP)
+            os.killpg(self.pgid, signal.SIGSTOP)
         except OSError:
             pass
 
     def resume(self) -> None:
         try:
-            os.killpg(self.pid, signal.SIGCONT)
+            os.killpg(self.pgid, signal.SIGCONT)
         except OSError:
             pass
 

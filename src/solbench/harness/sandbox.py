@@ -22,7 +22,9 @@ Modes (:func:`sandbox_status` reports the one in use; every trace should carry i
   worker runs unsandboxed and :func:`sandbox_status` carries a warning. Never silently.
 
 Environment: ``SOLBENCH_SANDBOX`` = ``auto`` (default) | ``uid`` | ``userns`` | ``off``;
-``SOLBENCH_SANDBOX_UID_BASE`` (default 64000); ``SOLBENCH_SANDBOX_NET`` = 0 | 1 (CUDA).
+``SOLBENCH_SANDBOX_UID_BASE`` (default 64000); ``SOLBENCH_SANDBOX_NET`` = 0 | 1 (CUDA);
+``SOLBENCH_SANDBOX_SECCOMP`` = 1 (default: deny :data:`DENIED_SYSCALLS` when pyseccomp is
+installed) | 0.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ SCRATCH = "/tmp"
 _lock = threading.Lock()
 _probed: dict[str, tuple[bool, str]] = {}
 _uids_in_use: set[int] = set()
+_warned: set[str] = set()
 _next_uid = 0
 
 
@@ -89,14 +92,23 @@ def namespaces(mode: str, device: str) -> list[str]:
 
 def _hidden_dirs() -> list[str]:
     """Host folders a worker must not see: the harness user's home (its keys, its caches,
-    its results) and /root, plus solbench's trace-key folder wherever XDG puts it."""
+    its results) and /root, solbench's trace-key folder wherever the store keeps it
+    (store.auth.key_dir), and the solution/build cache ($SOLBENCH_CACHE)."""
     out = []
     for d in (os.path.expanduser("~"), "/root"):
         if d and d != "/" and os.path.isdir(d):
             out.append(os.path.realpath(d))
-    for base in (os.environ.get("XDG_DATA_HOME"), os.path.expanduser("~/.local/share")):
-        if base and os.path.isdir(os.path.join(base, "solbench")):
-            out.append(os.path.realpath(os.path.join(base, "solbench")))
+    keys = [os.path.join(b, "solbench") for b in (os.environ.get("XDG_DATA_HOME"),
+                                                  os.path.expanduser("~/.local/share")) if b]
+    try:  # wherever the store keeps the trace key ($SOLBENCH_DATA_DIR, XDG, ~/.local/share)
+        from ..store.auth import key_dir
+
+        keys.append(str(key_dir()))
+    except Exception:  # noqa: BLE001
+        pass
+    for d in keys:
+        if os.path.isdir(d):
+            out.append(os.path.realpath(d))
     cache = os.environ.get("SOLBENCH_CACHE")
     if cache and os.path.isdir(cache):
         out.append(os.path.realpath(cache))
@@ -217,10 +229,23 @@ def sandbox_status(device: str = "cpu") -> dict[str, Any]:
     mode, else the harness's), "namespaces": [...], "warning": str|None, "bwrap": path}``."""
     mode, warning = resolve_mode(device)
     uid = UID_BASE + 1 if mode == "uid" else os.geteuid()
-    if warning:
+    if warning and warning not in _warned:  # once per process on stderr; every call returns it
+        _warned.add(warning)
         print(f"solbench: WARNING: {warning}", file=sys.stderr)
     return {"mode": mode, "uid": uid, "namespaces": namespaces(mode, device), "warning": warning,
-            "bwrap": bwrap_path() if mode != "none" else None}
+            "bwrap": bwrap_path() if mode != "none" else None,
+            "seccomp": mode != "none" and _seccomp_available()}
+
+
+def _seccomp_available() -> bool:
+    if os.environ.get("SOLBENCH_SANDBOX_SECCOMP", "1") != "1":
+        return False
+    try:
+        import pyseccomp  # noqa: F401
+
+        return True
+    except Exception:  # noqa: BLE001 - missing, or libseccomp missing
+        return False
 
 
 def take_uid() -> int:
@@ -294,6 +319,40 @@ def limits(device: str) -> dict[str, tuple[int, int]]:
     return {k: v for k, v in out.items() if hasattr(resource, k)}
 
 
+#: system calls no honest kernel needs and an attacker would use to reach another process,
+#: the kernel or the host (they fail with EPERM). ptrace and process_vm_* already reach only
+#: the candidate's own processes (pid namespace, own uid on CPU): this is a second line.
+DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "perf_event_open", "kexec_load",
+    "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf", "userfaultfd",
+    "keyctl", "add_key", "request_key", "mount", "umount2", "pivot_root", "swapon", "swapoff",
+    "reboot", "setns", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "acct",
+    "quotactl", "syslog", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
+    "io_uring_setup",
+)
+
+
+def seccomp_filter() -> bool:
+    """Load a seccomp filter denying :data:`DENIED_SYSCALLS` (EPERM) on this process and
+    everything it starts; False when pyseccomp or libseccomp is missing (the sandbox's other
+    layers still hold). Needs no_new_privs (set before)."""
+    try:
+        import errno
+
+        import pyseccomp as sc
+
+        f = sc.SyscallFilter(defaction=sc.ALLOW)
+        for name in DENIED_SYSCALLS:
+            try:
+                f.add_rule(sc.ERRNO(errno.EPERM), name)
+            except Exception:  # noqa: BLE001 - a call this architecture does not have
+                continue
+        f.load()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def enter_in_worker(device: str) -> None:
     """Run first in the worker (worker.main), before any candidate code: drop to the uid
     the parent chose (``uid`` mode), set the resource limits, and ask the kernel to SIGKILL
@@ -324,6 +383,9 @@ def enter_in_worker(device: str) -> None:
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (bwrap sets it; unsandboxed too)
     except Exception:  # noqa: BLE001
         pass
+    if os.environ.get("SOLBENCH_SANDBOX_MODE", "none") != "none" \
+            and os.environ.get("SOLBENCH_SANDBOX_SECCOMP", "1") == "1":
+        os.environ["SOLBENCH_SANDBOX_SECCOMP_LOADED"] = "1" if seccomp_filter() else "0"
     for d in ("cache", "data", "config"):
         try:
             os.makedirs(os.path.join(os.environ.get("TMPDIR", SCRATCH), d), exist_ok=True)

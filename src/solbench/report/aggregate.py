@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
-from .records import FAIL_STATUSES, TraceRow
+from .records import TraceRow
 from .summary import fast_p, geomean
 
 DEFAULT_PS = (0.0, 0.5, 1.0, 1.5, 2.0)

@@ -72,7 +72,7 @@ def fig_speedup_vs_distance(rows: Sequence[TraceRow], path: Path) -> dict:
     ax.set_ylabel("speedup over reference T_ref / T_k (log)")
     ax.set_title(f"speedup vs SOL distance: Pearson r (log-log) = {_f(r)}, n = {len(xs)}")
     if by:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
     ax.grid(True, which="both", alpha=0.2)
     save_png(fig, path)
     return {"pearson_r_log": r, "n": len(xs)}
@@ -87,7 +87,7 @@ def fig_score_vs_headroom(rows: Sequence[TraceRow], path: Path) -> dict:
         lo = min(min(xs), 0.0)
         grid = [lo + (1.0 - lo) * i / 100 for i in range(101)]
         ax.plot(grid, [1 / (2 - h) for h in grid], color="tab:red", lw=1, label="S = 1/(2 - h)")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")
     ax.set_xlabel("headroom reclaimed h = (T_b - T_k) / (T_b - T_SOL)")
     ax.set_ylabel("SOL score S")
     ax.set_title(f"SOL score vs headroom reclaimed: Pearson r = {_f(r)}, n = {len(xs)}")
@@ -119,7 +119,7 @@ def fig_fast_p(us: Sequence[Unit], path: Path, title: str = "") -> dict:
     ax.set_ylim(0, 1.02)
     ax.set_title(title or "fast_p against p")
     if by:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
     ax.grid(True, alpha=0.2)
     save_png(fig, path)
     return out
@@ -138,7 +138,7 @@ def fig_score_distribution(us: Sequence[Unit], path: Path, title: str = "") -> d
     if labs:
         ax.hist([by[k] for k in labs], bins=bins, label=[f"{k} (n={len(by[k])})" for k in labs],
                 color=[col[k] for k in labs])
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
     ax.axvline(0.5, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("SOL score per problem (0 = incorrect or hack, 0.5 = reference, 1 = SOL)")
     ax.set_ylabel("problems")
@@ -200,7 +200,7 @@ def fig_roofline(rows: Sequence[TraceRow], path: Path) -> dict:
         ax.set_ylabel("measured FLOP/s (FLOP / T_k)")
         ax.set_title(f"roofline: {hw} ({len(pts)} workloads)")
         if pts:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left")
         ax.grid(True, which="both", alpha=0.2)
         out[hw] = {"points": len(pts), "spec": spec.id if spec else None}
     save_png(fig, path)

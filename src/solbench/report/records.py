@@ -35,10 +35,6 @@ from ..store import StoreRead, read_store, warn_unverified
 from ..store.blocks import BlockError, sol_of
 from .summary import trace_speedup
 
-FAIL_STATUSES = {Status.INCORRECT_SHAPE, Status.INCORRECT_DTYPE, Status.INCORRECT_NUMERICAL,
-                 Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.TIMEOUT}
-
-
 @lru_cache(maxsize=1)
 def _bundled_suites() -> dict[str, str]:
     out: dict[str, str] = {}

@@ -7,8 +7,9 @@ Stored line = the trace (``spec.trace.Trace``) plus an envelope: ``schema_versio
 (:func:`read_store`) sorts every line into one of:
 
 * verified: MAC good with this user's key (or a ``--key`` given);
-* legacy: the whole file predates authentication (no line has ``auth``, no manifest):
-  loaded, marked "unauthenticated (legacy)";
+* legacy: the whole file predates authentication (no line has ``auth``, no manifest, and
+  this user's solbench never signed into it, :func:`signed_before`): loaded, marked
+  "unauthenticated (legacy)";
 * rejected (excluded unless ``include_unverified``): in an authenticated file, a line with
   no MAC, a wrong MAC (edited, or forged without the key), a MAC by a key not available here,
   a repeated (run_id, seq) (a replayed copy), a newer schema, or text that is not JSON.
@@ -37,6 +38,30 @@ SCHEMA_VERSION = 1
 _RUNS: dict[str, list] = {}
 
 
+SIGNED_REGISTRY = "signed_results.txt"
+
+
+def _registry() -> Path:
+    return auth.key_dir() / SIGNED_REGISTRY
+
+
+def signed_before(path: Path) -> bool:
+    """Whether this user's solbench has signed lines into ``path`` (by resolved path). Kept in
+    the key folder, which the candidate cannot see: stripping every MAC and the manifest from
+    a file does not turn it into a "legacy" file."""
+    try:
+        return str(path.resolve()) in _registry().read_text().splitlines()
+    except OSError:
+        return False
+
+
+def _register(path: Path) -> None:
+    if not signed_before(path):
+        fd = os.open(_registry(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a") as f:
+            f.write(str(path.resolve()) + "\n")
+
+
 def _run_for(path: Path, config: dict[str, Any] | None, keep_manifest: bool = False) -> list:
     key = str(path.resolve())
     run = _RUNS.get(key)
@@ -47,6 +72,7 @@ def _run_for(path: Path, config: dict[str, Any] | None, keep_manifest: bool = Fa
             # a fresh results file starts a fresh manifest
             manifest.manifest_path(path).unlink(missing_ok=True)
         manifest.add_run(path, auth.sign(entry, k))
+        _register(path)
         run = _RUNS[key] = [entry["run_id"], 0]
     return run
 
@@ -164,7 +190,7 @@ def read_store(path: str | Path, include_unverified: bool = False, keys: Sequenc
         except json.JSONDecodeError as e:
             rows.append((i, line, e))
     signed = any(isinstance(o, dict) and "auth" in o for _, _, o in rows) or bool(
-        out.manifest and out.manifest.get("runs"))
+        out.manifest and out.manifest.get("runs")) or signed_before(path)
     out.legacy = not signed
     ks = _keys(keys)
     if out.manifest:

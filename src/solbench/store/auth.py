@@ -75,11 +75,14 @@ def load_key(create: bool = True) -> bytes | None:
         return _check_and_read(path)
     if not create:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first: use theirs
         return _check_and_read(path)
+    except OSError as e:
+        raise KeyError_(f"{path}: cannot create the trace key ({e.strerror}); set SOLBENCH_DATA_DIR "
+                        "to a private folder you can write") from None
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(32) + "\n")
         f.flush()

@@ -38,8 +38,10 @@ harness error as in the local executor, and is not retried.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -47,8 +49,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..spec.trace import Finding, Trace
-from .runner import (PairPlan, RunOutcome, RunPlan, append_traces, execute, load_error_traces,
-                     make_default_evaluator)
+from . import runner as _runner
+from .runner import PairPlan, RunOutcome, RunPlan, append_traces, execute, load_error_traces
 
 EXECUTORS = ("local", "ray")
 
@@ -178,7 +180,7 @@ class LocalExecutor:
             on_trace=None) -> RunOutcome:
         """``on_trace(pair, trace)`` after each trace is written (workload by workload when
         the evaluator streams, which the default one does)."""
-        inner = self._evaluator or make_default_evaluator(eval_options)
+        inner = self._evaluator or _runner.make_default_evaluator(eval_options)
         streams = getattr(inner, "streams", False)
         ident: dict[str, Any] = {}
         seq = [0]
@@ -229,7 +231,7 @@ class EvalWorker:
     def __init__(self, device: str, options: dict | None, exclusive_gpu: bool):
         self.device = device
         self.ident = device_identity(device, exclusive=exclusive_gpu)
-        self.ev = make_default_evaluator(options)
+        self.ev = _runner.make_default_evaluator(options)
         self._problem_key = None
         self._problem = None
 
@@ -279,7 +281,8 @@ class RayExecutor:
         workers: number of workers; default every GPU of the cluster on CUDA, on the CPU half
             its CPUs (each evaluation runs its candidate's and its reference's worker processes
             beside the actor).
-        cpus_per_worker: Ray CPU resources each worker reserves.
+        cpus_per_worker: Ray CPU resources each worker reserves (on the CPU at most the
+            cluster's CPUs / workers, so that ``workers`` always fit).
         max_attempts: lost workers a pair may see before it is given up (a harness error).
         on_dispatch: called with (pair, worker name, attempt) as a pair is sent to a worker
             (progress display; tests use it to kill a worker mid-pair).
@@ -334,9 +337,9 @@ class RayExecutor:
             return n
         return max(1, int(res.get("CPU", 1) // 2))
 
-    def _new_actor(self, ray, cuda: bool, device: str, options: dict | None):
+    def _new_actor(self, ray, cuda: bool, device: str, options: dict | None, cpus: float):
         cls = ray.remote(EvalWorker)
-        return cls.options(num_gpus=1 if cuda else 0, num_cpus=self.cpus_per_worker,
+        return cls.options(num_gpus=1 if cuda else 0, num_cpus=cpus,
                            max_restarts=1, max_task_retries=0).remote(
             "cuda" if cuda else device, options, cuda)
 
@@ -377,6 +380,13 @@ class RayExecutor:
         if not tasks:
             return RunOutcome(traces=written, harness_errors=errors)
 
+        # Ray's driver prints its cluster's messages ("(raylet) A worker died ...") on
+        # sys.stdout from a thread: while Ray runs they go to stderr, so stdout carries only
+        # what the caller prints (`solbench run --json` stays strict JSON)
+        with contextlib.redirect_stdout(sys.stderr):
+            return self._run_ray(plan, tasks, cuda, device, eval_options, write, errors, written)
+
+    def _run_ray(self, plan, tasks, cuda, device, eval_options, write, errors, written) -> RunOutcome:
         ray, started = self._connect()
         try:
             self._run_tasks(ray, tasks, cuda, device, eval_options, write, errors)
@@ -396,7 +406,11 @@ class RayExecutor:
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
         n = min(self._n_workers(ray, cuda), len(tasks))
-        self.slots = [_Slot(f"w{k}", self._new_actor(ray, cuda, device, options)) for k in range(n)]
+        cpus = self.cpus_per_worker
+        if not cuda:  # --workers N on the CPU always fits the cluster (each takes a share)
+            cpus = min(cpus, float(ray.cluster_resources().get("CPU", 1)) / n)
+        self.slots = [_Slot(f"w{k}", self._new_actor(ray, cuda, device, options, cpus))
+                      for k in range(n)]
         problem_refs: dict[str, Any] = {}
         pending: dict[Any, tuple[str, _Slot, _Task | None]] = {}  # ref -> (kind, slot, task)
         for s in self.slots:
