@@ -328,12 +328,12 @@ def render_md(res: dict) -> str:
             out.append(f"| {p['problem']} | {n_out}/{p['n']} | {_f(p['median'])} | {_f(p['min'])} | "
                        f"{_f(p['max'])} | {reason} |")
     out += ["", "## Refined mode: the systematic shifts", "",
-            "- x15.0 on fp32 problems bound by matmul (L1/037, L1/089, L2/019, L2/023, L2/063, L2/071, L2/079): "
-            "refined prices fp32 matmul on CUDA cores (121 TF at the lock) unless the definition allows "
-            "TF32; solar at the bf16 rate (1811 TF); 1811/121 = 15.0.",
-            "- x30 on fp8 problems whose reference emulates the fp8 GEMM in fp32 (Quant/001, 013, 021): refined "
-            "prices the fp32 matmul it sees on CUDA cores (3620/121 = 29.9). Known limitation: operand "
-            "provenance (fp8 values up-cast to fp32) is not tracked, so these bounds are valid but loose.",
+            "- x6.0 on fp32 problems bound by matmul (L1/037, L1/089, L2/019, L2/023, L2/063, L2/071, L2/079): "
+            "refined prices fp32 products at the fastest fp32-accurate method (3xTF32 at 906/3 = 302 TF at the "
+            "lock, never plain TF32 unless the definition allows it); solar at the bf16 rate (1811 TF); 1811/302 = 6.0.",
+            "- x1.0 on fp8 problems whose reference emulates the fp8 GEMM in fp32 (Quant/001, 013, 021): the "
+            "operands' values carry fp8 precision (block scales are broadcast factors), so refined prices them at "
+            "the fp8 rate as solar does (the model of the previous revision priced the fp32 upcast: x30).",
             "- x2 on fp32 memory-bound problems the official prices at 2 B (L1/085): refined sizes fp32 at 4 B.",
             "- below 1 on tiny workloads (FlashInfer 024, 004): refined adds no 0.4 us constant.",
             "- about x0.5 on causal attention (FlashInfer 016): refined counts only unmasked query-key pairs.",

@@ -20,7 +20,8 @@ floor and measured / T_SOL, and checks that no PASSED measurement beats the refi
     PYTHONPATH=src python bench/sol_honest_device.py --dry --out /tmp/sol_honest_dry.json
 
 Options: --data DIR (dev dataset), --workloads N (first N workloads of each problem, default 3),
---hardware SPEC (default: from the device name; H200 in --dry), --no-compile.
+--hardware SPEC (default: from the device name; H200 in --dry), --no-compile, --budget-s S
+(start no new candidate after S seconds; the fused kernels run first).
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--hardware", default=None)
     ap.add_argument("--dry", action="store_true", help="bounds only (no GPU needed)")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no new candidate after this many "
+                    "seconds (the JSON keeps what ran; fused kernels go first, then eager, then torch.compile)")
     args = ap.parse_args(argv)
     import torch
 
@@ -266,14 +269,16 @@ def main(argv=None) -> int:
         from solbench.pipeline import evaluate_and_score
         from solbench.suites.baseline import compile_baseline
 
-        cands = [("eager", reference_solution(p))]
-        if not args.no_compile:
-            cands.append(("torch.compile", compile_baseline(p)))
         f = tmp / f"fused_{key.replace('/', '_').replace('-', '_')}.py"
         f.write_text(fused[key])
-        cands.append(("fused", load_solution(f, p)))
+        cands = [("fused", load_solution(f, p)), ("eager", reference_solution(p))]
+        if not args.no_compile:
+            cands.append(("torch.compile", compile_baseline(p)))
         cfg = EvalConfig(device="cuda", max_workloads=args.workloads)
         for label, sol in cands:
+            if args.budget_s is not None and time.time() - t0 > args.budget_s:
+                rows.append({"problem": key, "candidate": label, "skipped": "time budget"})
+                continue
             try:
                 traces = evaluate_and_score(p, sol, cfg, hardware=hw.id)
             except Exception as e:  # noqa: BLE001 - record, go on
