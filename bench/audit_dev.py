@@ -35,7 +35,7 @@ def problems(dataset: Path) -> list[Path]:
 
 def screen_one(path: Path, device: str, workloads: int, timeout: float, max_bytes: float) -> dict:
     cmd = [sys.executable, "-c", "from solbench.cli import main; main()", "audit", str(path),
-           "--json", "--device", device, "--workloads", str(workloads), "--max-bytes", str(max_bytes)]
+           "--json", "--device", device, "--limit", str(workloads), "--max-bytes", str(max_bytes)]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     t0 = time.perf_counter()

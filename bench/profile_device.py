@@ -195,7 +195,8 @@ def main(argv=None) -> int:
         print(f"DLRM-Bench on {p['profile']['workload']} {p['profile']['mode']} ({p['results']}): "
               f"amdahl_mapped saves {am['time_saved']:.2%} ({am['end_to_end_speedup']:.4f}x over "
               f"{am['share_wall_mapped']:.1%} of wall); study_simple {st['addressable_fraction']:.3f} x "
-              f"{st['win_rate']:.3f} x (1 - 1/{st['median_speedup']:.3f}) = {st['gain']:.2%}")
+              (f"{st['win_rate']:.3f} x (1 - 1/{st['median_speedup']:.3f})" if st['median_speedup'] is not None
+               else "0 won") + f" = {st['gain']:.2%}")
     print("\nMarkdown (docs/profiling.md):\n")
     print("| workload | mode | params | wall ms | busy/wall | strict busy | strict wall | loose busy | loose wall |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -9,6 +9,10 @@ Writes bench/results/sol_agreement.json (per-workload rows + summaries) and
 bench/results/sol_agreement.md (tables, outliers with reasons).
 
     python bench/sol_agreement.py [--data DIR] [--out bench/results] [--jobs 2] [--only SUBSTR]
+        [--time-limit S] [--merge]
+
+--merge (with --only): recount only those problems and replace their rows in the existing
+sol_agreement.json (e.g. problems whose counting hit the time limit on a loaded machine).
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ class CountTimeout(BaseException):  # not Exception: must not be caught as a fai
 
 def _timeout(signum, frame):
     raise CountTimeout(f"counting took more than {TIME_LIMIT_S} s")
+
+
+def _set_time_limit(s: int) -> None:
+    global TIME_LIMIT_S
+    TIME_LIMIT_S = s
 
 
 def problem_rows(pdir: str) -> list[dict]:
@@ -141,11 +150,15 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", default=None, help="only problems whose name contains this")
+    ap.add_argument("--only", default=None, help="only problems whose path contains one of these (comma-separated)")
     ap.add_argument("--shard-out", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("dirs", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--render-only", action="store_true", help="re-render the .md from the .json")
+    ap.add_argument("--time-limit", type=int, default=TIME_LIMIT_S, help="per-workload counting budget (s)")
+    ap.add_argument("--merge", action="store_true", help="with --only: replace those problems' rows "
+                    "in the existing sol_agreement.json")
     args = ap.parse_args(argv)
+    _set_time_limit(args.time_limit)
     if args.render_only:
         res = json.loads((args.out / "sol_agreement.json").read_text())
         (args.out / "sol_agreement.md").write_text(render_md(res))
@@ -171,7 +184,7 @@ def main(argv=None) -> int:
         return 2
     pdirs = sorted(str(p.parent) for p in args.data.glob("*/*/metadata.json"))
     if args.only:
-        pdirs = [p for p in pdirs if args.only in p]
+        pdirs = [p for p in pdirs if any(o in p for o in args.only.split(","))]
     t0 = time.time()
     rows: list[dict] = []
     # one process per shard (no executor: a worker killed by the OOM killer must not hang the
@@ -184,7 +197,8 @@ def main(argv=None) -> int:
     procs = []
     for i, shard in enumerate(shards):
         f = tmpdir / f"shard{i}.jsonl"
-        procs.append((subprocess.Popen([sys.executable, __file__, "--shard-out", str(f), *shard]), f, shard))
+        procs.append((subprocess.Popen([sys.executable, __file__, "--shard-out", str(f),
+                                        "--time-limit", str(args.time_limit), *shard]), f, shard))
     for proc, f, shard in procs:
         proc.wait()
     done = set()
@@ -199,6 +213,15 @@ def main(argv=None) -> int:
                 rows.append({"problem": Path(p).name, "subset": Path(p).parent.name, "index": -1,
                              "official_ms": None, "error": f"shard process exited {proc.returncode}"})
     rows.sort(key=lambda r: (r["subset"], r["problem"], r["index"]))
+    merged_note = None
+    if args.merge:
+        prev = json.loads((args.out / "sol_agreement.json").read_text())
+        redone = {r["problem"] for r in rows}
+        rows = sorted([r for r in prev["rows"] if r["problem"] not in redone] + rows,
+                      key=lambda r: (r["subset"], r["problem"], r["index"]))
+        merged_note = (f"{len(redone)} problem(s) recounted with --time-limit {args.time_limit} and merged: "
+                       + ", ".join(sorted(redone)))
+        t0 -= prev.get("elapsed_s", 0)
     result = {
         "hardware": "B200_SOLAR", "data": str(args.data), "workloads": len(rows),
         "errors": sum("error" in r for r in rows), "elapsed_s": round(time.time() - t0, 1),
@@ -206,6 +229,8 @@ def main(argv=None) -> int:
         "by_problem": {m: by_problem(rows, m) for m in ("solar", "refined")},
         "rows": rows,
     }
+    if merged_note:
+        result["merged"] = merged_note
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sol_agreement.json").write_text(json.dumps(result, indent=1, allow_nan=False))
     (args.out / "sol_agreement.md").write_text(render_md(result))
@@ -281,7 +306,8 @@ def _f(x, d=3):
 def render_md(res: dict) -> str:
     out = ["# SOL agreement with the official SOL-ExecBench B200 sol_ms", "",
            f"Workloads: {res['workloads']}, counting errors: {res['errors']}, "
-           f"hardware spec: {res['hardware']}, {res['elapsed_s']} s on CPU.", "",
+           f"hardware spec: {res['hardware']}, {res['elapsed_s']} s on CPU."
+           + (f" {res['merged']}." if res.get("merged") else ""), "",
            "| model | n | median ours/official | p10 | p90 | share within 0.8-1.25 | geomean |",
            "|---|---|---|---|---|---|---|"]
     for m in ("solar", "refined"):

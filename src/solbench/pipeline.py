@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .harness import EvalConfig, evaluate
+from .harness import EvalConfig
 from .spec.problem import Problem
 from .spec.solution import Solution
 from .spec.trace import Finding, Status, Trace
@@ -33,108 +33,135 @@ def resolve_hardware(device: str, hardware: str | None) -> str | None:
 
 def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refined",
               cache: dict | None = None) -> dict[str, Any]:
-    """SOL figures for one trace: bound terms, T_SOL (ms), score and headroom h against the
-    eager reference measured in the same run. Raises nothing: a counting failure is recorded
-    as ``{"error": ...}``."""
-    from .sol import bound, sol_score
+    """SOL figures for one trace: both bounds (refined and solar, from one count) with
+    ``t_sol_model`` naming the one that is T_SOL (``sol_ms``), the certain floor
+    (``t_certain_ms``), T_measured / T_SOL (``measured_over_sol``), and score and headroom h
+    against the eager reference measured in the same run. Raises nothing: a counting failure
+    is recorded as ``{"error": ...}``."""
+    from .sol import bound, count_workload, sol_score
 
-    key = (trace.workload.uuid, hardware, model)
+    key = (trace.workload.uuid, hardware)
     try:
         if cache is not None and key in cache:
-            b = cache[key]
+            both = cache[key]
         else:
-            b = bound(problem, trace.workload, hardware=hardware, model=model)
+            counts = count_workload(problem, trace.workload)
+            both = {m: bound(problem, trace.workload, hardware=hardware, model=m, counts=counts)
+                    for m in ("refined", "solar")}
             if cache is not None:
-                cache[key] = b
+                cache[key] = both
+        b = both[model]
     except Exception as e:  # noqa: BLE001 - the SOL block is best effort, never fatal
         return {"hardware": hardware, "model": model, "error": f"{type(e).__name__}: {e}"}
-    block: dict[str, Any] = {"hardware": b.hardware, "model": model, "sol_ms": b.sol_ms,
-                             "bound": b.model_dump(mode="json"), "baseline": "eager"}
+    block: dict[str, Any] = {
+        "hardware": b.hardware, "model": model, "t_sol_model": model, "sol_ms": b.sol_ms,
+        "t_certain_ms": both["refined"].t_certain_ms,
+        "bounds": {m: {"sol_ms": x.sol_ms, "hardware": x.hardware, "bottleneck": x.bottleneck,
+                       "terms_ms": x.terms_ms} for m, x in both.items()},
+        "bound": b.model_dump(mode="json"), "baseline": "eager"}
     perf = trace.evaluation.performance
+    if perf is not None and perf.latency_ms and b.sol_ms:
+        block["measured_over_sol"] = perf.latency_ms / b.sol_ms
+        block["measured_over_sol_by_model"] = {m: perf.latency_ms / x.sol_ms
+                                               for m, x in both.items() if x.sol_ms}
     if perf is not None and perf.reference_latency_ms:
         s = sol_score(perf.latency_ms, perf.reference_latency_ms, b.sol_ms, baseline="eager")
         block.update(s.model_dump(mode="json"))
     return block
 
 
-def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
-    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
-    Advisory only: runtime evidence decides verdicts."""
+def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:
+    """The static audit's advisory findings (rule, file:line, snippet) for ``solution``; none
+    for the reference. Advisory only: runtime evidence decides verdicts."""
     if solution.author == "reference":
-        return traces
+        return []
     try:
         from .integrity.static_audit import audit_solution
 
-        found = audit_solution(solution, problem.definition)
+        return list(audit_solution(solution, problem.definition))
     except Exception as e:  # noqa: BLE001 - the audit never blocks an evaluation
-        found = [Finding(check="audit.failed", severity="advisory", message=f"{type(e).__name__}: {e}")]
+        return [Finding(check="audit.failed", severity="advisory", message=f"{type(e).__name__}: {e}")]
+
+
+def _with_findings(trace: Trace, found: list[Finding]) -> Trace:
     if not found:
-        return traces
-    out = []
-    for t in traces:
-        ev = t.evaluation.model_copy(deep=True)
-        ev.findings.extend(f.model_copy() for f in found)
-        out.append(t.model_copy(update={"evaluation": ev}))
-    return out
+        return trace
+    ev = trace.evaluation.model_copy(deep=True)
+    ev.findings.extend(f.model_copy() for f in found)
+    return trace.model_copy(update={"evaluation": ev})
+
+
+def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace]) -> list[Trace]:
+    """Append the static audit's advisory findings (rule, file:line, snippet) to each trace.
+    Advisory only: runtime evidence decides verdicts."""
+    found = static_audit_findings(problem, solution)
+    return [_with_findings(t, found) for t in traces]
 
 
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined",
-                       evaluator=None) -> list[Trace]:
+                       evaluator=None, on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
     """Evaluate and attach the SOL block to each PASSED trace.
 
     ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
     worker then serves several candidates in turn; ``config`` replaces its settings).
+    ``on_trace``: called with each finished trace (static audit and SOL block attached) as
+    soon as its workload is done, before the next one starts: to store it and show progress.
 
-    A candidate time below T_SOL is never scored: when the eager reference also beats the
-    bound, the bound is suspect (finding ``sol_bound_violated``, advisory); when only the
-    candidate does, the measurement cannot be trusted (finding ``faster_than_sol``, which
-    decides REWARD_HACK).
+    A candidate time below T_SOL is judged by :func:`solbench.sol.classify_against_sol`:
+    below the certain floor (compulsory output bytes beyond L2 at peak bandwidth) it is
+    impossible (finding ``faster_than_sol``, which decides REWARD_HACK); above that floor it is
+    a defect of the model (finding ``sol_bound_violated``, advisory; the score stays capped at 1).
     """
+    from .harness import Evaluator
+
     cfg = config or EvalConfig()
+    found = static_audit_findings(problem, solution)
+    hw = resolve_hardware(cfg.device, hardware)
+    cache: dict = {}
+    out: list[Trace] = []
+
+    def finish(t: Trace) -> None:
+        t = _with_findings(t, found)
+        if hw is not None:
+            t = _score(problem, t, hw, sol_model, cache)
+        out.append(t)
+        if on_trace is not None:
+            on_trace(t)
+
     if evaluator is not None:
         if evaluator.problem is not problem:
             raise ValueError("evaluator was made for another problem")
         evaluator.cfg = cfg
-        traces = evaluator.evaluate(solution)
+        evaluator.evaluate(solution, on_trace=finish)
     else:
-        traces = evaluate(problem, solution, cfg)
-    traces = attach_static_audit(problem, solution, traces)
-    hw = resolve_hardware(cfg.device, hardware)
-    if hw is None:
-        return traces
-    cache: dict = {}
-    out = []
-    for t in traces:
-        if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
-            out.append(t)
-            continue
-        t0 = time.perf_counter()
-        block = sol_block(problem, t, hw, sol_model, cache)
-        ev = t.evaluation.model_copy(deep=True)
-        ev.sol = block
-        ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
-        sol_ms = block.get("sol_ms")
-        perf = ev.performance
-        if sol_ms and perf is not None and perf.latency_ms < sol_ms:
-            ref_below = perf.reference_latency_ms is not None and perf.reference_latency_ms < sol_ms
-            if ref_below:
-                ev.findings.append(Finding(
-                    check="sol_bound_violated", severity="advisory",
-                    message=(f"both the candidate ({perf.latency_ms:.4g} ms) and the eager reference "
-                             f"({perf.reference_latency_ms:.4g} ms) beat T_SOL {sol_ms:.4g} ms: "
-                             "the bound is wrong for this workload; no score"),
-                    evidence={"sol_ms": sol_ms}))
-                ev.sol["score"] = None
-            else:
-                ev.findings.append(Finding(
-                    check="faster_than_sol", severity="hack",
-                    message=(f"measured {perf.latency_ms:.4g} ms is below the speed-of-light bound "
-                             f"{sol_ms:.4g} ms on {hw}: a broken measurement or tampering"),
-                    evidence={"latency_ms": perf.latency_ms, "sol_ms": sol_ms}))
-                ev.sol["score"] = None
-                ev.status = Status.REWARD_HACK
-                ev.performance = None
-        t = t.model_copy(update={"evaluation": ev})
-        out.append(Trace.model_validate(t.model_dump()))
+        ev = Evaluator(problem, cfg)
+        try:
+            ev.evaluate(solution, on_trace=finish)
+        finally:
+            ev.close()
     return out
+
+
+def _score(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> Trace:
+    """``t`` with its SOL block (PASSED traces with a performance only)."""
+    if t.evaluation.status != Status.PASSED or t.evaluation.performance is None:
+        return t
+    t0 = time.perf_counter()
+    block = sol_block(problem, t, hw, sol_model, cache)
+    ev = t.evaluation.model_copy(deep=True)
+    ev.sol = block
+    ev.phases_s = {**(ev.phases_s or {}), "sol": round(time.perf_counter() - t0, 3)}
+    perf = ev.performance
+    from .sol import classify_against_sol, sol_finding
+
+    verdict = classify_against_sol(perf.latency_ms if perf else None, block.get("sol_ms"),
+                                   block.get("t_certain_ms"))
+    if verdict is not None:
+        ev.findings.append(Finding(**sol_finding(verdict, perf.latency_ms, block, t.workload.uuid)))
+        if verdict == "hack":
+            ev.sol["score"] = None
+            ev.status = Status.REWARD_HACK
+            ev.performance = None
+    t = t.model_copy(update={"evaluation": ev})
+    return Trace.model_validate(t.model_dump())

@@ -138,7 +138,7 @@ def test_eval_workload_selection_and_table(files):
 
 @pytest.mark.parametrize("args,needle", [
     (["{dir}/nope"], "{dir}/nope: no such problem"),
-    (["{dir}/scale_add", "--workloads", "zzz"], "{dir}/scale_add: workloads: 'zzz' matches 0 workloads"),
+    (["{dir}/scale_add", "--workloads", "zzz"], "{dir}/scale_add: --workloads: no workload has uuid 'zzz'"),
     (["{dir}/scale_add", "--solution", "{dir}/bad_solution.json"],
      "{dir}/bad_solution.json: spec.languages"),
     (["{dir}/scale_add", "--solution", "{dir}/other_solution.json"],

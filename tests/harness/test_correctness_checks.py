@@ -219,3 +219,136 @@ def test_helpers():
     packed = torch.tensor([[0x21, 0xF9]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
     # low nibble first: 0x1 -> 0.5, 0x2 -> 1.0, 0x9 -> -0.5, 0xF -> -6
     assert unpack_fp4(packed).tolist() == [[0.5, 1.0, -0.5, -6.0]]
+
+
+# ---------------------------------------------------------------- exact and set outputs (issue 13)
+from solbench.harness.correctness import OutputSemantics, check_outputs, infer_semantics  # noqa: E402
+from solbench.spec import Status  # noqa: E402
+from solbench.spec.definition import Definition  # noqa: E402
+
+
+def test_int64_topk_ids_off_by_one_fail_exactly():
+    # ids in [100, 1000): |a-b| = 1 <= 0.01 + 0.01*|b|, so the float rule passes every one
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randint(100, 1000, (200, 8), generator=g, dtype=torch.int64)
+    off = torch.rand(ref.shape, generator=g) < 0.905
+    out = ref + off.long()
+    rep = check_outputs([out], [ref], Tolerance(), names=["ids"])
+    o = rep.outputs[0]
+    assert rep.upstream_passed  # what upstream's cast-to-float rule says
+    assert not rep.passed and rep.status == Status.INCORRECT_NUMERICAL and rep.failed_check == "exact"
+    assert o.matched_ratio == pytest.approx(1 - off.double().mean().item())
+    assert check_outputs([ref.clone()], [ref], Tolerance()).passed
+
+
+def test_exactly_one_integer_or_bool_element_differs():
+    ref = torch.arange(1000, dtype=torch.int32)
+    out = ref.clone()
+    out[417] += 1
+    oc = check_output("o", out, ref, Tolerance(max_atol=5, max_rtol=0.5, required_matched_ratio=0.5))
+    assert oc.failed_check == "exact" and oc.matched_ratio == pytest.approx(0.999)
+    assert oc.detail.startswith("1 of 1000 elements differ")
+    bref = torch.zeros(64, dtype=torch.bool)
+    bref[::3] = True
+    bout = bref.clone()
+    bout[10] = ~bout[10]
+    oc = check_output("b", bout, bref, Tolerance(required_matched_ratio=0.9))
+    assert oc.failed_check == "exact" and oc.matched_ratio == pytest.approx(63 / 64)
+    assert check_output("b", bref.clone(), bref, Tolerance()).failed_check is None
+
+
+def test_one_nan_fails_whatever_the_ratio():
+    ref = torch.linspace(1, 2, 1000)
+    out = ref.clone()
+    out[3] = float("nan")  # 999/1000 matched would pass the ratio
+    oc = check_output("o", out, ref, Tolerance(required_matched_ratio=0.5))
+    assert oc.failed_check == "nan_inf" and oc.has_nan
+
+
+def test_exactly_one_element_out_of_tolerance():
+    # bound = atol + rtol*|b| = 0.25 + 0.25*1 = 0.5: 1.5 is on the bound (matches), the next
+    # float32 above it is not
+    ref = torch.ones(100)
+    out = ref.clone()
+    out[0] = 1.5
+    tol = dict(max_atol=0.25, max_rtol=0.25)
+    assert check_output("o", out, ref, Tolerance(**tol, required_matched_ratio=1.0)).matched_ratio == 1.0
+    out[0] = torch.nextafter(torch.tensor(1.5), torch.tensor(2.0))
+    oc = check_output("o", out, ref, Tolerance(**tol, required_matched_ratio=1.0))
+    assert oc.matched_ratio == pytest.approx(0.99) and oc.failed_check == "tolerance"
+    assert check_output("o", out, ref, Tolerance(**tol, required_matched_ratio=0.99)).upstream_ok
+
+
+def test_signed_zeros_are_equal():
+    ref = torch.tensor([0.0, 0.0, 1.0, -2.0])
+    out = torch.tensor([-0.0, -0.0, 1.0, -2.0])
+    oc = check_output("o", out, ref, Tolerance(max_atol=0, max_rtol=0, required_matched_ratio=1.0))
+    assert oc.failed_check is None and oc.max_abs_error == 0.0
+    zref, zout = torch.zeros(8), torch.full((8,), -0.0)
+    assert check_output("o", zout, zref, Tolerance(max_atol=0, max_rtol=0)).failed_check is None
+
+
+def test_infinities():
+    ref = torch.arange(200, dtype=torch.float32)
+    ref[7] = math.inf
+    same = ref.clone()
+    # +inf on both sides: no NaN/Inf failure, but no match either: 199/200
+    oc = check_output("o", same, ref, Tolerance(required_matched_ratio=0.99))
+    assert oc.failed_check is None and oc.matched_ratio == pytest.approx(199 / 200)
+    assert check_output("o", same, ref, Tolerance(required_matched_ratio=1.0)).failed_check == "tolerance"
+    flipped = ref.clone()
+    flipped[7] = -math.inf
+    assert check_output("o", flipped, ref, Tolerance(required_matched_ratio=0.5)).failed_check == "nan_inf"
+    assert check_output("o", flipped, ref, Tolerance(required_matched_ratio=0.5,
+                                                      allow_negative_inf=True)).failed_check == "nan_inf"
+
+
+def test_empty_outputs():
+    ref = torch.empty(0, 4)
+    rep = check_outputs([torch.empty(0, 4)], [ref], Tolerance())
+    assert rep.passed and rep.outputs[0].numel == 0
+    assert check_outputs([torch.empty(0, 5)], [ref], Tolerance()).status == Status.INCORRECT_SHAPE
+    assert check_outputs([torch.empty(0, dtype=torch.int64)], [torch.empty(0, dtype=torch.int64)],
+                         Tolerance()).passed
+
+
+def _tied_source():
+    # row 0: the 2nd and 3rd largest are tied (5.0 at columns 1 and 4)
+    return torch.tensor([[1.0, 5.0, 9.0, 0.0, 5.0, 2.0],
+                         [3.0, 8.0, 7.0, 6.0, 1.0, 0.0]], dtype=torch.bfloat16)
+
+
+def test_topk_ids_with_ties_compare_as_gathered_sets():
+    x = _tied_source()
+    ref = torch.tensor([[2, 1], [1, 2]])
+    sem = {"ids": OutputSemantics("topk", "x")}
+    tol = Tolerance()
+    # the other tied index, and another order: correct
+    ok = torch.tensor([[4, 2], [2, 1]])
+    assert check_outputs([ok], [ref], tol, names=["ids"], semantics=sem, inputs={"x": x}).passed
+    assert not check_outputs([ok], [ref], tol, names=["ids"]).passed  # exact without the semantics
+    for bad, why in ((torch.tensor([[2, 0], [1, 2]]), "a wrong value"),
+                     (torch.tensor([[2, 2], [1, 2]]), "a repeated index"),
+                     (torch.tensor([[2, 6], [1, 2]]), "out of range"),
+                     (torch.tensor([[2, -5], [1, 2]]), "negative")):
+        rep = check_outputs([bad], [ref], tol, names=["ids"], semantics=sem, inputs={"x": x})
+        assert not rep.passed and rep.failed_check == "index_set", why
+        assert rep.outputs[0].matched_ratio == 0.5 and rep.status == Status.INCORRECT_NUMERICAL
+    # "set": order-free but the indices themselves must agree
+    s = {"ids": OutputSemantics("set")}
+    assert check_outputs([torch.tensor([[1, 2], [2, 1]])], [ref], tol, names=["ids"], semantics=s).passed
+    assert not check_outputs([ok], [ref], tol, names=["ids"], semantics=s).passed
+    with pytest.raises(ValueError, match="topk"):
+        check_outputs([ok], [ref], tol, names=["ids"], semantics=sem)
+
+
+def test_infer_semantics_for_a_topk_reference():
+    d = Definition(name="topk", axes={"m": {"type": "var"}, "n": {"type": "const", "value": 64},
+                                      "k": {"type": "const", "value": 8}},
+                   inputs={"logits": {"shape": ["m", "n"], "dtype": "bfloat16"}},
+                   outputs={"values": {"shape": ["m", "k"], "dtype": "bfloat16"},
+                            "indices": {"shape": ["m", "k"], "dtype": "int64"}},
+                   reference="import torch\ndef run(logits):\n    return torch.topk(logits, 8, dim=-1)\n")
+    assert infer_semantics(d) == {"indices": OutputSemantics("topk", "logits")}
+    d2 = d.model_copy(update={"reference": "import torch\ndef run(logits):\n    return logits.argsort()[:, :8]\n"})
+    assert infer_semantics(d2) == {}

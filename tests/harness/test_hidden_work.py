@@ -85,7 +85,7 @@ def _matmul_problem(tmp_path):
          "tolerance": {"max_atol": 1e-3, "max_rtol": 1e-3}}]))
 
 
-def test_demoting_the_reference_worker_is_a_hack(tmp_path, solbench_cache):
+def test_demoting_the_reference_worker_is_a_hack(tmp_path, solbench_cache, unsandboxed):
     """Red team round 3: right answers, but every call sets the sibling reference worker's
     threads to SCHED_IDLE, nice 19 and one CPU (no helper process), so the reference is slow
     when it is timed. Needs reference timing (the corpus's quick setting has none)."""
@@ -114,7 +114,7 @@ def test_joined_per_call_thread_pool_is_honest(tmp_path, solbench_cache):
     assert not [f for f in t.evaluation.findings if f.severity == "hack"]
 
 
-def test_helper_escaping_the_pause_to_stop_the_reference_is_a_hack(tmp_path, solbench_cache):
+def test_helper_escaping_the_pause_to_stop_the_reference_is_a_hack(tmp_path, solbench_cache, unsandboxed):
     """Red team round 5: right answers, but during the timed calls it starts a helper in its
     own session (the SIGSTOP the parent sends to the candidate's process group does not reach
     it), which stops and resumes the sibling reference worker while that is timed and exits
@@ -135,7 +135,7 @@ def test_helper_escaping_the_pause_to_stop_the_reference_is_a_hack(tmp_path, sol
 
 @pytest.mark.parametrize("cand", ["cand_helper_triton_prefix.py", "cand_helper_compile_worker_disguise.py",
                                   "cand_helper_zombie_leader.py"])
-def test_disguised_helpers_that_stop_the_reference_are_hacks(tmp_path, solbench_cache, cand):
+def test_disguised_helpers_that_stop_the_reference_are_hacks(tmp_path, solbench_cache, unsandboxed, cand):
     """Red team round 6: the reference stopper of round 5, disguised: started as
     `python -m tritonhelper` (passed a prefix allow-list), as the exact command line of
     inductor's compile-worker script with the payload in a sitecustomize.py, or as a process

@@ -1,8 +1,6 @@
 """KernelBench format end to end: a problem .py (Model, get_inputs, get_init_inputs) and
 ModelNew candidates given as .py files; plus the C++ build's cleanup after a timeout."""
 
-import subprocess
-
 import pytest
 import torch
 
@@ -131,14 +129,14 @@ def test_cpp_build_timeout_removes_stale_lock(tmp_path, monkeypatch):
         "sources": [{"path": "k.cpp", "content": "int run();\n"}]})
     seen = {}
 
-    def killed_build(cmd, **kw):  # what a build killed half-way leaves: torch's FileBaton lock
+    def killed_build(cmd, cwd, env, timeout):  # a build killed half-way leaves torch's FileBaton lock
         import json
         job = json.loads(cmd[-1])
         seen["dir"] = job["build_directory"]
         (tmp_path / "cpp" / build.cpp_build_key(sol, "cpu") / "lock").write_text("")
-        raise subprocess.TimeoutExpired(cmd, kw.get("timeout"))
+        raise build.BuildTimeout(f"build timed out after {timeout:.0f} s")
 
-    monkeypatch.setattr(build.subprocess, "run", killed_build)
+    monkeypatch.setattr(build, "run_build", killed_build)
     with pytest.raises(BuildError, match="timed out after 5 s"):
         build_cpp(sol, "cpu", 5)
     from pathlib import Path

@@ -54,7 +54,7 @@ TRACES = [
     # dlrm01: A = (2.0, 0.5) -> clamped geomean sqrt(2) = 1.414; B = (1.5, 1.5) -> 1.5 (best, won)
     _trace("dlrm01_embedding_bag_sum_fp32", "A", "w1", 2.0), _trace("dlrm01_embedding_bag_sum_fp32", "A", "w2", 0.5),
     _trace("dlrm01_embedding_bag_sum_fp32", "B", "w1", 1.5), _trace("dlrm01_embedding_bag_sum_fp32", "B", "w2", 1.5),
-    # dlrm02: 3x on one workload, incorrect on the other -> sqrt(3) = 1.732, not won
+    # dlrm02: 3x on one workload, incorrect on the other -> no correct solution: 1x, not won
     _trace("dlrm02_tbe_forward_fp32", "C", "w1", 3.0),
     _trace("dlrm02_tbe_forward_fp32", "C", "w2", status="INCORRECT_NUMERICAL"),
     # dlrm03: loses (0.8) -> counts 1x, not won
@@ -88,7 +88,11 @@ def test_problem_results_rules():
     assert r["dlrm01_embedding_bag_sum_fp32"].speedup == pytest.approx(1.5)
     assert r["dlrm01_embedding_bag_sum_fp32"].solutions["A"] == pytest.approx(1.0)  # raw geomean of 2 and 0.5
     assert r["dlrm01_embedding_bag_sum_fp32"].won
-    assert r["dlrm02_tbe_forward_fp32"].speedup == pytest.approx(math.sqrt(3))
+    # an INCORRECT_NUMERICAL workload disqualifies C: never the "best solution"
+    assert r["dlrm02_tbe_forward_fp32"].best_solution is None
+    assert r["dlrm02_tbe_forward_fp32"].speedup == 1.0
+    assert r["dlrm02_tbe_forward_fp32"].solutions["C"] == pytest.approx(math.sqrt(3))
+    assert r["dlrm02_tbe_forward_fp32"].correct_solutions == []
     assert not r["dlrm02_tbe_forward_fp32"].won and r["dlrm02_tbe_forward_fp32"].passed == 1
     assert r["dlrm03_embedding_bag_backward_dense"].speedup == 1.0
     assert not r["dlrm03_embedding_bag_backward_dense"].won
@@ -97,16 +101,18 @@ def test_problem_results_rules():
 def test_projection_by_hand():
     res = project(PROFILE, TRACES)
     rows = {r["problem"]: r for r in res["problems"]}
-    # group 0 is claimed by dlrm01 (op) and dlrm02 (tag): it goes to the faster, dlrm02 (1.732 > 1.5)
-    assert rows["dlrm02_tbe_forward_fp32"]["share_wall"] == pytest.approx(0.30)
-    assert rows["dlrm01_embedding_bag_sum_fp32"]["share_wall"] == 0.0
+    # group 0 is claimed by dlrm01 (op) and dlrm02 (tag): it goes to the faster correct one,
+    # dlrm01 (1.5; dlrm02 has no correct solution, 1x)
+    assert rows["dlrm01_embedding_bag_sum_fp32"]["share_wall"] == pytest.approx(0.30)
+    assert rows["dlrm02_tbe_forward_fp32"]["share_wall"] == 0.0
+    assert rows["dlrm02_tbe_forward_fp32"]["best_solution"] is None
     assert rows["dlrm01_embedding_bag_sum_fp32"]["kernel_groups_claimed"] == 1
     assert rows["dlrm03_embedding_bag_backward_dense"]["share_wall"] == pytest.approx(0.10)
     assert res["unmapped"] == ["some_other_problem"]
     a = res["amdahl_mapped"]
-    saved = 0.30 * (1 - 1 / math.sqrt(3))  # = 0.126795; dlrm03 at 1x saves nothing
+    saved = 0.30 * (1 - 1 / 1.5)  # = 0.1; dlrm02 and dlrm03 at 1x save nothing
     assert a["time_saved"] == pytest.approx(saved)
-    assert a["time_saved"] == pytest.approx(0.126795, abs=1e-6)
+    assert a["time_saved"] == pytest.approx(0.1, abs=1e-9)
     assert a["end_to_end_speedup"] == pytest.approx(1 / (1 - saved))
     assert a["share_wall_mapped"] == pytest.approx(0.40)
     s = res["study_simple"]
@@ -179,7 +185,7 @@ def test_cli_project_json(tmp_path):
     res = runner.invoke(app, ["project", str(pp), str(rp), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["amdahl_mapped"]["time_saved"] == pytest.approx(0.30 * (1 - 1 / math.sqrt(3)))
+    assert out["amdahl_mapped"]["time_saved"] == pytest.approx(0.30 * (1 - 1 / 1.5))
     assert out["study_simple"]["name"] == "study_simple"
     # human output names both projections
     res = runner.invoke(app, ["project", str(pp), str(rp)])
@@ -218,12 +224,31 @@ def test_project_on_the_recorded_h200_bundle():
     assert prof["device_name"] == "NVIDIA H200" and prof["run_s"] > 0
     res = project(prof, TRACES)
     rows = {r["problem"]: r for r in res["problems"]}
-    p2 = rows["dlrm02_tbe_forward_fp32"]["share_wall"]
+    p1 = rows["dlrm01_embedding_bag_sum_fp32"]["share_wall"]
+    p2 = rows["dlrm02_tbe_forward_fp32"]["share_wall"]  # groups only dlrm02 claims
     p3 = rows["dlrm03_embedding_bag_backward_dense"]["share_wall"]
-    # the forward embedding kernels exist in dlrm-v2 training and go to dlrm02 (the faster)
-    assert p2 > 0.01 and rows["dlrm01_embedding_bag_sum_fp32"]["share_wall"] == 0.0
-    saved = p2 * (1 - 1 / math.sqrt(3))  # dlrm03 at 0.8x counts 1x: saves nothing
+    # the forward embedding kernels exist in dlrm-v2 training and go to dlrm01 (dlrm02's only
+    # solution is incorrect on one workload: 1x)
+    assert p1 > 0.01 and rows["dlrm02_tbe_forward_fp32"]["time_saved"] == 0.0
+    saved = p1 * (1 - 1 / 1.5)  # dlrm02 (no correct solution) and dlrm03 (0.8x) count 1x
     assert res["amdahl_mapped"]["time_saved"] == pytest.approx(saved)
-    assert res["amdahl_mapped"]["share_wall_mapped"] == pytest.approx(p2 + p3)
+    assert res["amdahl_mapped"]["share_wall_mapped"] == pytest.approx(p1 + p2 + p3)
     s = res["study_simple"]
     assert s["gain"] == pytest.approx(prof["addressable_fraction"]["strict_wall"] * 0.5 * (1 - 1 / 1.75))
+
+
+def test_cli_project_nothing_won(tmp_path):
+    """Only incorrect or losing candidates: no best solution, no '1/0.000' formula."""
+    runner, app = _runner()
+    traces = [_trace("dlrm02_tbe_forward_fp32", "C", "w1", 3.0),
+              _trace("dlrm02_tbe_forward_fp32", "C", "w2", status="INCORRECT_NUMERICAL"),
+              _trace("dlrm03_embedding_bag_backward_dense", "D", "w1", 0.8)]
+    pp, rp = _write(tmp_path, traces=traces)
+    res = runner.invoke(app, ["project", str(pp), str(rp), "--json"])
+    out = json.loads(res.stdout)
+    assert out["study_simple"]["median_speedup"] is None and out["study_simple"]["gain"] == 0.0
+    assert out["amdahl_mapped"]["time_saved"] == 0.0
+    assert {r["problem"]: r["best_solution"] for r in out["problems"]}["dlrm02_tbe_forward_fp32"] is None
+    res = runner.invoke(app, ["project", str(pp), str(rp)])
+    assert res.exit_code == 0, res.output
+    assert "1/0.000" not in res.stdout and "nothing won" in res.stdout

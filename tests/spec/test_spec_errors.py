@@ -247,8 +247,8 @@ def test_validate_candidate_py_files(tmp_path):
                        "        return x\n")
     r = CliRunner().invoke(app, ["validate", str(run_cand), str(kb_cand)])
     assert r.exit_code == 0, r.output
-    assert "OK solution cand_run for cand_run (pytorch)" in r.stdout
-    assert "OK solution cand_kb for cand_kb (pytorch)" in r.stdout
+    assert "OK solution cand_run for cand_run (pytorch; KernelBench candidate, entry run)" in r.stdout
+    assert "OK solution cand_kb for cand_kb (pytorch; KernelBench candidate, entry ModelNew)" in r.stdout
     bad = tmp_path / "cand_bad.py"
     bad.write_text("class ModelNew(:\n    pass\n")
     r = CliRunner().invoke(app, ["validate", str(bad)])

@@ -1,9 +1,18 @@
 """Command-line interface (Typer + rich). A thin layer: each sub-module registers its
-commands with :func:`register`; none holds evaluation logic of its own."""
+commands with :func:`register`; none holds evaluation logic of its own.
+
+Command modules import only light modules at import time (heavy ones, torch above all, are
+imported inside the commands), so ``--help``, ``--version`` and argument errors answer at
+once. :func:`main` prints usage errors as one line and ends every process a command started
+on SIGTERM/SIGHUP (see :mod:`solbench.cli.lifetime`).
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from typing import Optional
 
 import typer
 
@@ -13,13 +22,29 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 #: command modules, in help order; each defines register(app)
 COMMAND_MODULES = [
     "evaluate", "validate", "demo", "sol", "hardware", "calibrate", "audit",
-    "suite", "baseline", "profile", "project",
+    "suite", "dataset", "baseline", "profile", "project",
+    "report", "results", "compare",  # results store and reports
 ]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"solbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Optional[bool] = typer.Option(None, "--version", "-V", callback=_version,
+                                                 is_eager=True, help="print the version and exit")) -> None:
+    """Correctness, timing and speed-of-light analysis of GPU kernels."""
 
 
 def _load() -> None:
@@ -37,5 +62,68 @@ def _load() -> None:
 _load()
 
 
+def _click_exceptions():
+    """The exceptions module of the click Typer uses (Typer 0.2x vendors its own copy)."""
+    return sys.modules[typer.BadParameter.__module__]
+
+
+def _tidy(cmd) -> None:
+    """Help as a user reads it: flags show no value placeholder (Typer 0.2x prints
+    ``<bool>`` for them, the help flag included) and docstring lines within a paragraph are
+    joined (rich would keep their hard line breaks)."""
+    import re
+
+    def plain(p) -> None:
+        if getattr(p, "is_flag", False):
+            p.metavar = ""
+
+    for p in getattr(cmd, "params", []):
+        plain(p)
+    get_help = cmd.get_help_option
+
+    def get_help_option(ctx, _get=get_help):
+        opt = _get(ctx)
+        if opt is not None:
+            plain(opt)
+        return opt
+
+    cmd.get_help_option = get_help_option
+    if cmd.help:
+        cmd.help = re.sub(r"(?<!\n)\n(?!\n)\s*", " ", cmd.help.strip())
+    for sub in getattr(cmd, "commands", {}).values():
+        _tidy(sub)
+
+
+def command():
+    """The click command of the app, with its help tidied (see :func:`_tidy`)."""
+    cmd = typer.main.get_command(app)
+    _tidy(cmd)
+    return cmd
+
+
 def main() -> None:
-    app()
+    """The ``solbench`` entry point: usage errors as one ``error:`` line (exit 2)."""
+    from . import lifetime
+
+    exc = _click_exceptions()
+    lifetime.install()
+    # Kineto (torch.profiler) prints its USDT/STAGE markers on stderr at every profiler start
+    # and stop, in this process and in every worker; level 6 is above all of its levels
+    # (VERBOSE 0 ... USDT 5). Read at the first profiler use; a user's own setting wins.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    cmd = command()
+    try:
+        rc = cmd.main(args=sys.argv[1:], prog_name="solbench", standalone_mode=False)
+    except exc.ClickException as e:
+        msg = e.format_message()
+        if msg:  # NoArgsIsHelpError has printed the help already and says nothing more
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see: {ctx.command_path} --help)" if isinstance(e, exc.UsageError) and ctx else ""
+            print(f"error: {msg}{hint}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        lifetime.kill_all()
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    lifetime.kill_all()
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console, err_console
+from .common import (LIMIT_HELP, WORKLOADS_HELP, check_device, check_file, choose_workloads,
+                     clean_errors, console, err_console, fail, parse_bytes, resolve_problem_arg)
 
 
 def _device(device: str) -> str:
@@ -31,14 +32,14 @@ def register(app: typer.Typer) -> None:
                                            "(solution.json or candidate .py) instead"),
         json_out: bool = typer.Option(False, "--json", help="strict JSON on stdout"),
         device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto"),
-        workloads: Optional[str] = typer.Option(
-            None, "--workloads", help="N (the N smallest) or uuid[,uuid...] (prefixes ok)"),
+        workloads: Optional[str] = typer.Option(None, "--workloads", "-w", help=WORKLOADS_HELP),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP),
         cpu_only: bool = typer.Option(False, "--cpu-only",
                                       help="only workloads tagged 'cpu' (when any are)"),
         seed: int = typer.Option(0, "--seed", help="input seed"),
-        max_bytes: Optional[float] = typer.Option(
-            None, "--max-bytes", help="skip workloads declaring more input+output bytes "
-                                      "(default 1 GiB on CPU, none on CUDA)"),
+        max_bytes: Optional[str] = typer.Option(
+            None, "--max-bytes", help="skip (and record) workloads declaring more input+output "
+                                      "bytes, e.g. 1e9, 512M (default 1G on CPU, none on CUDA)"),
         no_downgrade: bool = typer.Option(False, "--no-downgrade",
                                           help="skip the bf16/fp16 reference runs"),
         fail_on_degenerate: bool = typer.Option(
@@ -47,6 +48,14 @@ def register(app: typer.Typer) -> None:
         """Screen PROBLEM with trivial candidates (zeros, a tiny constant, the reference's
         mean, inputs passed through) in upstream and solbench modes, plus the reduced-precision
         reference; or, with --solution, list the static audit's advisory findings."""
+        mb = parse_bytes(max_bytes)
+        if limit is not None and limit < 1:
+            fail(f"--limit: must be >= 1, got {limit}")
+        if device not in ("auto",):
+            check_device(device)
+        check_file(solution, "--solution")
+        if problem is not None:
+            resolve_problem_arg(problem)
         from ..spec import load_problem, load_solution
         from ..suites import resolve_problem
 
@@ -71,21 +80,13 @@ def register(app: typer.Typer) -> None:
                 err_console.print("[red]error:[/red] give a PROBLEM (or --solution SOL)")
                 raise typer.Exit(2)
             prob = load_problem(resolve_problem(problem))
-            wl_arg, max_wl = None, None
-            if workloads:
-                if workloads.isdigit():
-                    max_wl = int(workloads)
-                else:
-                    wl_arg = [w.strip() for w in workloads.split(",") if w.strip()]
-                    try:
-                        wl_arg = [prob.workload(w) for w in wl_arg]
-                    except KeyError as e:
-                        raise SpecError(problem, "--workloads", f"no workload {e.args[0]!r}") from None
+            wl_arg = None
+            if workloads is not None or limit is not None:
+                wl_arg = choose_workloads(prob, workloads, limit)
             from ..integrity.screen import screen_problem
 
             res = screen_problem(prob, device=_device(device), workloads=wl_arg,
-                                 max_workloads=max_wl, seed=seed, cpu_tagged_only=cpu_only,
-                                 max_bytes=int(max_bytes) if max_bytes else None,
+                                 seed=seed, cpu_tagged_only=cpu_only, max_bytes=mb,
                                  downgrade=not no_downgrade)
         if json_out:
             print(json.dumps(res.to_json(), allow_nan=False))
@@ -117,7 +118,7 @@ def _print_screen(res) -> None:
     console.print(f"{res.problem}: {verdict}; admits precision downgrade: "
                   f"{'[yellow]yes[/yellow] (' + ', '.join(res.downgrade_dtypes) + ')' if res.admits_downgrade else 'no'}")
     for uuid, wd in res.details.get("workloads", {}).items():
-        t = Table(title=f"workload {uuid[:8]} axes={wd['axes']}")
+        t = Table(title=f"workload {uuid} axes={wd['axes']}")
         for col in ("stand-in", "output", "upstream", "solbench", "failed check"):
             t.add_column(col)
         for r in wd["trivial"]:
@@ -125,13 +126,14 @@ def _print_screen(res) -> None:
                       str(r.get("failed_check") or "-"))
         for r in wd["downgrade"]:
             if r.get("error"):
-                t.add_row(f"reference in {r['dtype']}", "*", "-", "-", r["error"][:60])
+                t.add_row(f"reference in {r['dtype']}", "*", "-", "-", r["error"])
             else:
                 t.add_row(f"reference in {r['dtype']}", "*", _yn(r["upstream_passed"]),
                           _yn(r["passed"]), str(r.get("failed_check") or "-"))
         console.print(t)
     for s in res.skipped:
-        console.print(f"[dim]skipped {s['workload'][:8]}: {s['reason']}[/dim]")
+        console.print(f"skipped {s['workload']}: {s['reason']}", style="dim", highlight=False,
+                      markup=False)
 
 
 def _yn(v: bool) -> str:

@@ -9,7 +9,17 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console, err_console
+from .common import clean_errors, console, fail, resolve_problem_arg
+
+
+def baseline_filename(eager: bool, backend: str = "inductor", mode: str | None = None) -> str:
+    """``solution_eager.json``; ``solution_compile.json`` for the default torch.compile
+    (inductor, default mode), ``solution_compile_<backend>[_<mode>].json`` otherwise: each
+    kind of baseline its own file, labelled by ``solbench run`` as what follows ``solution_``."""
+    if eager:
+        return "solution_eager.json"
+    parts = ["compile"] + ([backend] if backend != "inductor" else []) + ([mode] if mode else [])
+    return "solution_" + "_".join(parts) + ".json"
 
 
 def register(app: typer.Typer) -> None:
@@ -22,31 +32,30 @@ def register(app: typer.Typer) -> None:
                                    help="the reference itself, as the eager candidate"),
         out: Optional[Path] = typer.Option(
             None, "-o", "--out",
-            help="output dir: DIR/solution.json for one problem, DIR/<problem>/solution.json "
-                 "for several (default: ./baselines)"),
+            help="output dir: DIR/<file> for one problem, DIR/<problem>/<file> for several "
+                 "(default: ./baselines/<problem>/<file>); <file> is solution_eager.json or "
+                 "solution_compile[_<backend>][_<mode>].json, so `solbench run --solutions DIR` "
+                 "labels them eager and compile"),
         backend: str = typer.Option("inductor", help="torch.compile backend "
                                     "(inductor; eager/aot_eager for CPU smoke tests)"),
         mode: Optional[str] = typer.Option(None, help="torch.compile mode"),
         json_out: bool = typer.Option(False, "--json", help="print {\"solutions\": \\[paths]}"),
     ) -> None:
-        """Write a baseline candidate (solution.json) for each PROBLEM."""
+        """Write a baseline candidate for each PROBLEM: solution_eager.json (--eager) or
+        solution_compile.json (--compile), side by side in the problem's folder."""
         from ..spec import load_problem
-        from ..suites import resolve_problem
         from ..suites.baseline import BACKENDS, MODES, compile_baseline, write_solution
 
         if compile_ == eager:
-            err_console.print("[red]error:[/red] choose one baseline kind: --compile or --eager")
-            raise typer.Exit(2)
+            fail("choose one baseline kind: --compile or --eager")
         if backend not in BACKENDS:
-            err_console.print(f"[red]error:[/red] --backend: {backend!r} not in {list(BACKENDS)}")
-            raise typer.Exit(2)
+            fail(f"--backend: {backend!r} not in {list(BACKENDS)}")
         if mode not in MODES:
-            err_console.print(f"[red]error:[/red] --mode: {mode!r} not in {list(MODES)[1:]}")
-            raise typer.Exit(2)
+            fail(f"--mode: {mode!r} not in {list(MODES)[1:]}")
         base = out or Path("baselines")
         written = []
         with clean_errors():
-            loaded = [load_problem(resolve_problem(p)) for p in problems]
+            loaded = [load_problem(resolve_problem_arg(p)) for p in problems]
             for prob in loaded:
                 if eager:
                     from ..spec import reference_solution
@@ -55,7 +64,7 @@ def register(app: typer.Typer) -> None:
                 else:
                     sol = compile_baseline(prob, backend=backend, mode=mode)
                 d = base if len(loaded) == 1 and out is not None else base / prob.name
-                written.append(write_solution(sol, d))
+                written.append(write_solution(sol, d, baseline_filename(eager, backend, mode)))
         if json_out:
             print(json.dumps({"solutions": [str(p) for p in written]}))
         else:

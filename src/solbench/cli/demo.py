@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console
+from .common import EvalProgress, check_device, check_output, clean_errors, console, trace_appender
 
 
 def register(app: typer.Typer) -> None:
@@ -21,38 +21,41 @@ def register(app: typer.Typer) -> None:
         candidates: the eager reference, torch.compile and Triton on CUDA; on CPU an honest
         rewrite and three hostile candidates (uniform output, replayed cache, patched timer)
         that must be caught. Prints a table and exits 0 when every verdict is as expected."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         from ..demo.run import demo_jobs
         from ..harness import EvalConfig
         from ..pipeline import evaluate_and_score
         from ..report.tables import trace_table
         from ..spec.trace import Status
-        from ..store import append_traces
-        from .evaluate import default_device
+        from . import lifetime
 
-        dev = device or default_device()
+        check_output(output)
+        dev = check_device(device)
         with clean_errors():
             jobs = demo_jobs(dev)
         console.print(f"solbench demo on [bold]{dev}[/bold]: {len(jobs)} problem x candidate pairs")
+        total = sum(len(j.workloads) if j.workloads else len(j.problem.workloads) for j in jobs)
+        write = trace_appender(output)
+        lifetime.arm_watchdog()
         traces, verdicts = [], []
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, transient=True) as prog:
-            task = prog.add_task("demo", total=len(jobs))
+        with EvalProgress(total, "demo") as prog:
             for job in jobs:
-                prog.update(task, description=f"{job.problem.name} / {job.solution.name}")
+                label = f"{job.problem.name} / {job.solution.name}"
+
+                def on_trace(t, label=label) -> None:
+                    write(t)
+                    prog.done(t, label)
+
                 cfg = EvalConfig(device=dev, workloads=job.workloads, iters=iters)
-                ts = evaluate_and_score(job.problem, job.solution, cfg)
+                ts = evaluate_and_score(job.problem, job.solution, cfg, on_trace=on_trace)
                 traces += ts
                 ok = all(t.evaluation.status == Status.PASSED for t in ts)
                 verdicts.append((job, ok if job.expect == "PASSED" else not any(
                     t.evaluation.status == Status.PASSED for t in ts)))
-                prog.advance(task)
-        if output:
-            append_traces(output, traces)
         console.print(trace_table(traces, title=f"solbench demo ({dev})"))
         bad = [j for j, ok in verdicts if not ok]
         for j, ok in verdicts:
             mark = "[green]as expected[/green]" if ok else "[red]UNEXPECTED[/red]"
             console.print(f"  {j.problem.name} / {j.solution.name}: expected {j.expect} -> {mark}")
+        if output:
+            console.print(f"traces appended to {output}", highlight=False)
         raise typer.Exit(1 if bad else 0)

@@ -8,7 +8,9 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console, is_tty
+from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, EvalProgress, check_device,
+                     check_file, check_hardware, check_output, check_sol_model, choose_workloads,
+                     clean_errors, console, fail, parse_bytes, resolve_problem_arg, trace_appender)
 
 
 def default_device() -> str:
@@ -20,13 +22,16 @@ def default_device() -> str:
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_cmd(
-        problem: Path = typer.Argument(..., help="problem directory or KernelBench .py"),
+        problem: Path = typer.Argument(..., help="problem directory, KernelBench .py, or bundled "
+                                                 "problem (l1/relu_fp32)"),
         solution: Optional[Path] = typer.Option(None, "--solution", "-s",
                                                 help="solution.json or candidate .py (default: the reference itself)"),
-        output: Optional[Path] = typer.Option(None, "-o", "--output", help="append traces (JSONL) here"),
-        workloads: Optional[str] = typer.Option(None, "--workloads", "-w",
-                                                help="N (first N workloads) or comma-separated uuids/indices"),
-        device: Optional[str] = typer.Option(None, "--device", help="cuda or cpu (default: cuda when present)"),
+        output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                              help="append traces (JSONL) here, each as its workload finishes"),
+        workloads: Optional[str] = typer.Option(None, "--workloads", "-w", help=WORKLOADS_HELP),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP),
+        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
+        device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when present)"),
         as_json: bool = typer.Option(False, "--json", help="print the traces as a JSON list"),
         rounds: int = typer.Option(5, "--rounds", help="correctness rounds with fresh inputs"),
         iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations (default 50 CUDA, 10 CPU)"),
@@ -38,52 +43,54 @@ def register(app: typer.Typer) -> None:
                                            help="base seed of the inputs (int or 0x-hex, as in a "
                                                 "trace's input_seed) to reproduce a run; default "
                                                 "a secret random seed per evaluation"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines"),
     ) -> None:
         """Evaluate a candidate: correctness over fresh inputs, cold-L2 timing, SOL score.
-        Exit 0 only when every workload PASSED."""
+        Progress goes to stderr (a bar on a terminal, one line per finished workload
+        otherwise). Exit 0 only when every workload PASSED."""
+        # every argument is checked before anything is loaded or run
+        check_sol_model(sol_model)
+        base_seed = _parse_seed(seed)
+        mb = parse_bytes(max_bytes)
+        if rounds < 1:
+            fail(f"--rounds: must be >= 1, got {rounds}")
+        if iters is not None and iters < 1:
+            fail(f"--iters: must be >= 1, got {iters}")
+        check_output(output)
+        check_file(solution, "--solution")
+        path = resolve_problem_arg(problem)
+        dev = check_device(device)
+        check_hardware(hardware)
+
+        from . import lifetime
         from ..harness import EvalConfig
         from ..pipeline import evaluate_and_score
         from ..report.tables import trace_table
         from ..spec import load_problem, load_solution, reference_solution
-        from ..suites import resolve_problem
         from ..spec.trace import Status
-        from ..store import append_traces
 
         with clean_errors():
-            prob = load_problem(resolve_problem(problem))
+            prob = load_problem(path)
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
-            dev = device or default_device()
+            chosen = choose_workloads(prob, workloads, limit, mb)
             cfg = EvalConfig(device=dev, rounds=rounds, iters=iters, timing=not no_timing,
-                             seed=_parse_seed(seed))
-            if workloads:
-                if workloads.isdigit():
-                    cfg.max_workloads = int(workloads)
-                else:
-                    cfg.workloads = [x.strip() for x in workloads.split(",") if x.strip()]
-            from ..harness.evaluator import select_workloads
+                             seed=base_seed, workloads=[w.uuid for w in chosen])
+            write = trace_appender(output)
+            lifetime.arm_watchdog()
+            with EvalProgress(len(chosen), f"{prob.name} / {sol.name}", enabled=not quiet) as prog:
+                def on_trace(t) -> None:
+                    write(t)
+                    prog.done(t)
 
-            n = len(select_workloads(prob, cfg))
-            if is_tty() and not as_json:
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-                prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=console, transient=True)
-                task = prog.add_task(f"{prob.name} / {sol.name}", total=n)
-                cfg.progress = lambda uuid, j, total: prog.update(task, completed=j,
-                                                                  description=f"{prob.name} / {sol.name} [{uuid[:8]}]")
-                with prog:
-                    traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model)
-            else:
-                traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model)
-            if output:
-                append_traces(output, traces)
+                traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
+                                            on_trace=on_trace)
         if as_json:
             typer.echo(json.dumps([json.loads(t.to_json_line()) for t in traces], allow_nan=False))
         else:
             console.print(trace_table(traces, title=f"{prob.name}: {sol.name} on {dev}"))
             n_ok = sum(t.evaluation.status == Status.PASSED for t in traces)
             console.print(f"{n_ok}/{len(traces)} workloads PASSED"
-                          + (f"; traces appended to {output}" if output else ""))
+                          + (f"; traces appended to {output}" if output else ""), highlight=False)
         raise typer.Exit(0 if traces and all(t.evaluation.status == Status.PASSED for t in traces) else 1)
 
 
@@ -99,4 +106,4 @@ def _parse_seed(seed: str | None) -> int | None:
         try:
             return int(s, 16)
         except ValueError:
-            raise typer.BadParameter(f"{seed!r} is not an integer or hex seed", param_hint="--seed")
+            fail(f"--seed: {seed!r} is not an integer or hex seed")

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from .common import clean_errors, console, err_console
+from .common import check_device, clean_errors, console, err_console
 
 
 def _default_device() -> str:
@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
         if active < 1 or warmup < 0:
             err_console.print("[red]error:[/red] --active must be >= 1 and --warmup >= 0")
             raise typer.Exit(2)
-        dev = device or _default_device()
+        dev = check_device(device)
         sc = scale or ("full" if dev.startswith("cuda") else "tiny")
         if sc not in SCALES:
             err_console.print(f"[red]error:[/red] --scale: {sc!r} not in {list(SCALES)}")

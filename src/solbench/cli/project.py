@@ -1,5 +1,6 @@
-"""`solbench project PROFILE.json RESULTS.jsonl`: end-to-end gain of evaluated problems on a
-profiled workload (Amdahl over the mapped kernels, beside the study's simpler formula)."""
+"""`solbench project PROFILE.json RESULTS.jsonl...`: end-to-end gain of evaluated problems on a
+profiled workload (Amdahl over the mapped kernels, beside the study's simpler formula). Only
+correct candidates (PASSED on every workload) count (``profile.amdahl.problem_results``)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
     @app.command("project")
     def project_cmd(
         profile: Path = typer.Argument(..., help="a profile JSON (solbench profile --json / -o)"),
-        results: Path = typer.Argument(..., help="traces JSONL (solbench run / evaluate output)"),
+        results: list[Path] = typer.Argument(..., help="traces JSONL files (solbench run / evaluate output)"),
         problem_map: Optional[Path] = typer.Option(None, "--map", help="problem -> replaced kernels map "
                                                    "(default: the bundled solbench/profile/problem_map.json)"),
         fraction: str = typer.Option("strict_wall", "--fraction", help="addressable fraction for the "
@@ -59,6 +60,8 @@ def register(app: typer.Typer) -> None:
         workload: Optional[str] = typer.Option(None, "--workload", help="pick this workload from a bundle"),
         mode: Optional[str] = typer.Option(None, "--mode", help="pick this mode from a bundle"),
         json_out: bool = typer.Option(False, "--json", help="print the projection as JSON"),
+        include_unverified: bool = typer.Option(False, "--include-unverified",
+                                                help="also use trace lines that fail authentication"),
     ) -> None:
         """Project the end-to-end gain of evaluated problems on a profiled workload."""
         from ..profile.amdahl import load_problem_map, load_results, project
@@ -68,7 +71,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         with clean_errors():
             prof = load_profile(profile, workload, mode)
-            traces = load_results(results)
+            traces = [t for r in results for t in load_results(r, include_unverified=include_unverified)]
             entries = load_problem_map(problem_map)
             res = project(prof, traces, entries, fraction=fraction)
         if json_out:
@@ -78,10 +81,12 @@ def register(app: typer.Typer) -> None:
         console.print(f"[bold]{p['workload']}[/bold] {p['mode']} ({p['scale']}) on {p['device_name']}: "
                       f"wall {p['wall_ms']:.3f} ms", highlight=False)
         t = Table(title="problems mapped to the kernels they replace")
-        for c in ("problem", "map entry", "best solution", "speedup", "won", "wall share p_j", "time saved"):
+        for c in ("problem", "map entry", "best correct solution", "speedup", "won", "wall share p_j", "time saved"):
             t.add_column(c, justify="right" if c in ("speedup", "wall share p_j", "time saved") else "left")
         for r in res["problems"]:
-            t.add_row(r["problem"], r["map_entry"], r["best_solution"], f"{r['raw_speedup']:.3f}x",
+            best = r["best_solution"] or f"- (none correct, {r['passed']}/{r['workloads']} passed)"
+            t.add_row(r["problem"], r["map_entry"], best,
+                      f"{r['raw_speedup']:.3f}x" if r["best_solution"] else "1x",
                       "yes" if r["won"] else "no", f"{r['share_wall']:.2%}", f"{r['time_saved']:.2%}")
         console.print(t)
         if res["unmapped"]:
@@ -94,6 +99,11 @@ def register(app: typer.Typer) -> None:
         t.add_row("amdahl_mapped (solbench)", f"sum p_j(1-1/s_j) over {a['share_wall_mapped']:.2%} of wall",
                   f"{a['time_saved']:.2%}", f"{a['end_to_end_speedup']:.4f}x")
         gain = s["gain"]
-        t.add_row("study_simple", f"{s['addressable_fraction']:.3f} ({s['fraction']}) x {s['win_rate']:.3f} win "
-                  f"x (1 - 1/{s['median_speedup']:.3f})", f"{gain:.2%}", f"{1 / (1 - gain):.4f}x")
+        if s["median_speedup"] is None:
+            formula = (f"{s['addressable_fraction']:.3f} ({s['fraction']}) x 0 win: nothing won "
+                       f"(0 of {s['problems_evaluated']} problems)")
+        else:
+            formula = (f"{s['addressable_fraction']:.3f} ({s['fraction']}) x {s['win_rate']:.3f} win "
+                       f"x (1 - 1/{s['median_speedup']:.3f})")
+        t.add_row("study_simple", formula, f"{gain:.2%}", f"{1 / (1 - gain):.4f}x")
         console.print(t)

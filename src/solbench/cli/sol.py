@@ -1,4 +1,4 @@
-"""`solbench sol PROBLEM`: the speed-of-light bound of every workload of a problem."""
+"""`solbench sol PATH...`: the speed-of-light bounds of every workload of one or more problems."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from .common import clean_errors, console, err_console
+from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
+                     console, err_console, parse_bytes)
 
 
 def _fmt_num(x: float) -> str:
@@ -21,69 +22,96 @@ def _fmt_num(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _problem_paths(args: list[Path]) -> list[Path]:
+    """Every problem the arguments name: problem dirs, KernelBench files, bundled problem or
+    suite names, and directories holding problems one or two levels down."""
+    from ..suites import resolve_problem, resolve_suite_or_dir
+
+    out: list[Path] = []
+    for a in args:
+        p = resolve_problem(a)
+        out.extend(resolve_suite_or_dir(p if p.exists() else a))
+    return out
+
+
+def _table(res: dict) -> Table:
+    t = Table(title=f"{res['problem']}: T_SOL on {res['hardware']} ({res['hardware_kind']}), "
+                    f"model={res['model']}")
+    other = "solar" if res["model"] == "refined" else "refined"
+    for c in ("#", "axes", "FLOPs by class", "bytes fused", "tensor ms", "cuda ms", "sfu ms",
+              "dram ms", "T_SOL ms", f"{other} ms", "certain ms", "bound by", "AI"):
+        t.add_column(c, justify="left" if c in ("axes", "FLOPs by class", "bound by") else "right",
+                     overflow="fold")
+    for j, r in enumerate(res["workloads"]):
+        i = r.get("index", j)
+        if r.get("sol_ms") is None:
+            t.add_row(str(i), json.dumps(r["axes"]), f"[red]{r['error'][:80]}[/red]", *["-"] * 10)
+            continue
+        terms = r["terms_ms"]
+        fl = ", ".join(f"{k} {_fmt_num(v)}" for k, v in r["flops"].items()) or "-"
+        ai = r["arithmetic_intensity"]
+        t.add_row(str(i), ",".join(f"{k}={v}" for k, v in r["axes"].items()), fl,
+                  _fmt_num(r["bytes_fused"]) + "B",
+                  *(f"{terms.get(k, 0):.4g}" for k in ("tensor", "cuda", "sfu", "dram")),
+                  f"{r['sol_ms']:.4g}", f"{r['sol_ms_by_model'][other]:.4g}",
+                  f"{r['t_certain_ms']:.3g}", r["bottleneck"], "-" if ai is None else f"{ai:.3g}")
+    return t
+
+
 def register(app: typer.Typer) -> None:
     @app.command("sol")
     def sol_cmd(
-        problem: Path = typer.Argument(..., help="problem directory or KernelBench .py"),
+        problems: list[Path] = typer.Argument(..., help="problem directories, KernelBench .py files, "
+                                              "suite names, or directories holding problems"),
         hardware: str = typer.Option("H200", "--hardware", "-H", help="spec id (solbench hardware list) or spec.toml"),
-        model: str = typer.Option("refined", "--model", "-m", help="refined (ours) or solar (upstream conventions)"),
-        workload: Optional[str] = typer.Option(None, "--workload", "-w", help="only this workload (uuid prefix or index)"),
-        as_json: bool = typer.Option(False, "--json", help="strict JSON on stdout"),
+        model: str = typer.Option("refined", "--model", "-m", help="refined (ours, the lower bound) or solar "
+                                  "(upstream SOLAR's conventions; on B200 its 1.5 GHz-lock constants, B200_SOLAR)"),
+        workload: Optional[str] = typer.Option(None, "--workloads", "--workload", "-w", help=WORKLOADS_HELP),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP),
+        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
+        as_json: bool = typer.Option(False, "--json", help="strict JSON on stdout: one object per problem "
+                                     "per line, each with \"problem\" and \"workloads\""),
     ) -> None:
-        """Per-workload T_SOL: FLOPs by class, bytes, each resource's time, the bottleneck."""
+        """Per-workload T_SOL: FLOPs by class, bytes, each resource's time, the bottleneck, both
+        models' T_SOL and the certain floor. Many problems run in one process."""
         from ..errors import SolbenchError, SpecError
-        from ..sol import CountingError, bound, load_hardware
+        from ..sol import load_hardware
+        from ..sol.batch import problem_rows
         from ..spec import load_problem
-        from ..suites import resolve_problem
 
+        failed = 0
         with clean_errors():
             if model not in ("refined", "solar"):
                 raise SpecError(None, "--model", f"unknown model {model!r} (refined or solar)")
             hw = load_hardware(hardware)
-            p = load_problem(resolve_problem(problem))
-            wls = p.workloads
-            if workload is not None:
-                try:
-                    wls = [p.workload(int(workload) if workload.isdigit() else workload)]
-                except (KeyError, IndexError):
-                    raise SpecError(problem, "--workload", f"no workload {workload!r}") from None
-            rows = []
-            for w in wls:
-                try:
-                    b = bound(p, w, hw, model)
-                    d = b.to_json()
-                    d.pop("workload_uuid")
-                    rows.append({"uuid": w.uuid, **d, "bytes": {
-                        "fused": b.bytes_fused, "unfused": b.bytes_unfused, "model": b.bytes_model}})
-                except CountingError as e:
-                    rows.append({"uuid": w.uuid, "axes": w.axes, "sol_ms": None, "bottleneck": None,
-                                 "error": str(e)})
-                except SolbenchError:
-                    raise
-        if as_json:
-            out = {"problem": p.name, "hardware": hw.id, "hardware_kind": hw.kind, "model": model,
-                   "workloads": rows}
-            typer.echo(json.dumps(out, allow_nan=False))
-            return
-        t = Table(title=f"{p.name}: T_SOL on {hw.id} ({hw.kind}), model={model}")
-        for c in ("#", "axes", "FLOPs by class", "bytes fused", "tensor ms", "cuda ms", "sfu ms",
-                  "dram ms", "T_SOL ms", "bound by", "AI"):
-            t.add_column(c, justify="left" if c in ("axes", "FLOPs by class", "bound by") else "right",
-                         overflow="fold")
-        for i, r in enumerate(rows):
-            if r.get("sol_ms") is None:
-                t.add_row(str(i), json.dumps(r["axes"]), f"[red]{r['error'][:80]}[/red]", *["-"] * 8)
+            if model == "solar" and hw.solar_spec:
+                err_console.print(f"[yellow]note:[/yellow] --model solar on {hw.id} prices with {hw.solar_spec} "
+                                  "(upstream SOLAR's constants, the basis of the official SOL-ExecBench figures)",
+                                  highlight=False)
+            max_b = parse_bytes(max_bytes)
+            paths = _problem_paths(problems)
+        for path in paths:
+            try:
+                p = load_problem(path)
+                wls = choose_workloads(p, workload, limit, max_b)
+                res = problem_rows(p, hw, model, wls)
+            except SolbenchError as e:
+                if len(paths) == 1:
+                    with clean_errors():
+                        raise
+                failed += 1
+                err_console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+                if as_json:
+                    typer.echo(json.dumps({"problem": str(path), "error": str(e), "workloads": []}))
                 continue
-            terms = r["terms_ms"]
-            fl = ", ".join(f"{k} {_fmt_num(v)}" for k, v in r["flops"].items()) or "-"
-            ai = r["arithmetic_intensity"]
-            t.add_row(str(i), ",".join(f"{k}={v}" for k, v in r["axes"].items()), fl,
-                      _fmt_num(r["bytes_fused"]) + "B",
-                      *(f"{terms.get(k, 0):.4g}" for k in ("tensor", "cuda", "sfu", "dram")),
-                      f"{r['sol_ms']:.4g}", r["bottleneck"], "-" if ai is None else f"{ai:.3g}")
-        console.print(t)
-        unknown = sorted({k for r in rows for k in r.get("unknown_ops", {})})
-        if unknown:
-            err_console.print(f"[yellow]unknown ops (not counted): {', '.join(unknown)}[/yellow]")
-        if any(r.get("real_tensors") for r in rows):
-            err_console.print("[yellow]some workloads needed real tensors (data-dependent reference)[/yellow]")
+            if as_json:
+                typer.echo(json.dumps(res, allow_nan=False))
+                continue
+            console.print(_table(res))
+            unknown = sorted({k for r in res["workloads"] for k in r.get("unknown_ops", {})})
+            if unknown:
+                err_console.print(f"[yellow]unknown ops (not counted): {', '.join(unknown)}[/yellow]")
+            if any(r.get("real_tensors") for r in res["workloads"]):
+                err_console.print("[yellow]some workloads needed real tensors (data-dependent reference)[/yellow]")
+        if failed:
+            raise typer.Exit(1)

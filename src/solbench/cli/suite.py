@@ -8,7 +8,9 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console, err_console, is_tty
+from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, EvalProgress, check_device,
+                     choose_workloads, clean_errors, console, err_console, fail,
+                     parse_bytes)
 
 
 def _fmt(v, pct: bool = False, digits: int = 3) -> str:
@@ -17,17 +19,6 @@ def _fmt(v, pct: bool = False, digits: int = 3) -> str:
     if pct:
         return f"{100 * v:.1f}%"
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
-
-
-def _detect_device(device: str) -> str:
-    if device != "auto":
-        return device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover
-        return "cpu"
 
 
 def register(app: typer.Typer) -> None:
@@ -42,8 +33,8 @@ def register(app: typer.Typer) -> None:
         suites = list_suites()
         if json_out:
             print(json.dumps({"suites": [
-                {"name": s.name, "problems": s.problems, "workloads": s.workloads,
-                 "cpu_workloads": s.cpu_workloads} for s in suites]}))
+                {"name": s.name, "path": str(s.path), "problems": s.problems,
+                 "workloads": s.workloads, "cpu_workloads": s.cpu_workloads} for s in suites]}))
             return
         from rich.table import Table
 
@@ -53,6 +44,39 @@ def register(app: typer.Typer) -> None:
         for s in suites:
             t.add_row(s.name, str(s.problems), str(s.workloads), str(s.cpu_workloads),
                       str(s.path))
+        console.print(t)
+
+    @suite_app.command("show")
+    def suite_show(name: str = typer.Argument(..., help="suite name (see `solbench suite list`)"),
+                   json_out: bool = typer.Option(False, "--json", help="strict JSON on stdout")):
+        """List the problems of one suite: name, workloads (cpu-tagged), op type, path."""
+        from ..suites import list_suites
+
+        suites = {s.name: s for s in list_suites()}
+        if name not in suites:
+            fail(f"no suite {name!r} (bundled: {', '.join(sorted(suites))})")
+        info = suites[name]
+        rows = []
+        for d in sorted(p for p in info.path.iterdir() if (p / "definition.json").is_file()):
+            try:
+                defn = json.loads((d / "definition.json").read_text())
+            except ValueError:
+                defn = {}
+            lines = [x for x in (d / "workload.jsonl").read_text().splitlines() if x.strip()] \
+                if (d / "workload.jsonl").is_file() else []
+            cpu = sum('"cpu"' in x for x in lines)
+            rows.append({"name": d.name, "op_type": defn.get("op_type"), "workloads": len(lines),
+                         "cpu_workloads": cpu, "path": str(d)})
+        if json_out:
+            print(json.dumps({"suite": name, "path": str(info.path), "problems": rows}))
+            return
+        from rich.table import Table
+
+        t = Table(title=f"suite {name}: {len(rows)} problems ({info.path})")
+        for col in ("problem", "op type", "workloads", "cpu workloads"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], str(r["op_type"] or "-"), str(r["workloads"]), str(r["cpu_workloads"]))
         console.print(t)
 
     @app.command("run")
@@ -81,8 +105,13 @@ def register(app: typer.Typer) -> None:
         problem: list[str] = typer.Option([], "--problem",
                                           help="only problems whose name matches this glob "
                                                "(repeatable)"),
+        workloads: Optional[str] = typer.Option(None, "--workloads", "-w",
+                                                help=WORKLOADS_HELP + " (per problem)"),
+        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP + " per problem"),
+        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
         max_workloads: Optional[int] = typer.Option(None, "--max-workloads",
-                                                    help="first N workloads per problem"),
+                                                    help="the first N workloads per problem, in "
+                                                         "file order (after the tag filters)"),
         unit: str = typer.Option("problem", "--unit",
                                  help="summary unit: problem (all workloads must pass; "
                                       "speedup = geomean over them) or workload"),
@@ -111,7 +140,6 @@ def register(app: typer.Typer) -> None:
         """Evaluate every problem x solution pair; append traces; print a summary."""
         import fnmatch
 
-        from ..report.summary import summarize, unit_results
         from ..suites import resolve_suite_or_dir
         from ..suites.runner import done_keys, label_map, plan_run, read_results, result_key
 
@@ -138,26 +166,28 @@ def register(app: typer.Typer) -> None:
             except ValueError:
                 err_console.print(f"[red]error:[/red] --shard: {shard!r} is not I/N with 0 <= I < N")
                 raise typer.Exit(2)
-        dev = _detect_device(device)
-        if dev not in ("cpu", "cuda") and not dev.startswith("cuda:"):
-            err_console.print(f"[red]error:[/red] --device: {device!r} is not cuda, cpu or auto")
-            raise typer.Exit(2)
+        mb = parse_bytes(max_bytes)
+        if limit is not None and limit < 1:
+            fail(f"--limit: must be >= 1, got {limit}")
+        if not Path(solutions).is_dir():
+            fail(f"--solutions: {solutions}: no such directory")
+        dev = check_device(device)
+
+        def select(prob, wls):
+            if workloads is None and limit is None and mb is None:
+                return wls
+            return choose_workloads(prob, workloads, limit, mb, pool=wls)
+
         with clean_errors():
             paths = resolve_suite_or_dir(target)
             if problem:
                 paths = [p for p in paths
                          if any(fnmatch.fnmatch(p.name, g) or fnmatch.fnmatch(p.stem, g)
                                 for g in problem)]
-            if out.exists() and out.stat().st_size > 0 and not (resume or overwrite):
-                err_console.print(f"[red]error:[/red] {out}: results file exists; pass --resume "
-                                  "to continue it or --overwrite to start afresh")
-                raise typer.Exit(2)
-            if overwrite and out.exists():
-                out.unlink()
-            previous = read_results(out) if resume else []
+            previous = open_results(out, resume, overwrite)
             plan = plan_run(paths, solutions, done_keys(previous), tags=tag or None,
                             workload_limit=max_workloads, exclude_tags=exclude_tag or None,
-                            shard=shard_t)
+                            shard=shard_t, select=select)
 
         if not plan.pairs:
             # nothing matched: say what was expected where, and fail (a run that evaluates
@@ -173,7 +203,6 @@ def register(app: typer.Typer) -> None:
 
         opts = {k: v for k, v in (("iters", iters), ("rounds", rounds), ("seed", _parse_seed(seed)))
                 if v is not None}
-        quiet = json_out or not is_tty()
         if not json_out:
             console.print(
                 f"{len(paths)} problems, {len(plan.pairs)} problem x solution pairs, "
@@ -183,55 +212,72 @@ def register(app: typer.Typer) -> None:
             if plan.problems_without_solutions:
                 console.print(f"[yellow]{len(plan.problems_without_solutions)} problems have no "
                               f"solution in {solutions}[/yellow]", highlight=False)
-
-        if quiet:
-            outcome = _run_with(ex, plan, out, dev, opts, None)
-        else:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
-
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), TimeRemainingColumn(), console=console) as prog:
-                task = prog.add_task("evaluating", total=max(plan.todo_workloads, 1))
-
-                def done(pair, traces):
-                    prog.update(task, advance=len(pair.todo),
-                                description=f"{pair.problem.name[:28]} / {pair.candidate.label}")
-
-                outcome = _run_with(ex, plan, out, dev, opts, done)
-
-        # summary over this plan's pairs: the traces written now plus resumed ones
-        wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs
-                  for w in p.problem.workloads}
-        # from what this process holds (read before any candidate ran, plus what it evaluated),
-        # never from the file again: a candidate can write to the file (same user)
-        traces = [t for t in list(previous) + list(outcome.traces) if result_key(t) in wanted]
-        labels = label_map(plan)
-
-        def label_of(t):
-            return labels.get(t.evaluation.solution_hash or "", t.solution)
-
-        summaries = summarize(traces, unit=unit, label_of=label_of)
-        rows = unit_results(traces, unit="problem", label_of=label_of)
-        if json_out:
-            print(json.dumps({
-                "results": str(out), "device": dev, "unit": unit,
-                "evaluated_now": len(outcome.traces), "harness_errors": outcome.harness_errors,
-                "summary": {k: s.to_json() for k, s in summaries.items()},
-                "problems": [r.__dict__ for r in sorted(rows, key=lambda r: (r.definition, r.label))],
-            }, allow_nan=False))
-        else:
-            _print_tables(summaries, rows)
-            for e in outcome.harness_errors:
-                err_console.print(f"[red]harness error:[/red] {e}", highlight=False)
-        if outcome.harness_errors:
-            raise typer.Exit(1)
+        run_and_report(plan, out, dev, opts, previous, unit=unit, json_out=json_out, executor=ex)
 
 
-def _run_with(ex, plan, out, dev, opts, done):
+def open_results(out: Path, resume: bool, overwrite: bool) -> list:
+    """The traces already in ``out`` (with --resume), after refusing to append to an existing
+    file without --resume or --overwrite (exit 2)."""
+    from ..suites.runner import read_results
+
+    if out.exists() and out.stat().st_size > 0 and not (resume or overwrite):
+        fail(f"{out}: results file exists; pass --resume to continue it or --overwrite to "
+             "start afresh")
+    if overwrite and out.exists():
+        out.unlink()
+    return read_results(out) if resume else []
+
+
+def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, unit: str = "problem",
+                   json_out: bool = False, executor=None) -> None:
+    """Evaluate ``plan`` (traces appended to ``out`` as each workload finishes, progress with
+    ETA on stderr), then print the per-problem table and the summary (or JSON). Exit 1 when
+    the harness itself failed on a pair. ``executor``: a :mod:`solbench.suites.executors`
+    executor (default: local, in this process)."""
+    from ..report.summary import summarize, unit_results
+    from ..suites.executors import LocalExecutor
+    from ..suites.runner import label_map, result_key
+    from . import lifetime
+
+    lifetime.arm_watchdog()
+    with EvalProgress(plan.todo_workloads, "run", enabled=not json_out) as prog:
+        def on_trace(pair, t):
+            prog.done(t, f"{pair.problem.name} / {pair.candidate.label}")
+
+        outcome = _run_with(executor or LocalExecutor(), plan, out, dev, opts, on_trace)
+
+    # summary over this plan's pairs: the traces written now plus resumed ones
+    wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs
+              for w in p.problem.workloads}
+    # from what this process holds (read before any candidate ran, plus what it evaluated),
+    # never from the file again: a candidate can write to the file (same user)
+    traces = [t for t in list(previous) + list(outcome.traces) if result_key(t) in wanted]
+    labels = label_map(plan)
+
+    def label_of(t):
+        return labels.get(t.evaluation.solution_hash or "", t.solution)
+
+    summaries = summarize(traces, unit=unit, label_of=label_of)
+    rows = unit_results(traces, unit="problem", label_of=label_of)
+    if json_out:
+        print(json.dumps({
+            "results": str(out), "device": dev, "unit": unit,
+            "evaluated_now": len(outcome.traces), "harness_errors": outcome.harness_errors,
+            "summary": {k: s.to_json() for k, s in summaries.items()},
+            "problems": [r.__dict__ for r in sorted(rows, key=lambda r: (r.definition, r.label))],
+        }, allow_nan=False))
+    else:
+        _print_tables(summaries, rows, traces, label_of)
+        for e in outcome.harness_errors:
+            err_console.print(f"harness error: {e}", highlight=False, markup=False)
+    if outcome.harness_errors:
+        raise typer.Exit(1)
+
+
+def _run_with(ex, plan, out, dev, opts, on_trace):
     """Run ``plan`` on executor ``ex``; a Ray that is missing or fails to start is one line."""
     try:
-        return ex.run(plan, out, dev, eval_options=opts, on_pair_done=done)
+        return ex.run(plan, out, dev, eval_options=opts, on_trace=on_trace)
     except RuntimeError as e:
         if ex.name != "ray":
             raise
@@ -239,16 +285,28 @@ def _run_with(ex, plan, out, dev, opts, done):
         raise typer.Exit(2)
 
 
-def _print_tables(summaries, rows) -> None:
+def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
+    from collections import defaultdict
+
     from rich.table import Table
 
+    from ..report.tables import NOISE_LEGEND, geomean_interval_text
+
+    groups: dict = defaultdict(list)
+    for t in traces:
+        groups[(t.definition, (label_of or (lambda x: x.solution))(t))].append(t)
     t = Table(title="per problem")
     for col in ("problem", "candidate", "passed", "speedup (geomean)", "SOL score", "statuses"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
+    marked = False
     for r in sorted(rows, key=lambda r: (r.definition, r.label)):
         st = ", ".join(f"{k}:{v}" for k, v in sorted(r.statuses.items()) if k != "PASSED")
-        t.add_row(r.definition, r.label, f"{r.passed}/{r.workloads}", _fmt(r.speedup),
+        sp = geomean_interval_text(groups.get((r.definition, r.label), []), r.speedup)
+        marked = marked or sp.endswith(("~", "!"))
+        t.add_row(r.definition, r.label, f"{r.passed}/{r.workloads}", sp,
                   _fmt(r.sol_score), st or "")
+    if marked:
+        t.caption = NOISE_LEGEND
     console.print(t)
     s = Table(title="summary (unit: %s)" % next(iter(summaries.values())).unit
               if summaries else "summary")
@@ -256,9 +314,12 @@ def _print_tables(summaries, rows) -> None:
             "fast_0", "fast_1", "fast_1.5", "fast_2", "mean SOL score")
     for col in cols:
         s.add_column(col)
+    by_label: dict = defaultdict(list)
+    for (_, lab), ts in groups.items():
+        by_label[lab].extend(ts)
     for lab, x in summaries.items():
         s.add_row(lab, str(x.units), _fmt(x.correct_rate, pct=True), _fmt(x.win_rate, pct=True),
-                  _fmt(x.median_speedup), _fmt(x.geomean_speedup),
+                  _fmt(x.median_speedup), geomean_interval_text(by_label.get(lab, []), x.geomean_speedup),
                   *(_fmt(x.fast_p.get(k), pct=True) for k in ("0", "1", "1.5", "2")),
                   _fmt(x.mean_sol_score) + (f" (n={x.sol_units})" if x.sol_units else ""))
     console.print(s)

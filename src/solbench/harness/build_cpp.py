@@ -1,7 +1,9 @@
 """Subprocess entry: compile a C++/CUDA extension with torch.utils.cpp_extension.load.
 
 Usage: ``python -m solbench.harness.build_cpp '<json job>'``; prints the built module path
-on its last stdout line; exit 1 with the compiler log on failure.
+on its last stdout line; exit 1 with the compiler log on failure. The job (see
+:func:`solbench.harness.build._cpp_job`) carries sources, build directory, flags and the
+include directories the language plug-ins add (the solution's own directory first).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ def main() -> int:
         extra_cflags=job.get("cflags") or ["-O3"],
         extra_cuda_cflags=job.get("cuda_cflags") or ["-O3"],
         extra_ldflags=job.get("ld_flags") or [],
-        extra_include_paths=[job["include"]],
+        extra_include_paths=job["include"] if isinstance(job["include"], list) else [job["include"]],
         build_directory=job["build_directory"],
         verbose=False,
     )

@@ -14,6 +14,23 @@ Two layers, both reported:
    and write coverage (elements still holding the poison bit pattern the harness pre-filled,
    where the reference differs from that pattern).
 
+3. **Exact outputs** (solbench): integer and bool outputs must equal the reference element for
+   element, whatever the float tolerance says (the float rule let an int64 top-k whose ids
+   were off by one on 90.5% of selections pass). ``upstream_ok`` still reports what the float
+   rule says; the exact check fails ``scale_ok`` with ``failed_check = "exact"``. An output
+   may instead declare a set semantics (:class:`OutputSemantics`): ``"set"`` compares each
+   row along the last dim as a set (any order); ``"topk"`` accepts any in-range, per-row
+   unique indices whose gathered values from the source input equal, as a multiset, the
+   values gathered by the reference's indices (so ties may pick other indices). Failure:
+   ``failed_check = "index_set"``. :func:`infer_semantics` declares ``"topk"`` for the
+   integer outputs of a reference that calls ``topk``.
+
+Special values: a candidate NaN/Inf fails (``nan_inf``) unless the reference holds the same
+special value there (NaN vs NaN, +inf vs +inf, -inf vs -inf); such a position is still no
+match (it counts against ``required_matched_ratio``) except -inf vs -inf under
+``allow_negative_inf``, upstream's one allowance. -inf vs +inf, or NaN/Inf against a finite
+value, fails. -0.0 equals +0.0.
+
 Limits of layer 2 (documented, one place): ``rel_l2 <= L`` and per-slice ``<= L`` with
 ``L = min(0.5, max(4*rtol, 4*eps(dtype), 8*e_ref))`` and normalised max error
 ``<= min(1.0, max(0.1, 8*rtol, 16*e_ref_max))``, where ``e_ref`` is the declared-precision
@@ -103,6 +120,60 @@ def unpack_fp4(t: torch.Tensor) -> torch.Tensor:
     return torch.stack([lo, hi], dim=-1).reshape(*t.shape[:-1], t.shape[-1] * 2)
 
 
+@dataclass(frozen=True)
+class OutputSemantics:
+    """How an output compares beyond the elementwise rule.
+
+    ``kind``: ``"exact"`` (default for integer/bool outputs), ``"set"`` (each row along the last
+    dim is a set) or ``"topk"`` (indices into ``source``, an input name, along its last dim:
+    valid when in range, unique per row, and the gathered values equal the reference's as a
+    multiset per row)."""
+
+    kind: str = "exact"
+    source: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("exact", "set", "topk"):
+            raise ValueError(f"output semantics {self.kind!r}: expected exact, set or topk")
+        if self.kind == "topk" and not self.source:
+            raise ValueError("topk semantics needs the source input's name")
+
+
+def is_exact_dtype(dtype: torch.dtype) -> bool:
+    """Integer and bool dtypes (compared exactly); floats, fp8 and packed fp4 are not."""
+    return not (dtype.is_floating_point or dtype == torch.float4_e2m1fn_x2 or dtype.is_complex)
+
+
+_TOPK_CALL = __import__("re").compile(r"\btopk\b")
+
+
+def infer_semantics(defn) -> dict[str, OutputSemantics]:
+    """Set semantics the definition implies: when the reference calls ``topk``, every integer
+    output whose declared shape equals a float input's declared shape except in the last dim
+    gets ``"topk"`` with that input (the first such) as its source. Other outputs are absent
+    (exact for integers/bool, the tolerance rule for floats).
+
+    Args:
+        defn: a :class:`solbench.spec.definition.Definition`.
+    """
+    from ..spec.dtypes import to_torch
+
+    if not _TOPK_CALL.search(defn.reference or ""):
+        return {}
+    out: dict[str, OutputSemantics] = {}
+    for oname, ospec in defn.outputs.items():
+        if ospec.shape is None or not ospec.shape or not is_exact_dtype(to_torch(ospec.dtype)) \
+                or to_torch(ospec.dtype) == torch.bool:
+            continue
+        for iname, ispec in defn.inputs.items():
+            if ispec.shape and to_torch(ispec.dtype).is_floating_point \
+                    and len(ispec.shape) == len(ospec.shape) \
+                    and [str(d) for d in ispec.shape[:-1]] == [str(d) for d in ospec.shape[:-1]]:
+                out[oname] = OutputSemantics("topk", iname)
+                break
+    return out
+
+
 @dataclass
 class OutputCheck:
     """Figures for one output. Errors are in the output's units (after cast to float)."""
@@ -127,6 +198,13 @@ class OutputCheck:
     scale_ok: bool = True
     failed_check: str | None = None
     detail: str = ""
+    #: a declared set semantics ("set", "topk") decides alone: ``upstream_ok`` then only
+    #: records what the elementwise rule would have said
+    semantics: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.scale_ok if self.semantics else (self.upstream_ok and self.scale_ok)
 
     def figures(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -191,10 +269,14 @@ def check_output(
     poisoned: bool = False,
     ref_error: float | None = None,
     ref_max_error: float | None = None,
+    semantics: OutputSemantics | None = None,
+    source: torch.Tensor | None = None,
 ) -> OutputCheck:
     """Check one output. ``ref_error``/``ref_max_error``: the declared-precision reference's
     relative L2 / normalised max error against an fp64 truth (optional; widens the
-    scale-invariant limits for ill-conditioned outputs)."""
+    scale-invariant limits for ill-conditioned outputs). ``semantics``: a declared set
+    semantics (module doc; integer/bool outputs are exact without one); ``source``: the
+    input tensor a ``"topk"`` semantics names (required for it)."""
     oc = OutputCheck(name=name, numel=ref.numel())
     if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
         oc.shape_ok = False
@@ -215,6 +297,8 @@ def check_output(
         out = out.to(ref.device)
     if ref.numel() == 0:
         return oc
+    if semantics is not None and semantics.kind in ("set", "topk"):
+        return _check_index_set(oc, out, ref, tol, semantics, source)
 
     # write coverage: elements still holding the poison pattern where the reference differs
     if poisoned:
@@ -282,7 +366,7 @@ def check_output(
         if oc.failed_check is None or oc.failed_check == "nan_inf":
             oc.failed_check = "write_coverage"
             oc.detail = f"only {oc.write_coverage:.4%} of the output was written"
-    elif oc.upstream_ok:
+    elif oc.upstream_ok and not is_exact_dtype(ref.dtype):  # integers: the exact check below
         if oc.rel_l2 > oc.rel_l2_limit:
             oc.scale_ok = False
             oc.failed_check = "rel_l2"
@@ -295,6 +379,59 @@ def check_output(
             oc.scale_ok = False
             oc.failed_check = "norm_max_error"
             oc.detail = (f"max error / max|ref| = {oc.norm_max_error:.3g} > {oc.norm_max_limit:.3g}")
+
+    # ---- exact outputs ----
+    if is_exact_dtype(ref.dtype):
+        same = out == ref
+        n_diff = int((~same).sum().item())
+        oc.matched_ratio = 1.0 - n_diff / same.numel()
+        if n_diff:
+            oc.scale_ok = False
+            if oc.failed_check is None:  # else the first failing check stays named
+                oc.failed_check = "exact"
+                oc.detail = (f"{n_diff} of {same.numel()} elements differ ({ref.dtype} outputs "
+                             "compare exactly)")
+    return oc
+
+
+def _check_index_set(oc: OutputCheck, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
+                     sem: OutputSemantics, source: torch.Tensor | None) -> OutputCheck:
+    """Rows (last dim) of integer ``out`` against ``ref`` under a set / topk semantics."""
+    oc.semantics = sem.kind
+    k = ref.shape[-1] if ref.dim() else 1
+    o2, r2 = out.reshape(-1, k).to(torch.int64), ref.reshape(-1, k).to(torch.int64)
+    rows = o2.shape[0]
+    # what the upstream rule (float cast, tolerance) says, for the record
+    a, b = o2.double(), r2.double()
+    up_match = ((a - b).abs() <= tol.max_atol + tol.max_rtol * b.abs()).double().mean().item()
+    oc.upstream_ok = up_match >= tol.required_matched_ratio
+    oc.max_abs_error = float((a - b).abs().max().item())
+    os_, rs_ = o2.sort(dim=-1).values, r2.sort(dim=-1).values
+    if sem.kind == "set":
+        row_ok = (os_ == rs_).all(dim=-1)
+        why = "rows whose index sets differ"
+    else:
+        if source is None:
+            raise ValueError(f"output {oc.name!r}: topk semantics needs the source tensor {sem.source!r}")
+        n = source.shape[-1]
+        src = source.reshape(-1, n).to(out.device)
+        if src.shape[0] != rows:
+            raise ValueError(f"output {oc.name!r}: source {sem.source!r} has {src.shape[0]} rows, output {rows}")
+        in_range = ((o2 >= 0) & (o2 < n)).all(dim=-1)
+        unique = (os_[:, 1:] != os_[:, :-1]).all(dim=-1) if k > 1 else torch.ones_like(in_range)
+        safe = o2.clamp(0, max(n - 1, 0))
+        got = src.gather(-1, safe).sort(dim=-1).values
+        want = src.gather(-1, r2).sort(dim=-1).values
+        same_vals = ((got == want) | (torch.isnan(got) & torch.isnan(want))).all(dim=-1)
+        row_ok = in_range & unique & same_vals
+        why = (f"rows with an index out of [0, {n}), a repeated index, or gathered values that "
+               f"differ from the reference's")
+    oc.matched_ratio = float(row_ok.double().mean().item())
+    bad = int((~row_ok).sum().item())
+    if bad:
+        oc.scale_ok = False
+        oc.failed_check = "index_set"
+        oc.detail = f"{bad} of {rows} {why} ({sem.kind} semantics)"
     return oc
 
 
@@ -321,6 +458,15 @@ def _worst_slice(a: torch.Tensor, b: torch.Tensor, max_slices: int = 64) -> floa
     return float((num[keep] / den[keep]).max().item())
 
 
+def _source(name, semantics, inputs):
+    sem = (semantics or {}).get(name)
+    if sem is None or sem.kind != "topk":
+        return None
+    if not inputs or sem.source not in inputs:
+        raise ValueError(f"output {name!r}: topk semantics names input {sem.source!r}, not given")
+    return inputs[sem.source]
+
+
 def check_outputs(
     outputs: Sequence[Any],
     references: Sequence[torch.Tensor],
@@ -330,6 +476,8 @@ def check_outputs(
     poisoned: bool = False,
     ref_errors: Sequence[float | None] | None = None,
     ref_max_errors: Sequence[float | None] | None = None,
+    semantics: dict[str, OutputSemantics] | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> CheckReport:
     """Check every output (same order as ``references``).
 
@@ -342,6 +490,9 @@ def check_outputs(
             write coverage is measured.
         ref_errors / ref_max_errors: per output, the declared-precision reference's error vs
             an fp64 truth (see module doc); None entries mean unknown.
+        semantics: output name -> declared :class:`OutputSemantics` (e.g. from
+            :func:`infer_semantics`); absent outputs use the default rule.
+        inputs: input name -> value, for the ``source`` of a ``"topk"`` semantics.
 
     Returns:
         A CheckReport. Never raises for bad outputs: a wrong count, type, shape or dtype
@@ -359,9 +510,11 @@ def check_outputs(
             names[i], o, r, tolerance, poisoned=poisoned,
             ref_error=(ref_errors[i] if ref_errors else None),
             ref_max_error=(ref_max_errors[i] if ref_max_errors else None),
+            semantics=(semantics or {}).get(names[i]),
+            source=_source(names[i], semantics, inputs),
         ))
     upstream = all(c.upstream_ok for c in checks)
-    passed = upstream and all(c.scale_ok for c in checks)
+    passed = all(c.ok for c in checks)
     failed = next((c for c in checks if c.failed_check), None)
     if passed:
         status = Status.PASSED

@@ -205,7 +205,14 @@ class _Slots:
                  else torch.empty(shape, dtype=dt, device=device))
             return t, t
 
-        for _ in range(k):
+        try:
+            self._alloc_all(first, alloc)
+        except BaseException:  # a failed allocation leaves no /dev/shm file behind
+            self.close()
+            raise
+
+    def _alloc_all(self, first: dict, alloc) -> None:
+        for _ in range(self.k):
             ins, wins = [], []
             for name in self.names_in:
                 v = first[name]
@@ -315,11 +322,19 @@ class Evaluator:
             return None
 
     # ------------------------------------------------------------ public
-    def evaluate(self, solution: Solution) -> list[Trace]:
+    def evaluate(self, solution: Solution,
+                 on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
+        """One Trace per selected workload, in order. ``on_trace`` is called with each Trace
+        as soon as its workload finishes (to store it and show progress before the rest)."""
         cfg = self.cfg
         self._input_seed = cfg.seed if cfg.seed is not None else secrets.randbits(128)
         workloads = select_workloads(self.problem, cfg)
         traces: list[Trace] = []
+
+        def emit(tr: Trace) -> None:  # every finished workload passes here
+            traces.append(tr)
+            if on_trace is not None:
+                on_trace(tr)
         handle: WorkerHandle | None = None
         build_info: dict | None = None
         compile_error: str | None = None
@@ -329,7 +344,7 @@ class Evaluator:
                     cfg.progress(w.uuid, j, len(workloads))
                 self._phases = {}
                 if compile_error is not None:
-                    traces.append(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
+                    emit(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
                     continue
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
@@ -337,10 +352,10 @@ class Evaluator:
                     handle, build_info, compile_error, fail = self._start(solution)
                     self._pending_start_s = time.perf_counter() - t_start
                     if compile_error is not None:
-                        traces.append(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
+                        emit(self._trace(solution, w, Status.COMPILE_ERROR, compile_error))
                         continue
                     if fail is not None:
-                        traces.append(self._trace(solution, w, fail[0], fail[1]))
+                        emit(self._trace(solution, w, fail[0], fail[1]))
                         handle = None
                         continue
                 self._open_slots = None
@@ -351,7 +366,7 @@ class Evaluator:
                 finally:
                     if self._open_slots is not None:
                         self._open_slots.close()
-                traces.append(tr)
+                emit(tr)
                 if tr.evaluation.status in (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REWARD_HACK):
                     handle.kill()
                     handle = None
@@ -500,7 +515,12 @@ class Evaluator:
         k = int(max(2, min(cfg.max_pool, cfg.budget() // wbytes)))
         if not cfg.timing:
             k = 1
-        slots = _Slots(self.problem, w, k, cfg.device, first)
+        try:
+            slots = _Slots(self.problem, w, k, cfg.device, first)
+        except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory
+            return self._trace(solution, w, Status.INVALID_REFERENCE,
+                               f"could not allocate the workload's buffers ({k} slots of "
+                               f"{wbytes:,} bytes): {type(e).__name__}: {e}")
         self._open_slots = slots
         tol = w.tolerance_or_default()
         self._current_tol = tol

@@ -28,25 +28,12 @@ from typing import Any, Sequence
 import torch
 
 from ..spec.trace import Finding
+from . import languages as _languages
 
-#: command-line fragments of helper processes the runtime itself starts (compile workers)
-ALLOWED_CHILD_CMDLINE = (
-    "torch._inductor.compile_worker",
-    "torch/_inductor/compile_worker",
-    "triton",
-    "ptxas",
-    "nvcc",
-    "cicc",
-    "cudafe",
-    "ninja",
-    "c++",
-    "g++",
-    "gcc",
-    "cc1plus",
-    "ld",
-    "/usr/bin/sh",
-    "solbench.harness.build_cpp",
-)
+#: helper processes the runtime and the language builds start (compile workers, compilers):
+#: the executables and ``python -m`` modules every registered language plug-in declares
+#: (:mod:`solbench.harness.languages`). A new language adds its own there, not here.
+ALLOWED_CHILD_CMDLINE = tuple(sorted(_languages.child_tools())) + _languages.child_modules()
 
 
 def thread_ids(pid: int) -> set[int]:
@@ -151,9 +138,8 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-_TOOLS = {"ptxas", "nvcc", "cicc", "cudafe++", "ninja", "c++", "g++", "gcc", "cc", "cc1plus", "cc1",
-          "ld", "ld.bfd", "ld.gold", "as", "sh", "dash", "bash", "nvlink", "fatbinary", "collect2",
-          "clang", "clang++"}
+_TOOLS = _languages.child_tools()
+_MODULES = _languages.child_modules()
 
 
 def exe_name(pid: int) -> str | None:
@@ -188,9 +174,7 @@ def _allowed(cmd: str, exe: str | None = None, late: bool = False) -> bool:
         # same way (red team round 6: `python -m tritonhelper` passed as "triton")
         mod = (argv[2] if len(argv) > 2 and argv[1] == "-m"
                else argv[3] if len(argv) > 3 and argv[1] == "-c" and argv[2] == "from" else None)
-        if mod is not None and any(mod == m or mod.startswith(m + ".")
-                                   for m in ("torch._inductor.compile_worker",
-                                             "solbench.harness.build_cpp", "triton")):
+        if mod is not None and any(mod == m or mod.startswith(m + ".") for m in _MODULES):
             return True
         # inductor's compile-worker pool started as a script path (torch >= 2.6): allowed only
         # when that path resolves into the torch package this worker imported
@@ -367,18 +351,109 @@ def verify_snapshot(snap: dict[str, tuple[int, Any, Any]],
     return changed
 
 
+#: precision-relevant backend flags: name -> reader. The legacy switches (allow_tf32, the
+#: float32 matmul precision) and the fp32_precision API of torch >= 2.9 (which raises on a
+#: legacy read once a candidate mixed the two APIs, so every read is guarded)
+_FLAG_READERS: dict[str, Any] = {
+    "float32_matmul_precision": lambda: torch.get_float32_matmul_precision(),
+    "cuda.matmul.allow_tf32": lambda: bool(torch.backends.cuda.matmul.allow_tf32),
+    "cudnn.allow_tf32": lambda: bool(torch.backends.cudnn.allow_tf32),
+    "cuda.matmul.allow_fp16_reduced_precision_reduction":
+        lambda: bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+    "cuda.matmul.allow_bf16_reduced_precision_reduction":
+        lambda: bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+    "fp32_precision": lambda: torch.backends.fp32_precision,
+    "cuda.matmul.fp32_precision": lambda: torch.backends.cuda.matmul.fp32_precision,
+    "cudnn.fp32_precision": lambda: torch.backends.cudnn.fp32_precision,
+    "cudnn.conv.fp32_precision": lambda: torch.backends.cudnn.conv.fp32_precision,
+    "cudnn.rnn.fp32_precision": lambda: torch.backends.cudnn.rnn.fp32_precision,
+}
+
+
 def backend_flags() -> dict[str, Any]:
     """Precision-relevant backend flags (TF32, float32 matmul precision, reduced-precision
-    reductions)."""
-    out: dict[str, Any] = {
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-        "cuda.matmul.allow_fp16_reduced_precision_reduction":
-            bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
-        "cuda.matmul.allow_bf16_reduced_precision_reduction":
-            bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
-    }
+    reductions, the fp32_precision settings). A flag absent from this torch is left out; one
+    whose read raises is recorded as ``"unreadable: <error>"`` (never raises)."""
+    out: dict[str, Any] = {}
+    for name, read in _FLAG_READERS.items():
+        try:
+            out[name] = read()
+        except AttributeError:
+            continue
+        except Exception as e:  # noqa: BLE001 - mixed legacy/new TF32 APIs raise RuntimeError
+            out[name] = f"unreadable: {type(e).__name__}: {str(e)[:120]}"
+    return out
+
+
+#: precision of each setting's value, higher = more precise. float32_matmul_precision
+#: "highest" = full fp32, "high" = TF32 (or 3xbf16), "medium" = bf16 (torch docs,
+#: torch.set_float32_matmul_precision); fp32_precision "ieee" = full fp32, "tf32", "bf16";
+#: an allow_* switch is less precise when True
+_RANK = {"highest": 2, "ieee": 2, "high": 1, "tf32": 1, "medium": 0, "bf16": 0}
+#: fp32_precision "none" inherits its parent's value; the root's "none" is each leaf's default
+_PARENT = {"cuda.matmul.fp32_precision": "fp32_precision", "cudnn.fp32_precision": "fp32_precision",
+           "cudnn.conv.fp32_precision": "cudnn.fp32_precision",
+           "cudnn.rnn.fp32_precision": "cudnn.fp32_precision"}
+_DEFAULT = {"fp32_precision": "ieee", "cuda.matmul.fp32_precision": "ieee",
+            "cudnn.fp32_precision": "tf32", "cudnn.conv.fp32_precision": "tf32",
+            "cudnn.rnn.fp32_precision": "tf32"}
+
+
+def _effective(flags: dict[str, Any], key: str) -> Any:
+    v = flags.get(key)
+    while v == "none" and key in _PARENT:
+        key = _PARENT[key]
+        v = flags.get(key)
+    return _DEFAULT.get(key, v) if v == "none" else v
+
+
+def _rank(flags: dict[str, Any], key: str) -> int | None:
+    v = _effective(flags, key)
+    if isinstance(v, bool):
+        return 0 if v else 1
+    return _RANK.get(v) if isinstance(v, str) else None
+
+
+def precision_flag_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every backend flag whose value differs between two :func:`backend_flags` readings, with
+    its direction: ``"lower"`` (less precise: TF32/bf16/reduced-precision reductions turned
+    on, a lower float32 matmul precision), ``"higher"`` (toward full fp32, e.g. allow_tf32
+    False, matmul precision "highest"), ``"neutral"`` (the effective precision is unchanged,
+    e.g. an fp32_precision "none" set to the value it inherited) or ``"unknown"`` (a value
+    that cannot be read or ranked). Each entry: ``{"flag", "before", "after", "direction"}``.
+    """
+    out = []
+    for key in sorted(set(before) | set(after)):
+        b, a = before.get(key), after.get(key)
+        if b == a:
+            continue
+        rb, ra = _rank(before, key), _rank(after, key)
+        if rb is None or ra is None:
+            direction = "unknown"
+        else:
+            direction = "lower" if ra < rb else "higher" if ra > rb else "neutral"
+        out.append({"flag": key, "before": b, "after": a, "direction": direction})
+    return out
+
+
+def gc_interposition(threshold_before: tuple[int, ...], threshold_after: tuple[int, ...],
+                     callbacks_before: tuple[int, ...], callbacks_after: tuple[int, ...]) -> list[str]:
+    """Garbage-collector settings that run the candidate's code inside the harness's steps.
+
+    A gc callback added (it runs at any collection, in the harness's allocations too), or a
+    *lowered* threshold while collection is on (threshold 1 collects at the harness's first
+    allocation after the call, running the ``__del__`` of cyclic garbage the candidate left).
+    A raised threshold (fewer collections) or automatic collection turned off (threshold0 = 0)
+    runs nothing of the candidate's and is no finding. Args: ``gc.get_threshold()`` and the
+    ids of ``gc.callbacks`` before and after. Returns one message per finding.
+    """
+    out = []
+    added = [c for c in callbacks_after if c not in set(callbacks_before)]
+    if added:
+        out.append(f"gc_callbacks: {len(added)} callback(s) added")
+    enabled = bool(threshold_after) and threshold_after[0] > 0
+    if enabled and any(a < b for a, b in zip(threshold_after, threshold_before)):
+        out.append(f"gc_threshold lowered: {tuple(threshold_before)!r} -> {tuple(threshold_after)!r}")
     return out
 
 

@@ -9,6 +9,7 @@ import signal
 import tempfile
 import threading
 import time
+import weakref
 from typing import Any
 
 #: largest reply the parent accepts from a worker (bytes of JSON)
@@ -22,6 +23,116 @@ _PRE_EXISTING: set[int] | None = None
 #: started on another thread (the reference worker, started beside the candidate's) is never
 #: seen between its fork and its registration
 _SPAWN_LOCK = threading.RLock()
+
+
+#: every WorkerHandle not yet killed (shutdown_all ends them all)
+_HANDLES: "weakref.WeakSet[WorkerHandle]" = weakref.WeakSet()
+_SHUTTING_DOWN = False
+
+
+class _Spawner:
+    """Starts every worker from one long-lived thread. Linux sends a PR_SET_PDEATHSIG signal
+    (bwrap's --die-with-parent) when the *thread* that forked the child exits, so a worker
+    started from a short-lived thread (the reference worker is started beside the
+    candidate's) would be killed with that thread; this thread lives as long as the process."""
+
+    def __init__(self):
+        self._q: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _run(self) -> None:
+        import subprocess
+
+        while True:
+            argv, kw, box, done = self._q.get()
+            try:
+                box["proc"] = subprocess.Popen(argv, **kw)
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                box["err"] = e
+            done.set()
+
+    def popen(self, argv: list[str], **kw):
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="solbench-spawner", daemon=True)
+                self._thread.start()
+        box: dict = {}
+        done = threading.Event()
+        self._q.put((argv, kw, box, done))
+        done.wait()
+        if "err" in box:
+            raise box["err"]
+        return box["proc"]
+
+
+_SPAWNER = _Spawner()
+
+
+def _spawn(argv: list[str], env: dict, pass_fds: list[int]):
+    import subprocess
+
+    return _SPAWNER.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=env, pass_fds=pass_fds,
+                          start_new_session=True)  # own process group: kill takes its children
+
+
+def _read_child_pid(fd: int, timeout_s: float, proc) -> int | None:
+    """The worker's pid (as this process sees it) from bwrap's --info-fd JSON; None when
+    bwrap exits or stays silent for ``timeout_s``."""
+    import select
+
+    buf = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.25)
+        if r:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            buf += chunk
+            try:
+                return int(json.loads(buf)["child-pid"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        elif proc.poll() is not None:
+            break
+    try:
+        return int(json.loads(buf)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def shutdown_all() -> int:
+    """Kill and reap every worker of this process (and whatever a candidate left re-parented
+    here), and refuse new ones: for the CLI's SIGTERM/SIGHUP handler, so solbench leaves
+    nothing behind when it is stopped. Returns how many workers were killed. Safe to call
+    from a signal handler on the main thread."""
+    global _SHUTTING_DOWN
+    _SHUTTING_DOWN = True
+    handles = list(_HANDLES)
+    for h in handles:
+        try:
+            h.kill()
+        except Exception:  # noqa: BLE001
+            pass
+    for pid in sorted(LIVE_WORKERS):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        from .guards import child_pids
+
+        for pid in child_pids(os.getpid()) - (_PRE_EXISTING or set()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    except Exception:  # noqa: BLE001
+        pass
+    return len(handles)
 
 
 def become_subreaper() -> None:
@@ -115,34 +226,50 @@ class ProtocolError(Exception):
 
 
 class WorkerHandle:
-    """One worker process (a fresh ``python -m solbench.harness.worker``), connected through
-    an authenticated AF_UNIX ``multiprocessing.connection``.
+    """One worker process (a fresh ``python -m solbench.harness.worker``) inside the sandbox
+    of :mod:`solbench.harness.sandbox`, connected through a private AF_UNIX socket pair (no
+    path, no name: only the two ends exist) plus a SOCK_SEQPACKET pair the parent passes CPU
+    buffers' memfds on (SCM_RIGHTS, :mod:`solbench.harness.shm`).
 
     Trust boundary: requests go parent -> worker pickled (the worker may unpickle what the
     parent sends); replies come back as length-prefixed **JSON only**, at most
     :data:`MAX_REPLY_BYTES`, read by a reader thread so a stalled or garbage reply can never
     block or execute code in the parent. Tensors are never sent back: the parent owns every
-    buffer (files in /dev/shm on CPU, CUDA IPC on GPU). stdout/stderr of the worker are drained
+    buffer (sealed memfds on CPU, CUDA IPC on GPU). stdout/stderr of the worker are drained
     by a parent thread into a log file that keeps at most ``log_cap_bytes``.
+
+    ``pid`` is the worker's pid as this process sees it; ``init_pid`` the sandbox's pid 1
+    (bwrap's reaper, the worker's parent); ``proc`` is the launched process (bwrap, or the
+    worker itself when unsandboxed); ``sandbox`` is
+    ``{"mode", "uid", "namespaces", "warning", "seccomp"}`` for this worker.
     Not thread-safe; one request in flight at a time."""
 
     def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180):
-        import secrets
-        import subprocess
+        import socket
         import sys
-        import threading
-        from multiprocessing.connection import Listener
+        from multiprocessing.connection import Connection
 
+        from . import sandbox
+
+        if _SHUTTING_DOWN:
+            raise WorkerDied(None, "start (solbench is shutting down)")
+        sandbox.preload_trusted_modules()  # nothing the parent runs is read from disk later
         self.device = device
+        self.alive = False
+        self.uid: int | None = None
         fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
         os.close(fd)
         self._log_offset = 0
-        key = secrets.token_bytes(32)
-        sockdir = tempfile.mkdtemp(prefix="solbench-")
-        address = os.path.join(sockdir, "w.sock")
-        listener = Listener(address, family="AF_UNIX", authkey=key)
+        mode, warning = sandbox.resolve_mode(device)
+        self.uid = sandbox.take_uid() if mode == "uid" else None
+        self.sandbox = {"mode": mode, "uid": self.uid if self.uid is not None else os.geteuid(),
+                        "namespaces": sandbox.namespaces(mode, device), "warning": warning,
+                        "seccomp": mode != "none" and sandbox._seccomp_available()}
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._fdchan, fd_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sent_fds: set[str] = set()
         env = dict(os.environ)
-        env["SOLBENCH_WORKER_AUTHKEY"] = key.hex()
+        env.pop("SOLBENCH_WORKER_AUTHKEY", None)
         # the worker imports the same solbench as this process (an installed copy elsewhere
         # must never stand in for it)
         import solbench
@@ -150,60 +277,76 @@ class WorkerHandle:
         pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env["SOLBENCH_SANDBOX_MODE"] = mode
+        if mode != "none":
+            env = sandbox.sandbox_env(env, mode, self.uid)
+        info_r, info_w = os.pipe() if mode != "none" else (None, None)
+        argv = [sys.executable, "-m", "solbench.harness.worker", f"fd:{theirs.fileno()}", device,
+                f"--fd-channel={fd_theirs.fileno()}"]
+        cmd = sandbox.wrap(argv, device, mode, info_w)
+        passed = [theirs.fileno(), fd_theirs.fileno()] + ([info_w] if info_w is not None else [])
 
         become_subreaper()
         self._logf = open(self.log_path, "ab")
         self.log_dropped = 0
-        with _SPAWN_LOCK:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "solbench.harness.worker", address, device],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, close_fds=True,  # own process group: kill takes its children
-            )
-            LIVE_WORKERS.add(self.proc.pid)
+        try:
+            with _SPAWN_LOCK:
+                self.proc = _spawn(cmd, env=env, pass_fds=passed)
+                LIVE_WORKERS.add(self.proc.pid)
+        except BaseException:
+            sandbox.release_uid(self.uid)
+            for f in (info_r, info_w):
+                if f is not None:
+                    os.close(f)
+            raise
+        finally:
+            theirs.close()
+            fd_theirs.close()
+        self.pid = self.pgid = self.proc.pid
+        _HANDLES.add(self)
         self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
         self._drain.start()
-        box: dict = {}
-
-        def accept():
-            try:
-                box["conn"] = listener.accept()
-            except Exception as e:  # noqa: BLE001
-                box["err"] = e
-
-        th = threading.Thread(target=accept, daemon=True)
-        th.start()
-        deadline = time.monotonic() + start_timeout_s
-        while th.is_alive() and time.monotonic() < deadline and self.proc.poll() is None:
-            th.join(0.1)
-        if "conn" not in box:
-            self.alive = False
-            try:
-                listener.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self.kill()
-            if self.proc.poll() is not None:
-                raise WorkerDied(self.proc.returncode, "start")
-            raise WorkerTimeout(start_timeout_s, "start")
-        listener.close()
-        try:
-            os.unlink(address)
-            os.rmdir(sockdir)
-        except OSError:
-            pass
-        self.conn = box["conn"]
+        if info_w is not None:
+            os.close(info_w)
+            pid = _read_child_pid(info_r, start_timeout_s, self.proc)
+            os.close(info_r)
+            if pid is None:
+                self.kill()
+                raise WorkerDied(self._exitcode(), "start (the sandbox did not start: see the log)")
+            self.init_pid = pid  # the sandbox's pid 1 (bwrap's reaper): the worker is its child
+            LIVE_WORKERS.add(pid)
+        self.conn = Connection(mine.detach())
         self.seq = 0
         self.alive = True
-        self.pid = self.proc.pid
         status, hello = self._wait(0, start_timeout_s, "start")
+        if info_w is not None and status == "ok":
+            from .guards import child_pids
+
+            kids = sorted(child_pids(self.init_pid))  # the worker, which has said hello
+            if len(kids) != 1:
+                self.kill()
+                raise WorkerDied(self._exitcode(), f"start: sandbox init has children {kids}")
+            self.pid = kids[0]
+            LIVE_WORKERS.add(self.pid)
+        try:  # bwrap --new-session: the worker is in its init's session and process group
+            self.pgid = os.getpgid(self.pid)
+        except OSError:
+            self.pgid = self.pid
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
         if status != "ok":
             self.kill()
-            raise WorkerDied(self.proc.returncode, f"start: {hello.get('message')}")
+            raise WorkerDied(self._exitcode(), f"start: {hello.get('message')}")
         self.flush_default = hello.get("flush_default", 0)
+
+    def _exitcode(self) -> int | None:
+        """The worker's exit status as multiprocessing reports it (negative = signal); bwrap
+        passes a signal death on as 128 + signal number."""
+        rc = self.proc.poll()
+        if rc is not None and rc > 128 and self.sandbox["mode"] != "none":
+            return -(rc - 128)
+        return rc
 
     def _drain_logs(self, cap: int) -> None:
         """Copy the worker's output to the log file until ``cap`` bytes, then count the rest."""
@@ -257,7 +400,10 @@ class WorkerHandle:
                 return msg[1], msg[2]
             except Exception as e:  # noqa: BLE001
                 self.kill()
-                raise ProtocolError(f"unreadable hello: {type(e).__name__}: {e}") from None
+                # a worker that died before its hello says why only in its log: keep the tail
+                tail = " | ".join(self.log_since_last(1200).strip().splitlines()[-6:])
+                raise ProtocolError(f"no hello from the worker (exit {self._exitcode()}): "
+                                    f"{type(e).__name__}: {e}" + (f"; log: {tail}" if tail else "")) from None
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -289,15 +435,21 @@ class WorkerHandle:
         except Exception:  # noqa: BLE001
             pass
         self.alive = False
-        raise WorkerDied(self.proc.returncode, during)
+        raise WorkerDied(self._exitcode(), during)
 
     def request(self, op: str, payload: dict | None = None, timeout_s: float = 120) -> tuple[str, dict]:
         """Send one request and wait for its reply. Raises WorkerDied / WorkerTimeout /
         ProtocolError; the worker is unusable after any of them."""
         if not self.alive:
-            raise WorkerDied(self.proc.returncode, op)
+            raise WorkerDied(self._exitcode(), op)
         self.seq += 1
         try:
+            from .shm import memfd_ids, send_memfds
+
+            new = [i for i in memfd_ids(payload) if i not in self._sent_fds]
+            if new:  # before the request: the worker maps them while it handles it
+                send_memfds(self._fdchan, new)
+                self._sent_fds.update(new)
             self.conn.send((self.seq, op, payload or {}))
         except (BrokenPipeError, OSError):
             self._dead(op)
@@ -326,44 +478,67 @@ class WorkerHandle:
         return text
 
     def kill(self) -> None:
-        """SIGKILL the worker's whole process group (the candidate's forks included)."""
+        """SIGKILL the worker, its process group and every descendant (the candidate's forks
+        included), then the launcher; reap it. In a sandbox the worker is its pid namespace's
+        init, so its death also takes every process left in the namespace."""
+        from . import sandbox
+
         self.alive = False
+        pid = getattr(self, "pid", None)
         try:
             from .guards import descendants
 
-            kids = descendants(self.proc.pid)
+            kids = descendants(pid) if pid else set()
         except Exception:  # noqa: BLE001
             kids = set()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        for c in kids:
+        for target in {pid, getattr(self, "pgid", None)} - {None, 0}:
+            try:
+                os.killpg(target, signal.SIGKILL)
+            except OSError:
+                pass
+        for c in [pid, *kids] if pid else kids:
             try:
                 os.kill(c, signal.SIGKILL)
             except OSError:
                 pass
         try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
             self.proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
             pass
+        init = getattr(self, "init_pid", None)
+        if init:
+            try:
+                os.kill(init, signal.SIGKILL)  # takes every process left in the pid namespace
+            except OSError:
+                pass
         LIVE_WORKERS.discard(self.proc.pid)
-        kill_strays()
-        try:
-            self._logf.close()
-        except Exception:  # noqa: BLE001
-            pass
+        LIVE_WORKERS.discard(pid)
+        LIVE_WORKERS.discard(init)
+        _HANDLES.discard(self)
+        sandbox.release_uid(self.uid)
+        self.uid = None
+        if not _SHUTTING_DOWN:
+            kill_strays()
+        for f in (getattr(self, "_fdchan", None), self._logf):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001
+                pass
 
     def pause(self) -> None:
         """SIGSTOP the worker's process group (no thread of it runs until :meth:`resume`)."""
         try:
-            os.killpg(self.proc.pid, signal.SIGSTOP)
+            os.killpg(self.pgid, signal.SIGSTOP)
         except OSError:
             pass
 
     def resume(self) -> None:
         try:
-            os.killpg(self.proc.pid, signal.SIGCONT)
+            os.killpg(self.pgid, signal.SIGCONT)
         except OSError:
             pass
 

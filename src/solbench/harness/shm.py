@@ -1,14 +1,24 @@
-"""CPU shared buffers the parent owns: files in a private /dev/shm folder, mapped by both
-processes with ``torch.from_file(shared=True)``. No shared-memory manager daemon is involved,
-so a worker cannot disturb the parent's other buffers; CUDA buffers cross as CUDA IPC
-handles instead (torch's own reductions, parent -> worker only)."""
+"""CPU shared buffers the parent owns: sealed memfds (size fixed), mapped by both processes
+with ``torch.from_file(shared=True)``. The worker never finds them by name: the parent passes
+each memfd over a private AF_UNIX SOCK_SEQPACKET channel (SCM_RIGHTS), tagged with the
+buffer's id, before the request that uses it; the worker maps ``/proc/self/fd/N``. This
+works across the sandbox's pid namespace and uid (a path like /proc/<parent>/fd/N would need
+the parent to be visible and readable, which the sandbox forbids). No shared-memory manager
+daemon is involved, so a worker cannot disturb the parent's other buffers; CUDA buffers
+cross as CUDA IPC handles instead (torch's own reductions, parent -> worker only).
+Where memfds are missing (not Linux), buffer files in a private /dev/shm folder are used
+(unsandboxed only)."""
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
+import select
 import shutil
+import socket
 import tempfile
+import threading
 from typing import Any
 
 import torch
@@ -18,6 +28,65 @@ def _storage_bytes(shape, stride, elem: int) -> int:
     if any(s == 0 for s in shape):
         return elem
     return (sum((s - 1) * st for s, st in zip(shape, stride)) + 1) * elem
+
+
+#: parent side: memfd of every live buffer by id (what WorkerHandle sends a worker)
+MEMFDS: dict[str, int] = {}
+_ids = itertools.count(1)
+_ids_lock = threading.Lock()
+
+#: worker side: the channel the parent sends memfds on, and the fds received so far by id
+FD_CHANNEL: socket.socket | None = None
+_RECEIVED: dict[str, int] = {}
+#: seconds the worker waits for a memfd the parent announced
+FD_WAIT_S = 30.0
+
+
+def memfd_ids(payload: Any) -> list[str]:
+    """Ids of the memfd buffers a request payload refers to (descriptors anywhere in it)."""
+    out: list[str] = []
+    stack = [payload]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            p = x.get("path")
+            if isinstance(p, str) and p.startswith("memfd:"):
+                out.append(p[6:])
+            else:
+                stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return out
+
+
+def send_memfds(chan: socket.socket, ids: list[str]) -> None:
+    """Parent: send each buffer's memfd, tagged with its id, one message each."""
+    for i in ids:
+        fd = MEMFDS.get(i)
+        if fd is None:
+            raise KeyError(f"buffer memfd:{i} is closed")
+        socket.send_fds(chan, [i.encode()], [fd])
+
+
+def _received_fd(buf_id: str) -> int:
+    """Worker: the fd of buffer ``buf_id``, reading the channel until it arrives."""
+    while buf_id not in _RECEIVED:
+        if FD_CHANNEL is None:
+            raise OSError(f"no buffer channel for memfd:{buf_id}")
+        r, _, _ = select.select([FD_CHANNEL], [], [], FD_WAIT_S)
+        if not r:
+            raise TimeoutError(f"buffer memfd:{buf_id} not received within {FD_WAIT_S:.0f} s")
+        msg, fds, _flags, _addr = socket.recv_fds(FD_CHANNEL, 256, 4)
+        if not msg and not fds:
+            raise EOFError(f"buffer channel closed before memfd:{buf_id}")
+        for fd in fds[1:]:  # one fd per message; anything more is not ours to keep
+            os.close(fd)
+        if fds:
+            old = _RECEIVED.pop(msg.decode(errors="replace"), None)
+            if old is not None:
+                os.close(old)
+            _RECEIVED[msg.decode(errors="replace")] = fds[0]
+    return _RECEIVED[buf_id]
 
 
 class ShmArena:
@@ -45,7 +114,10 @@ class ShmArena:
             os.ftruncate(fd, nbytes)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             self.fds.append(fd)
-            path = f"/proc/{os.getpid()}/fd/{fd}"
+            with _ids_lock:
+                buf_id = f"{os.getpid()}-{next(_ids)}"
+            MEMFDS[buf_id] = fd
+            path = f"memfd:{buf_id}"
         else:
             path = os.path.join(self.dir, f"b{self.n}")
             with open(path, "wb") as f:
@@ -55,6 +127,8 @@ class ShmArena:
         return open_desc(desc), desc
 
     def close(self) -> None:
+        for k in [k for k, v in MEMFDS.items() if v in self.fds]:
+            MEMFDS.pop(k, None)
         for fd in self.fds:
             try:
                 os.close(fd)
@@ -66,8 +140,16 @@ class ShmArena:
 
 
 def open_desc(desc: dict[str, Any]) -> torch.Tensor:
-    """Map a buffer described by :meth:`ShmArena.tensor` (either process)."""
-    raw = torch.from_file(desc["path"], shared=True, size=desc["nbytes"], dtype=torch.uint8)
+    """Map a buffer described by :meth:`ShmArena.tensor` (either process: the parent maps its
+    own memfd, the worker the one it received for that id)."""
+    path = desc["path"]
+    if path.startswith("memfd:"):
+        buf_id = path[6:]
+        fd = MEMFDS.get(buf_id)
+        if fd is None:
+            fd = _received_fd(buf_id)
+        path = f"/proc/self/fd/{fd}"
+    raw = torch.from_file(path, shared=True, size=desc["nbytes"], dtype=torch.uint8)
     dtype = getattr(torch, desc["dtype"])
     typed = raw.view(dtype) if dtype != torch.uint8 else raw
     return typed.as_strided(tuple(desc["shape"]), tuple(desc["stride"]))

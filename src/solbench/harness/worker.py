@@ -74,6 +74,7 @@ class Worker:
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "guards.verify_snapshot": (guards, "verify_snapshot"),
                                   "guards.backend_flags": (guards, "backend_flags"),
+                                  "guards.gc_interposition": (guards, "gc_interposition"),
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
                                   "guards._dump_table": (guards, "_dump_table"),
                                   "guards._exec_lines": (guards, "_exec_lines")})
@@ -263,7 +264,11 @@ class Worker:
         thread is seen by the parent's thread accounting)."""
         out = []
         now = self._interposition_state()
+        out.extend(self.guards.gc_interposition(self._interp0["gc_threshold"], now["gc_threshold"],
+                                                self._interp0["gc_callbacks"], now["gc_callbacks"]))
         for k, v0 in self._interp0.items():
+            if k in ("gc_threshold", "gc_callbacks"):  # only a lowered threshold or a new callback
+                continue
             if isinstance(v0, frozenset) and now[k] != v0:
                 out.append(f"{k}: added {sorted(now[k] - v0)}, removed {sorted(v0 - now[k])}"[:200])
             elif now[k] is not v0 and now[k] != v0:
@@ -330,12 +335,23 @@ class Worker:
             pass
 
     def _materialize(self, ret):
-        """(outputs list, container type name or None). Only an exact tuple/list (or a single
-        value) is unpacked, inside the timed region: a container subclass could compute lazily
-        when iterated after the clock stopped, so it is reported instead."""
+        """(outputs list, container type name or None). An exact tuple/list (or a single value)
+        is unpacked, inside the timed region. A tuple subclass (``torch.return_types`` structseq
+        such as ``torch.max(x, dim=-1)``, a namedtuple) is unpacked through tuple's own slots
+        (``tuple.__len__`` / ``tuple.__getitem__`` read the stored elements at C level; they
+        cannot be overridden and raise TypeError for anything that is not a real tuple), so
+        none of the subclass's own methods runs. Any other container (a list subclass, an
+        object with ``__iter__``) could compute lazily when iterated after the clock stopped,
+        so it is reported instead."""
         t = type(ret)
         if t is tuple or t is list:
             return list(ret), None
+        try:
+            n = tuple.__len__(ret)
+        except TypeError:
+            n = None
+        if n is not None:
+            return [tuple.__getitem__(ret, i) for i in range(n)], None
         if t is self.torch.Tensor or not hasattr(ret, "__iter__"):
             return [ret], None
         return [ret], f"{t.__module__}.{t.__qualname__}"
@@ -456,14 +472,29 @@ class Worker:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: ``python -m solbench.harness.worker ADDRESS DEVICE`` (authkey in
-    ``$SOLBENCH_WORKER_AUTHKEY``). stdout/stderr are already the capped log file."""
-    from multiprocessing.connection import Client
+    """Entry point: ``python -m solbench.harness.worker fd:N DEVICE --fd-channel=M``, where
+    N is the worker's end of the parent's socket pair and M the SOCK_SEQPACKET end the
+    parent passes buffer memfds on (both inherited; no path, no key). First of all it
+    enters the sandbox's last steps (uid drop, resource limits, parent-death signal: see
+    :func:`solbench.harness.sandbox.enter_in_worker`). stdout/stderr are already the capped
+    log file."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    from . import sandbox, shm
 
     argv = argv if argv is not None else sys.argv[1:]
     address, device = argv[0], argv[1]
-    key = bytes.fromhex(os.environ.pop("SOLBENCH_WORKER_AUTHKEY"))
-    conn = Client(address, family="AF_UNIX", authkey=key)
+    chan = next((a.split("=", 1)[1] for a in argv[2:] if a.startswith("--fd-channel=")), None)
+    conn = Connection(int(address[3:]))
+    try:
+        sandbox.enter_in_worker(device)
+    except BaseException as e:  # noqa: BLE001 - never run a candidate outside the sandbox asked for
+        conn.send_bytes(json.dumps([0, "error", {"type": type(e).__name__,
+                                                 "message": f"sandbox: {e}"}]).encode())
+        os._exit(3)
+    if chan is not None:
+        shm.FD_CHANNEL = socket.socket(fileno=int(chan))
     try:
         w = Worker(conn, device)
     except BaseException as e:  # noqa: BLE001

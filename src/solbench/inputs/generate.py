@@ -1,19 +1,23 @@
 """Input generation for one workload (trusted side: runs in the parent, never the worker).
 
-Random defaults follow upstream SOL-ExecBench where it is sound (formats.md): floats are
-``randn``; fp8 is ``randn`` clamped to +-2 then cast; packed fp4 is uniform random e2m1
-nibbles (every code is a finite e2m1 value); bool is 0/1; ints are drawn from [-1024, 1024)
-(upstream) unless the definition declares a role. Roles (``Definition.input_roles``, a solbench
-extension) take precedence over upstream's name guessing:
+Every random tensor input gets a rule from :mod:`solbench.inputs.rules` (upstream
+SOL-ExecBench's rules by dtype, name, shape and description, or a declared solbench role),
+then values by the rule and the *profile* (docs/inputs.md has the table and sources):
 
-- ``index:<axis>`` ints in [0, axis value); ``positive`` |randn| + 0.1; ``unit_interval``
-  U(0, 1); ``ones`` all ones; ``mask`` 0/1; ``uniform:<lo>:<hi>`` U(lo, hi);
-  ``scaled`` randn / sqrt(last dim).
+- ``upstream``: exactly upstream's distributions, so a kernel correct there is correct here.
+- ``strict``: upstream's, except where upstream's value hides a bug: normalisation weights
+  are U(0.5, 1.5) instead of exactly 1, normalisation biases 0.5 randn instead of exactly 0
+  (a kernel ignoring them passes with the defaults), and a causal mask whose description
+  says ``-inf`` holds ``-inf`` (upstream writes ``finfo.min``).
+- ``stress``: strict's, and the plain data inputs (rule ``randn``) drawn from a distribution
+  chosen by the definition's op class (:mod:`solbench.inputs.opclass`): extreme logits for
+  softmax-like ops, large offsets against small spreads and constant rows for
+  normalisations, spread magnitudes with exact zeros otherwise.
 
-Name guessing (upstream behaviour, kept for SOL-ExecBench problems): 1-D ``*norm*weight``
--> 1 + 0.1 randn (upstream uses ones; the noise keeps a candidate that ignores the weight
-from passing), ``*mask*`` -> 0/1, 2-D ``*_weight`` -> randn / sqrt(last dim), names with
-``std``/``var`` -> positive.
+Custom-input workloads (``custom_inputs_entrypoint``) and safetensors inputs are the same in
+every profile: their values belong to the problem. :func:`differing_profiles` says which
+profiles give other values than ``upstream`` for a workload, so a caller runs only the rounds
+that test something.
 """
 
 from __future__ import annotations
@@ -29,6 +33,17 @@ from ..errors import MissingBlobError, SpecError
 from ..spec.dtypes import to_torch
 from ..spec.problem import Problem
 from ..spec.workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, Workload
+from .opclass import op_classes
+from .rules import InputRule, classify
+
+#: the input profiles :func:`make_inputs` accepts
+PROFILES = ("upstream", "strict", "stress")
+
+#: rules whose values differ under ``strict`` (and so under ``stress``) from ``upstream``
+STRICT_RULES = frozenset({"norm_weight_ones", "norm_bias_zeros"})
+#: rules whose inputs the stress distribution replaces
+STRESS_RULES = frozenset({"randn"})
+_STRESS_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 
 def find_blob(problem: Problem, rel_path: str) -> Path | None:
@@ -50,70 +65,210 @@ def _generator(seed: int, device: str) -> torch.Generator:
     return g
 
 
-def _random_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype, role: str | None,
-                   env: dict[str, int], g: torch.Generator, device: str) -> torch.Tensor:
-    dev = torch.device(device)
-    lname = name.lower()
+def _fp4_quantize(x: torch.Tensor) -> torch.Tensor:
+    """Round float32 ``x`` [..., 2n] to the nearest e2m1 code (ties as upstream: 0.25 -> 0,
+    0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4; beyond 6 saturates) and pack
+    two codes a byte (low nibble first) into ``float4_e2m1fn_x2`` [..., n]."""
+    a = x.abs()
+    # magnitude code 0..7 for 0, 0.5, 1, 1.5, 2, 3, 4, 6; "<=" or "<" per boundary as upstream
+    code = torch.zeros_like(a, dtype=torch.int32)
+    for bound, inclusive in ((0.25, True), (0.75, False), (1.25, True), (1.75, False),
+                             (2.5, True), (3.5, False), (5.0, True)):
+        code += (a > bound).int() if inclusive else (a >= bound).int()
+    code = code + 8 * (x < 0).int()
+    code = code.to(torch.uint8)
+    packed = code[..., ::2] + code[..., 1::2] * 16
+    return packed.view(torch.float4_e2m1fn_x2)
 
-    def randn(dt=torch.float32):
-        return torch.randn(shape, generator=g, device=dev, dtype=dt)
 
-    if dtype == torch.float4_e2m1fn_x2:
-        raw = torch.randint(0, 256, shape, generator=g, device=dev, dtype=torch.int32)
-        return raw.to(torch.uint8).view(torch.float4_e2m1fn_x2)
-    if dtype == torch.bool:
+def _causal(shape, dtype, dev, fill: float) -> torch.Tensor:
+    n = shape[-1]
+    mask = torch.zeros(shape, dtype=dtype, device=dev)
+    above = torch.triu(torch.ones(n, n, device=dev, dtype=torch.bool), diagonal=1)
+    mask[..., above] = fill
+    return mask
+
+
+def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
+    """float32 stress values for one data input of a definition of op class ``cls``."""
+    def randn(*s):
+        return torch.randn(s or shape, generator=g, device=dev)
+
+    def rand(*s):
+        return torch.rand(s or shape, generator=g, device=dev)
+
+    rows = tuple(shape[:-1]) + (1,) if len(shape) else ()
+    if cls == "softmax":
+        # logits 100..1000 above zero per row (exp overflows float32 above ~88.7 without the
+        # max subtraction) with a spread of 3: near-ties in fp16/bf16, a real distribution
+        offset = 100.0 + 900.0 * rand(*rows) if rows else 100.0 + 900.0 * rand()
+        return offset + 3.0 * randn()
+    if cls == "norm":
+        # |offset| 100..1000 against a spread of 0.1..3: a one-pass variance cancels; one row
+        # in eight is constant (variance exactly 0, output 0 after centring)
+        sign = torch.where(rand(*rows) < 0.5, -1.0, 1.0) if rows else 1.0
+        offset = sign * (100.0 + 900.0 * rand(*rows)) if rows else 100.0 + 900.0 * rand()
+        spread = 0.1 + 2.9 * rand(*rows) if rows else 1.0
+        x = offset + spread * randn()
+        if rows:
+            const = rand(*rows) < 0.125
+            x = torch.where(const, offset, x)
+        return x
+    # generic: magnitudes 10^-3..10^2, random sign, 5% exact zeros
+    mag = torch.pow(10.0, -3.0 + 5.0 * rand())
+    x = torch.where(rand() < 0.5, -mag, mag)
+    return torch.where(rand() < 0.05, torch.zeros((), device=dev), x)
+
+
+def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, description: str | None,
+          profile: str, stress_class: str, env: dict[str, int], g: torch.Generator,
+          dev: torch.device) -> torch.Tensor:
+    """Values of one random tensor input under ``rule`` and ``profile`` (see module doc)."""
+    r = rule.rule
+
+    def randn():
+        return torch.randn(shape, generator=g, device=dev)
+
+    def uniform(lo, hi):
+        return torch.rand(shape, generator=g, device=dev) * (hi - lo) + lo
+
+    if r == "bool_01":
         return torch.randint(0, 2, shape, generator=g, device=dev).bool()
+    if r == "int_uniform":
+        lo, hi = (-128, 128) if dtype == torch.int8 else (-1024, 1024)
+        if dtype == torch.uint8:
+            lo, hi = 0, 256
+        return torch.randint(lo, hi, shape, generator=g, device=dev, dtype=dtype)
+    if r == "role_index":
+        hi = env[rule.arg] if rule.arg in env else int(rule.arg)
+        return torch.randint(0, max(hi, 1), shape, generator=g, device=dev, dtype=dtype)
+    if r == "fp4_randn_quantized":
+        # declared shapes of packed fp4 count bytes: draw two values per element
+        x = torch.randn(tuple(shape[:-1]) + (shape[-1] * 2,), generator=g, device=dev)
+        return _fp4_quantize(x)
+    if r == "role_mask" and not dtype.is_floating_point:
+        return torch.randint(0, 2, shape, generator=g, device=dev, dtype=dtype)
     if not dtype.is_floating_point:
-        if role and role.startswith("index:"):
-            axis = role.split(":", 1)[1]
-            hi = env[axis] if axis in env else int(axis)
-            return torch.randint(0, max(hi, 1), shape, generator=g, device=dev, dtype=dtype)
-        if role == "mask" or "mask" in lname:
-            return torch.randint(0, 2, shape, generator=g, device=dev, dtype=dtype)
-        return torch.randint(-1024, 1024, shape, generator=g, device=dev, dtype=dtype)
-    # floating point (incl. fp8)
-    if role == "positive" or (role is None and ("std" in lname or "var" in lname.split("_"))):
-        x = randn().abs() + 0.1
-    elif role == "unit_interval":
-        x = torch.rand(shape, generator=g, device=dev)
-    elif role == "ones":
-        x = torch.ones(shape, device=dev)
-    elif role == "mask" or (role is None and "mask" in lname):
+        raise ValueError(f"rule {r} needs a float input, got {dtype}")
+
+    strict = profile in ("strict", "stress")
+    if r == "fp8_randn_clamped":
+        x = randn().clamp(-2, 2)
+    elif r == "causal_mask_additive":
+        says_inf = "-inf" in (description or "").lower()
+        fill = -math.inf if strict and says_inf else torch.finfo(dtype).min
+        return _causal(shape, dtype, dev, fill)
+    elif r == "norm_weight_ones":
+        x = uniform(0.5, 1.5) if strict else torch.ones(shape, device=dev)
+    elif r == "norm_bias_zeros":
+        x = 0.5 * randn() if strict else torch.zeros(shape, device=dev)
+    elif r in ("binary_mask", "role_mask"):
         x = torch.randint(0, 2, shape, generator=g, device=dev).float()
-    elif role and role.startswith("uniform:"):
-        _, lo, hi = role.split(":")
-        x = torch.rand(shape, generator=g, device=dev) * (float(hi) - float(lo)) + float(lo)
-    elif role == "scaled" or (
-        role is None and lname.endswith("weight") and len(shape) >= 2 and "norm" not in lname
-    ):
+    elif r in ("rope_cos", "rope_sin"):
+        t = randn().clamp(-math.pi, math.pi)
+        x = torch.cos(t) if r == "rope_cos" else torch.sin(t)
+    elif r in ("positive", "role_positive"):
+        x = randn().abs() + 0.1
+    elif r == "ssm_a_cumsum":
+        x = uniform(-0.1, 0.0).cumsum(dim=-1)
+    elif r == "ssm_a_log":
+        x = uniform(-5.0, -1.0)
+    elif r == "ssm_a":
+        x = uniform(-1.0, -0.001)
+    elif r == "ssm_gate":
+        x = uniform(-5.0, 0.0)
+    elif r in ("softmax_rows", "sampling_probs"):
+        x = torch.softmax(randn(), dim=-1)
+    elif r in ("weight_fan_in", "role_scaled"):
         x = randn() / math.sqrt(max(shape[-1], 1))
-    elif role is None and len(shape) == 1 and "norm" in lname and (
-        "weight" in lname or "gamma" in lname
-    ):
-        x = 1.0 + 0.1 * randn()
-    else:
-        x = randn()
-    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        x = x.clamp(-2, 2)
+    elif r == "role_unit_interval":
+        x = uniform(0.0, 1.0)
+    elif r == "role_ones":
+        x = torch.ones(shape, device=dev)
+    elif r == "role_uniform":
+        lo, hi = (float(v) for v in rule.arg.split(":"))
+        x = uniform(lo, hi)
+    elif r == "randn":
+        if profile == "stress" and dtype in _STRESS_DTYPES:
+            x = _stress_values(stress_class, shape, g, dev)
+        else:
+            x = randn()
+    else:  # pragma: no cover - every rule of rules.RULES is handled above
+        raise AssertionError(f"unhandled rule {r}")
     return x.to(dtype)
 
 
 def _random_scalar(dtype: torch.dtype, g: torch.Generator):
-    v = torch.randn((), generator=g, device=g.device).item()
+    """Upstream: a 0-d draw of the dtype's default distribution, as a Python value."""
     if dtype == torch.bool:
-        return v > 0
+        return bool(torch.randint(0, 2, (), generator=g, device=g.device).item())
     if not dtype.is_floating_point:
-        return int(abs(v) * 8) + 1
-    return float(v)
+        return int(torch.randint(-1024, 1024, (), generator=g, device=g.device).item())
+    return float(torch.randn((), generator=g, device=g.device).item())
 
 
-def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "cpu") -> dict[str, Any]:
+def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | str]:
+    """The rule each input of ``workload`` gets, in definition order: an
+    :class:`~solbench.inputs.rules.InputRule` for random tensor inputs, else the source kind
+    (``"scalar"``, ``"random_scalar"``, ``"safetensors"``, ``"custom"``).
+
+    Raises:
+        ValueError: an axis of the workload cannot be resolved.
+        SpecError: an unknown role (names the problem and ``input_roles.<name>``).
+    """
+    defn = problem.definition
+    env = defn.resolve_axes(workload.axes)
+    roles = defn.input_roles or {}
+    out: dict[str, InputRule | str] = {}
+    for name, spec in defn.inputs.items():
+        src = workload.inputs[name]
+        if isinstance(src, CustomInput):
+            out[name] = "custom"
+        elif isinstance(src, ScalarInput):
+            out[name] = "scalar"
+        elif isinstance(src, SafetensorsInput):
+            out[name] = "safetensors"
+        elif spec.shape is None:
+            out[name] = "random_scalar"
+        else:
+            try:
+                out[name] = classify(name, defn.shape_of(spec, env), to_torch(spec.dtype),
+                                     spec.description, role=roles.get(name), op_type=defn.op_type)
+            except ValueError as e:
+                raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
+    return out
+
+
+def differing_profiles(problem: Problem, workload: Workload) -> tuple[str, ...]:
+    """The profiles other than ``upstream`` whose inputs differ from upstream's for this
+    workload (so a round under them tests something): ``"strict"`` when an input has a rule
+    of :data:`STRICT_RULES` or is a causal mask described with ``-inf``; ``"stress"`` when
+    that holds or an input is a plain float data input (rule ``randn``, fp16/bf16/fp32/fp64).
+    Custom and safetensors workloads give ``()``.
+    """
+    defn = problem.definition
+    strict = stress = False
+    for name, rule in input_rules(problem, workload).items():
+        if not isinstance(rule, InputRule):
+            continue
+        spec = defn.inputs[name]
+        if rule.rule in STRICT_RULES or (
+                rule.rule == "causal_mask_additive" and "-inf" in (spec.description or "").lower()):
+            strict = True
+        if rule.rule in STRESS_RULES and to_torch(spec.dtype) in _STRESS_DTYPES:
+            stress = True
+    return tuple(p for p, on in (("strict", strict), ("stress", stress or strict)) if on)
+
+
+def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "cpu", *,
+                profile: str = "upstream") -> dict[str, Any]:
     """Build the inputs of ``workload`` in definition input order.
 
     Args:
         problem: the loaded problem. workload: one of its workloads.
-        seed: RNG seed; the same seed gives the same values on the same device.
+        seed: RNG seed; the same seed and profile give the same values on the same device.
         device: "cpu" or "cuda[:i]".
+        profile: one of :data:`PROFILES` (module doc).
 
     Returns:
         name -> tensor (declared shape and dtype) or Python scalar (shape ``None``).
@@ -121,7 +276,11 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
     Raises:
         MissingBlobError: a safetensors blob is not on disk (names workload, input, path).
         SpecError: the custom entrypoint is missing, fails, or returns a wrong shape/dtype.
+        ValueError: an unknown profile.
+        SpecError: an unknown role, or a role that needs another dtype.
     """
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: expected one of {PROFILES}")
     defn = problem.definition
     env = defn.resolve_axes(workload.axes)
     out: dict[str, Any] = {}
@@ -159,7 +318,9 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
         return out
 
     g = _generator(seed, device)
-    roles = defn.input_roles or {}
+    dev = torch.device(device)
+    rules = input_rules(problem, workload)
+    stress_class = op_classes(defn).name if profile == "stress" else "generic"
     for name, spec in defn.inputs.items():
         src = workload.inputs[name]
         dtype = to_torch(spec.dtype)
@@ -184,7 +345,11 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
             if shape is None:
                 out[name] = _random_scalar(dtype, g)
             else:
-                out[name] = _random_tensor(name, shape, dtype, roles.get(name), env, g, device)
+                try:
+                    out[name] = _draw(rules[name], shape, dtype, spec.description, profile,
+                                      stress_class, env, g, dev)
+                except ValueError as e:
+                    raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
         else:  # pragma: no cover - CustomInput handled above
             raise SpecError(problem.path, f"inputs.{name}", "mixed custom inputs")
     return out

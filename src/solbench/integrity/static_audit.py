@@ -12,6 +12,14 @@ C/C++/CUDA sources (``.cu``, ``.cpp``, ``.h`` files and the ``cpp_sources`` / ``
 strings given to ``torch.utils.cpp_extension.load_inline``) are tokenised (comments and
 literals stripped) and their identifiers looked up; no C++ parse is attempted.
 
+Language plug-ins (:mod:`solbench.harness.languages`) add rules of their own
+(:class:`~solbench.harness.languages.AuditRules`): C++ identifiers (CUTLASS's ``half_t``,
+cuDNN's ``CUDNN_DATA_HALF``, cuBLAS's reduced compute types), the dtype names of a Python DSL
+(``cutlass.Float16``, ``cuda.tile.bfloat16``) and its cast methods (``astype``), and calls such
+as a CUDA stream made through cuda-python. :func:`audit_solution` applies the rules of the
+solution's ``spec.languages``; :func:`audit_sources` those of ``languages`` (all registered
+languages when none is given).
+
 Every finding has severity ``"advisory"``: it explains and is shown in traces; runtime
 evidence decides REWARD_HACK. Honest idioms are deliberately not flagged:
 ``torch.compile``, ``triton.autotune`` / ``triton.jit``, ``torch.cuda.CUDAGraph`` /
@@ -205,13 +213,43 @@ _CPP_SUFFIXES = {".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh"
 # public API
 
 
-def audit_sources(sources: dict[str, str], declared_dtypes: Iterable[str] = ()) -> list[Finding]:
+@dataclass
+class _LangRules:
+    """The language plug-ins' audit rules, merged (see AuditRules)."""
+
+    cpp: dict[str, set[str]] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+    casts: set[str] = field(default_factory=set)
+    calls: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _lang_rules(languages: Iterable[str] | None) -> _LangRules:
+    from ..harness import languages as registry
+
+    names = list(languages or [])
+    langs = registry.for_languages(names) if names else list(registry.LANGUAGES.values())
+    out = _LangRules()
+    for lang in langs:
+        a = lang.audit
+        for rule, ids in a.cpp_identifiers.items():
+            out.cpp.setdefault(rule, set()).update(ids)
+        out.dtypes.update(a.dtype_names)
+        out.casts |= set(a.cast_methods)
+        for rule, qs in a.python_calls.items():
+            out.calls.setdefault(rule, set()).update(qs)
+    return out
+
+
+def audit_sources(sources: dict[str, str], declared_dtypes: Iterable[str] = (),
+                  languages: Iterable[str] | None = None) -> list[Finding]:
     """Audit candidate sources and return advisory findings, in file then line order.
 
     Args:
         sources: path -> text of every source file of the candidate (``Solution.sources``).
             ``.py`` files are parsed with :mod:`ast`; C/C++/CUDA files (``.cu``, ``.cpp``,
             ``.h``, ...) are tokenised; other files are ignored.
+        languages: ``spec.languages`` names whose plug-in rules apply (None or empty: every
+            registered language's; an unknown name raises KeyError).
         declared_dtypes: the format dtype names (``"float32"``, ``"bfloat16"``, ...) of the
             problem's float inputs and outputs. Casts are flagged when they go below the
             least precise declared float format (fewest mantissa bits); precision flags
@@ -226,13 +264,14 @@ def audit_sources(sources: dict[str, str], declared_dtypes: Iterable[str] = ()) 
     ``audit.syntax`` finding.
     """
     floor = _precision_floor(declared_dtypes)
+    rules = _lang_rules(languages)
     out: list[Finding] = []
     for path, text in sources.items():
         suffix = PurePosixPath(path).suffix.lower()
         if suffix == ".py" or (suffix == "" and _looks_python(text)):
-            out.extend(_PyAudit(path, text, floor).run())
+            out.extend(_PyAudit(path, text, floor, rules).run())
         elif suffix in _CPP_SUFFIXES:
-            out.extend(_audit_cpp(path, text, floor, line_offset=0))
+            out.extend(_audit_cpp(path, text, floor, line_offset=0, extra=rules.cpp))
     seen: set[tuple] = set()
     uniq = []
     for f in out:
@@ -250,6 +289,7 @@ def audit_solution(solution, definition=None) -> list[Finding]:
     return audit_sources(
         {s.path: s.content for s in solution.sources},
         declared_float_dtypes(definition) if definition is not None else (),
+        languages=solution.spec.languages,
     )
 
 
@@ -287,10 +327,13 @@ def _finding(check: str, message: str, path: str, line: int, snippet: str) -> Fi
                    evidence={"file": path, "line": int(line), "snippet": snippet})
 
 
-def _dtype_of_name(qual: str | None) -> str | None:
-    """'torch.float16' / 'tl.bfloat16' / 'torch.half' -> canonical format name."""
+def _dtype_of_name(qual: str | None, extra: dict[str, str] | None = None) -> str | None:
+    """'torch.float16' / 'tl.bfloat16' / 'torch.half' -> canonical format name; ``extra``:
+    a language's own dtype names ('cutlass.Float16')."""
     if not qual or "." not in qual:
         return None
+    if extra and qual in extra:
+        return extra[qual]
     mod, _, leaf = qual.rpartition(".")
     if mod in _DTYPE_MODULES and leaf in _DTYPE_NAMES:
         return _DTYPE_NAMES[leaf]
@@ -308,7 +351,8 @@ class _Scope:
 
 
 class _PyAudit(ast.NodeVisitor):
-    def __init__(self, path: str, text: str, floor: int | None):
+    def __init__(self, path: str, text: str, floor: int | None, rules: _LangRules | None = None):
+        self.rules = rules or _LangRules()
         self.path = path
         self.text = text
         self.lines = text.splitlines()
@@ -615,6 +659,10 @@ class _PyAudit(ast.NodeVisitor):
             if attr in _FILE_METHODS:
                 self._add("audit.file_access", node, f".{attr}(): file access")
             return
+        # ---- the solution's languages' own calls
+        for rule, names in self.rules.calls.items():
+            if q in names:
+                self._add(rule, node, f"{q}: a language-specific construct ({rule.split('.')[-1]})")
         # ---- streams
         if q in _STREAM_CALLS:
             self.stream_sites.append((node, q))
@@ -668,7 +716,11 @@ class _PyAudit(ast.NodeVisitor):
                     self.strings.get(item.id) if isinstance(item, ast.Name) else None)
                 if const is not None and isinstance(const.value, str):
                     self.findings.extend(
-                        _audit_cpp(self.path, const.value, self.floor, line_offset=const.lineno - 1))
+                        _audit_cpp(self.path, const.value, self.floor, line_offset=const.lineno - 1,
+                                   extra=self.rules.cpp))
+
+    def _dtype(self, qual: str | None) -> str | None:
+        return _dtype_of_name(qual, self.rules.dtypes)
 
     def _fp32_floor(self) -> bool:
         return self.floor is not None and self.floor >= MANTISSA_BITS["float32"]
@@ -688,7 +740,7 @@ class _PyAudit(ast.NodeVisitor):
                           f"set_float32_matmul_precision({mode!r}): fp32 matmuls in TF32/bf16")
             return
         if q in ("torch.set_default_dtype",) and node.args:
-            fmt = _dtype_of_name(self.qual(node.args[0]))
+            fmt = self._dtype(self.qual(node.args[0]))
             if self._below(fmt):
                 self._add("audit.precision_cast", node, f"default dtype set to {fmt}")
             return
@@ -697,7 +749,7 @@ class _PyAudit(ast.NodeVisitor):
             fmt = None
             for kw in node.keywords:
                 if kw.arg == "dtype":
-                    fmt = _dtype_of_name(self.qual(kw.value))
+                    fmt = self._dtype(self.qual(kw.value))
                 if kw.arg == "enabled" and _is_false(kw.value):
                     return
             if fmt is None:
@@ -723,10 +775,11 @@ class _PyAudit(ast.NodeVisitor):
                 self._add("audit.precision_cast", node, f".{attr}() casts to {fmt}")
                 return
         # x.to(torch.float16) / x.to(dtype=...) / x.type(torch.half) / tensor.to(tl.bfloat16)
-        if attr in ("to", "type", "view") and isinstance(node.func, ast.Attribute):
+        if (attr in ("to", "type", "view") or attr in self.rules.casts) and isinstance(
+                node.func, ast.Attribute):
             cands = list(node.args) + [kw.value for kw in node.keywords if kw.arg in ("dtype", None)]
             for a in cands:
-                fmt = _dtype_of_name(self.qual(a))
+                fmt = self._dtype(self.qual(a))
                 if attr == "view":
                     continue  # bit reinterpretation, not a cast
                 if self._below(fmt):
@@ -735,7 +788,7 @@ class _PyAudit(ast.NodeVisitor):
         # dtype=torch.float16 anywhere else (torch.empty(..., dtype=...), tl.zeros(..., dtype=...))
         for kw in node.keywords:
             if kw.arg in ("dtype", "out_dtype", "acc_dtype"):
-                fmt = _dtype_of_name(self.qual(kw.value))
+                fmt = self._dtype(self.qual(kw.value))
                 if self._below(fmt):
                     self._add("audit.precision_cast", node, f"{kw.arg}={fmt} below the declared precision")
                     return
@@ -1068,21 +1121,35 @@ def _next_char(text: str, j: int) -> str:
     return text[j] if j < len(text) else ""
 
 
-def _audit_cpp(path: str, text: str, floor: int | None, line_offset: int) -> list[Finding]:
-    """Tokenised look-up of C/C++/CUDA identifiers (see ``_CPP_RULES``)."""
+def _cpp_format(ident: str) -> str:
+    """The float format a reduced-precision C++ identifier names (by its spelling)."""
+    up = ident.upper()
+    if "TF32" in up or "TFLOAT32" in up:
+        return "tf32"
+    if "BFLOAT16" in up or "16BF" in up or "BF16" in up:
+        return "bfloat16"
+    if "FP8" in up or "E4M3" in up or "E5M2" in up:
+        return "float8_e4m3fn"
+    return "float16"
+
+
+def _audit_cpp(path: str, text: str, floor: int | None, line_offset: int,
+               extra: dict[str, set[str]] | None = None) -> list[Finding]:
+    """Tokenised look-up of C/C++/CUDA identifiers (``_CPP_RULES`` plus a language's own)."""
+    rules = {k: set(v) for k, v in _CPP_RULES.items()}
+    for rule, names in (extra or {}).items():
+        rules.setdefault(rule, set()).update(names)
     lines = text.splitlines()
     out = []
     prev_ident = None
     for ident, line, i, j in _cpp_identifiers(text):
         before, after = _prev_char(text, i), _next_char(text, j)
         member = before in (".", ">") or (before == ":" and prev_ident not in ("std", None))
-        for rule, names in _CPP_RULES.items():
+        for rule, names in rules.items():
             if ident not in names:
                 continue
             if rule == "audit.precision_cast":
-                up = ident.upper()
-                fmt = ("tf32" if "TF32" in up else "bfloat16" if ("BFLOAT16" in up or "16BF" in up)
-                       else "float8_e4m3fn" if "FP8" in up else "float16")
+                fmt = _cpp_format(ident)
                 if floor is None or MANTISSA_BITS[fmt] >= floor:
                     continue
             elif rule == "audit.thread":

@@ -18,12 +18,15 @@ largest s_j (the kernel one would deploy).
 
 e.g. 0.582 * 0.417 * (1 - 1/1.552) = 8.63% for DLRM-Bench on DLRM.
 
-Per-problem speedup s_j: for each solution, the geometric mean over its workloads of the
-trace speedup (``performance.speedup_factor``, else reference_latency_ms / latency_ms), a
-workload that did not pass counting 1x and a speedup below 1 counting 1x; s_j is the best
-solution's. A problem is *won* when its best solution passed every workload it was evaluated
-on with a geometric-mean raw speedup above 1; ``median_speedup`` is the median of the won
-problems' speedups and ``win_rate`` = won / evaluated problems.
+Per-problem speedup s_j: only *correct* solutions count, those that PASSED every workload
+they were evaluated on (a faster kernel that is wrong on some input is not one to deploy).
+For each correct solution, the geometric mean over its workloads of the trace speedup
+(``performance.speedup_factor``, else reference_latency_ms / latency_ms), a speedup below 1
+counting 1x; s_j is the best correct solution's, and 1x (nothing saved, ``best_solution``
+None) when the problem has no correct solution. A problem is *won* when its best correct
+solution has a geometric-mean raw speedup above 1; ``median_speedup`` is the median of the
+won problems' speedups (None when nothing was won) and ``win_rate`` = won / evaluated
+problems.
 """
 
 from __future__ import annotations
@@ -193,16 +196,19 @@ def entry_for(problem: str, entries: Sequence[MapEntry]) -> MapEntry | None:
 
 @dataclass
 class ProblemResult:
-    """Best candidate of one problem over its traces (see module docstring for the rules)."""
+    """Best correct candidate of one problem over its traces (module docstring for the rules)."""
 
     problem: str
-    best_solution: str
-    speedup: float  # clamped at 1 (losers and failures count 1x)
-    raw_speedup: float  # geometric mean without clamping (failures 1x)
+    best_solution: str | None  # None: no solution passed every workload
+    speedup: float  # clamped at 1 (losers count 1x; no correct solution: 1)
+    raw_speedup: float  # geometric mean without clamping (no correct solution: 1)
     won: bool
     workloads: int
     passed: int
+    #: raw geometric-mean speedup of every solution (workloads that did not pass count 1x)
     solutions: dict[str, float] = field(default_factory=dict)
+    #: solutions that passed every workload
+    correct_solutions: list[str] = field(default_factory=list)
 
 
 def _trace_speedup(ev: dict[str, Any]) -> float | None:
@@ -215,33 +221,25 @@ def _trace_speedup(ev: dict[str, Any]) -> float | None:
     return float(s) if s is not None and s > 0 and math.isfinite(s) else None
 
 
-def load_results(path: str | Path) -> list[dict[str, Any]]:
-    """Read a trace JSONL (solbench.spec.trace.Trace per line). Raises SpecError naming the
-    file and line on an invalid line."""
-    from ..spec.trace import Trace
+def load_results(path: str | Path, include_unverified: bool = False) -> list[dict[str, Any]]:
+    """Read a results JSONL through the trace store (``solbench.store.read_store``: lines
+    solbench did not write are excluded and reported on stderr). Raises SpecError naming the
+    file and line on an invalid line of a legacy file, or when no trace is left."""
+    from ..store import read_store, warn_unverified
 
     p = Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except OSError as e:
-        raise SpecError(p, "", f"cannot read: {e.strerror}") from None
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(Trace.from_json_line(line).model_dump(mode="json"))
-        except ValueError as e:
-            first = str(e).splitlines()
-            msg = "; ".join(x.strip() for x in first[1:3]) if len(first) > 1 else str(e)
-            raise SpecError(p, f"line {i}", f"not a trace: {msg}") from None
-    if not out:
-        raise SpecError(p, "", "no traces in the file")
-    return out
+    if not p.exists():
+        raise SpecError(p, "", "cannot read: No such file or directory")
+    r = read_store(p, include_unverified=include_unverified)
+    if r.rejected or r.gaps:
+        warn_unverified(r)
+    if not r.traces:
+        raise SpecError(p, "", "no traces in the file" + (" solbench wrote" if r.rejected else ""))
+    return [t.model_dump(mode="json") for t in r.traces]
 
 
 def problem_results(traces: Iterable[dict[str, Any]]) -> dict[str, ProblemResult]:
-    """Group traces by definition and pick each problem's best solution."""
+    """Group traces by definition and pick each problem's best correct solution."""
     by: dict[str, dict[str, dict[str, float | None]]] = {}
     for t in traces:
         wl = t["workload"].get("uuid", "") if isinstance(t["workload"], dict) else str(t["workload"])
@@ -249,17 +247,23 @@ def problem_results(traces: Iterable[dict[str, Any]]) -> dict[str, ProblemResult
     out = {}
     for prob, sols in by.items():
         best = None
-        per_sol = {}
+        per_sol, correct = {}, []
+        most_wl = max(len(wl) for wl in sols.values())
         for sol, wl in sols.items():
             raw = [s if s is not None else 1.0 for s in wl.values()]
-            clamped = [max(1.0, x) for x in raw]
-            passed = sum(s is not None for s in wl.values())
-            r = ProblemResult(prob, sol, geomean(clamped), geomean(raw),
-                              won=passed == len(wl) and geomean(raw) > 1.0, workloads=len(wl), passed=passed)
-            per_sol[sol] = r.raw_speedup
+            per_sol[sol] = geomean(raw)
+            if not all(s is not None for s in wl.values()):
+                continue
+            correct.append(sol)
+            r = ProblemResult(prob, sol, geomean([max(1.0, x) for x in raw]), geomean(raw),
+                              won=geomean(raw) > 1.0, workloads=len(wl), passed=len(wl))
             if best is None or (r.speedup, r.raw_speedup) > (best.speedup, best.raw_speedup):
                 best = r
+        if best is None:
+            passed = max(sum(s is not None for s in wl.values()) for wl in sols.values())
+            best = ProblemResult(prob, None, 1.0, 1.0, won=False, workloads=most_wl, passed=passed)
         best.solutions = per_sol
+        best.correct_solutions = sorted(correct)
         out[prob] = best
     return out
 
@@ -312,6 +316,7 @@ def project(profile: dict[str, Any], traces: Sequence[dict[str, Any]], entries: 
         rows.append({"problem": prob, "map_entry": e.id, "best_solution": r.best_solution,
                      "speedup": r.speedup, "raw_speedup": r.raw_speedup, "won": r.won,
                      "workloads": r.workloads, "passed": r.passed,
+                     "correct_solutions": r.correct_solutions,
                      "kernel_groups": len(mine), "kernel_groups_claimed": len(claimed),
                      "share_wall": p, "time_saved": p * (1.0 - 1.0 / r.speedup),
                      "kernels": [table[gi]["kernel"][:120] for gi in mine[:5]]})
@@ -321,7 +326,7 @@ def project(profile: dict[str, Any], traces: Sequence[dict[str, Any]], entries: 
     saved = amdahl_time_saved(shares, speeds) if shares else 0.0
     won = [r for r in results.values() if r.won]
     win_rate = len(won) / len(results) if results else 0.0
-    med = statistics.median([r.raw_speedup for r in won]) if won else 0.0
+    med = statistics.median([r.raw_speedup for r in won]) if won else None
     f = float(profile["addressable_fraction"][fraction])
     return {
         "profile": {k: profile.get(k) for k in ("workload", "mode", "scale", "device", "device_name", "wall_ms")},
@@ -337,5 +342,5 @@ def project(profile: dict[str, Any], traces: Sequence[dict[str, Any]], entries: 
             "formula": "addressable_fraction x win_rate x (1 - 1/median_speedup)",
             "addressable_fraction": f, "fraction": fraction, "problems_evaluated": len(results),
             "problems_won": len(won), "win_rate": win_rate, "median_speedup": med,
-            "gain": study_projection(f, win_rate, med)},
+            "gain": study_projection(f, win_rate, med) if med is not None else 0.0},
     }

@@ -33,7 +33,9 @@ def class_bars(reports: Sequence[dict[str, Any]], path: str | Path, title: str |
     import matplotlib.pyplot as plt
 
     reports = list(reports)
-    fig, ax = plt.subplots(figsize=(10, 0.42 * len(reports) + 1.8))
+    # constrained layout places the figure legend outside, below the axis label (a legend
+    # anchored to the axes at a fixed offset overlapped the label on short figures)
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(reports) + 2.0), layout="constrained")
     ys = range(len(reports))
     left = [0.0] * len(reports)
     for cls in (*CLASSES, "idle"):
@@ -58,9 +60,7 @@ def class_bars(reports: Sequence[dict[str, Any]], path: str | Path, title: str |
     ax.set_xlabel("share of the wall-clock step (unprofiled median); right: addressable strict / loose")
     dev = reports[0].get("device_name", "") if reports else ""
     ax.set_title(title or f"Time by kernel class ({dev})", fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.2 / max(len(reports), 1)), ncol=5, fontsize=8,
-              frameon=False)
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncol=5, fontsize=8, frameon=False)
     path = Path(path)
     fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)

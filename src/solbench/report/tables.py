@@ -1,12 +1,20 @@
-"""Rich tables for traces (presentation only: figures come from the traces)."""
+"""Rich tables for traces (presentation only: figures come from the traces).
+
+Nothing a reader needs is cut: workload uuids and axes are shown whole (cells fold), the
+reason of a failure is the line of the log that says what went wrong (a compiler's
+``error:`` line for a failed C++ build), and a speedup inside the run's own timing noise is
+marked ``~`` (see :func:`speedup_interval` and :data:`NOISE_LEGEND`).
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
+from rich.markup import escape
 from rich.table import Table
 
-from ..spec.trace import Status, Trace
+from ..spec.trace import Status, TimingStats, Trace
 
 STATUS_STYLE = {
     Status.PASSED: "green", Status.INCORRECT_NUMERICAL: "red", Status.INCORRECT_SHAPE: "red",
@@ -14,47 +22,170 @@ STATUS_STYLE = {
     Status.TIMEOUT: "magenta", Status.REWARD_HACK: "bold red", Status.INVALID_REFERENCE: "yellow",
 }
 
+#: printed under every table that holds a noise-marked speedup
+NOISE_LEGEND = ("~ : speedup within this run's timing noise (the candidate's and the reference's "
+                "interquartile ranges of latency overlap); ! : timing_unstable (IQR/median above "
+                "the harness's limit)")
+
+#: the log prefix with which the harness records a safetensors blob missing on disk
+_MISSING_INPUT = "inputs unavailable:"
+
 
 def _fmt(v: float | None, spec: str = ".4g") -> str:
     return "-" if v is None else format(v, spec)
 
 
 def _axes(t: Trace) -> str:
-    ax = t.workload.axes
-    s = ",".join(f"{k}={v}" for k, v in ax.items())
-    return s if len(s) <= 40 else s[:37] + "..."
+    return ",".join(f"{k}={v}" for k, v in t.workload.axes.items())
+
+
+def _quartiles(ts: TimingStats | None) -> tuple[float, float] | None:
+    """(Q1, Q3) of a timing in ms: from its raw samples when it has them (linear
+    interpolation, as numpy's default), else median -/+ IQR/2."""
+    if ts is None:
+        return None
+    xs = sorted(x for x in ts.samples_ms if x is not None and math.isfinite(x))
+    if len(xs) >= 2:
+        def q(p: float) -> float:
+            pos = p * (len(xs) - 1)
+            lo = int(math.floor(pos))
+            hi = min(lo + 1, len(xs) - 1)
+            return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+        return q(0.25), q(0.75)
+    if ts.median_ms is None or ts.iqr_ms is None:
+        return None
+    return ts.median_ms - ts.iqr_ms / 2, ts.median_ms + ts.iqr_ms / 2
+
+
+def speedup_interval(trace: Trace) -> tuple[float, float] | None:
+    """The speedup's spread implied by the run's own noise: (ref Q1 / cand Q3, ref Q3 /
+    cand Q1). None without both timings. The interval holds 1.0 exactly when the two
+    latency interquartile ranges overlap: the run cannot tell the candidate from the
+    reference."""
+    ev = trace.evaluation
+    c, r = _quartiles(ev.timing), _quartiles(ev.reference_timing)
+    if c is None or r is None or c[0] <= 0 or c[1] <= 0:
+        return None
+    return r[0] / c[1], r[1] / c[0]
+
+
+def within_noise(trace: Trace) -> bool:
+    iv = speedup_interval(trace)
+    return iv is not None and iv[0] <= 1.0 <= iv[1]
+
+
+def timing_unstable(trace: Trace) -> bool:
+    return any(f.check == "timing_unstable" for f in trace.evaluation.findings)
+
+
+def speedup_text(trace: Trace) -> str:
+    """``1.93x``, ``1.03x ~`` (within noise), ``0.8x !`` (timing_unstable), or ``-``."""
+    perf = trace.evaluation.performance
+    if perf is None or perf.speedup_factor is None:
+        return "-"
+    marks = ("~" if within_noise(trace) else "") + ("!" if timing_unstable(trace) else "")
+    return f"{perf.speedup_factor:.3g}x" + (f" {marks}" if marks else "")
+
+
+def geomean_interval_text(traces: list[Trace], value: float | None) -> str:
+    """A geomean speedup over ``traces`` marked ``~`` when the geomeans of their noise
+    intervals (see :func:`speedup_interval`) still hold 1.0."""
+    if value is None:
+        return "-"
+    ivs = [speedup_interval(t) for t in traces if t.evaluation.performance is not None]
+    mark = ""
+    if ivs and all(iv is not None for iv in ivs):
+        lo = math.exp(sum(math.log(iv[0]) for iv in ivs) / len(ivs))  # type: ignore[index]
+        hi = math.exp(sum(math.log(iv[1]) for iv in ivs) / len(ivs))  # type: ignore[index]
+        mark = "~" if lo <= 1.0 <= hi else ""
+    if any(timing_unstable(t) for t in traces if t.evaluation.performance is not None):
+        mark += "!"
+    return f"{value:.3g}x" + (f" {mark}" if mark else "")
+
+
+def missing_input(trace: Trace) -> bool:
+    """The workload could not run because its safetensors data is not on disk (the harness
+    records it as INVALID_REFERENCE: nothing is known about the candidate or the reference)."""
+    return (trace.evaluation.status == Status.INVALID_REFERENCE
+            and trace.evaluation.log.lstrip().startswith(_MISSING_INPUT))
+
+
+def failure_reason(trace: Trace) -> str:
+    """The line that says why a trace did not pass: a hack finding, the failed check, the
+    compiler's first ``error`` line of a failed build, else the log's last meaningful line."""
+    ev = trace.evaluation
+    hacks = [f for f in ev.findings if f.severity == "hack"]
+    if hacks:
+        return f"{hacks[0].check}: {hacks[0].message}"
+    corr = ev.correctness
+    if corr is not None and corr.extra.get("failed_check"):
+        return str(corr.extra.get("failed_check"))
+    lines = [x.strip() for x in ev.log.splitlines() if x.strip()]
+    if not lines:
+        return ""
+    if missing_input(trace):
+        return "missing input data: " + lines[0][len(_MISSING_INPUT):].strip()
+    if ev.status == Status.COMPILE_ERROR:
+        errs = [x for x in lines if "error" in x.lower() and not x.lower().startswith(("ninja", "make"))]
+        # a compiler's "file:line: error: ..." is the reason; the build step's summary is not
+        compiler = [x for x in errs if ": error" in x or "error:" in x]
+        pick = (compiler or errs or lines)[0]
+        return pick if pick == lines[0] or len(lines) == 1 else f"{lines[0]} | {pick}"
+    if ev.status in (Status.RUNTIME_ERROR, Status.TIMEOUT):
+        # the worker's output comes first, the verdict's reason last (see the evaluator)
+        return lines[-1] if len(lines) > 1 else lines[0]
+    return lines[0]
+
+
+def _sol_cell(trace: Trace) -> str:
+    ev = trace.evaluation
+    sol = ev.sol if isinstance(ev.sol, dict) else None
+    if sol is not None:
+        if sol.get("error"):
+            return "SOL error"
+        return _fmt(sol.get("score"), ".3f")
+    if ev.status != Status.PASSED:
+        return "-"
+    dev = ev.device or ""
+    if dev == "cpu" or dev.startswith("cpu"):
+        return "no SOL on CPU"
+    return "no hardware spec"
 
 
 def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
-    """One row per trace: workload, status, latency (ms, median), reference latency, speedup,
-    max abs error, relative L2 error, SOL score, and the deciding check or finding."""
+    """One row per trace: workload (full uuid), axes, status, latency (ms, median), reference
+    latency, speedup (noise-marked), max abs error, relative L2 error, SOL score (or why
+    none), and the deciding check, failure reason or timing note."""
+    traces = list(traces)
     tb = Table(title=title, show_lines=False)
     for col, just in (("solution", "left"), ("workload", "left"), ("axes", "left"),
                       ("status", "left"), ("latency ms", "right"), ("ref ms", "right"),
                       ("speedup", "right"), ("max abs err", "right"), ("rel L2", "right"),
                       ("SOL score", "right"), ("why", "left")):
         tb.add_column(col, justify=just, overflow="fold")
+    marked = False
     for t in traces:
         ev = t.evaluation
         perf = ev.performance
         corr = ev.correctness
-        why = ""
-        hacks = [f for f in ev.findings if f.severity == "hack"]
-        if hacks:
-            why = f"{hacks[0].check}: {hacks[0].message}"
-        elif ev.status != Status.PASSED:
-            if corr is not None and corr.extra.get("failed_check"):
-                why = str(corr.extra.get("failed_check"))
-            else:
-                why = (ev.log.strip().splitlines() or [""])[0]
-        score = ev.sol.get("score") if isinstance(ev.sol, dict) else None
+        if ev.status != Status.PASSED:
+            why = failure_reason(t)
+        else:
+            # advisory findings by name (their messages are in the trace); once each
+            why = ", ".join(dict.fromkeys(f.check for f in ev.findings if f.severity == "advisory"))
+        sp = speedup_text(t)
+        marked = marked or sp.endswith(("~", "!"))
+        status = ("[yellow]missing input data[/]" if missing_input(t)
+                  else f"[{STATUS_STYLE.get(ev.status, '')}]{ev.status.value}[/]")
         tb.add_row(
-            t.solution, t.workload.uuid[:8], _axes(t),
-            f"[{STATUS_STYLE.get(ev.status, '')}]{ev.status.value}[/]",
+            escape(t.solution), t.workload.uuid, escape(_axes(t)), status,
             _fmt(perf.latency_ms if perf else None), _fmt(perf.reference_latency_ms if perf else None),
-            _fmt(perf.speedup_factor if perf else None, ".3g"),
+            sp,
             _fmt(corr.max_absolute_error if corr else None, ".2e"),
             _fmt(corr.extra.get("rel_l2") if corr else None, ".2e"),
-            _fmt(score, ".3f"), why[:120],
+            _sol_cell(t), escape(why),
         )
+    if marked:
+        tb.caption = NOISE_LEGEND
     return tb

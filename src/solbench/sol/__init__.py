@@ -3,6 +3,7 @@
 Public API:
     bound(problem, workload, hardware="H200", model="refined") -> SolBound
     sol_score(t_k_ms, t_b_ms, t_sol_ms) -> ScoreResult
+    classify_against_sol(measured_ms, t_sol_ms, t_certain_ms) -> None | "advisory" | "hack"
     load_hardware(name_or_path) -> HardwareSpec
     hardware_for_device_name(torch_device_name) -> spec id | None
     calibrated_spec(base, measured, host=, date=) -> HardwareSpec (usable by bound())
@@ -10,7 +11,8 @@ Public API:
 Imports solbench.spec (and optionally solbench.inputs) only, never solbench.harness.
 """
 
-from .bound import SolBound, bound, bound_from_counts, sol_block
+from .bound import SolBound, bound, bound_from_counts, certain_ms, mma_rate, sol_block
+from .classify import classify_against_sol, sol_finding
 from .counting import CountingError, Counts, count_workload
 from .hwspec import (
     HardwareError, HardwareSpec, calibrated_spec, hardware_for_device_name, list_hardware,
@@ -22,4 +24,5 @@ __all__ = [
     "SolBound", "bound", "bound_from_counts", "sol_block", "CountingError", "Counts", "count_workload",
     "HardwareError", "HardwareSpec", "calibrated_spec", "hardware_for_device_name",
     "list_hardware", "load_hardware", "spec_to_toml", "ScoreResult", "sol_score",
+    "certain_ms", "mma_rate", "classify_against_sol", "sol_finding",
 ]

@@ -64,6 +64,11 @@ class SolBound(BaseModel):
     synthesized_inputs: list[str] = Field(default_factory=list)
     substitutions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    mma_pricing: dict[str, dict] = Field(default_factory=dict, description=(
+        "refined: per operand precision class, {flops, unit (tensor|cuda), method, flop_per_s}"))
+    t_certain_ms: float = Field(0.0, description=(
+        "certain floor (ms): compulsory output bytes beyond L2 at peak DRAM bandwidth; no "
+        "correct kernel can be faster (see certain_ms)"))
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -81,6 +86,79 @@ def _tensor_rate(hw: HardwareSpec, cls: str, subs: list[str]) -> tuple[str, floa
     return None
 
 
+#: fp32-accurate products on tensor cores (docs/sol-model.md, refined convention 2):
+#: both operands fp32: 3xTF32 (a = a_hi + a_lo in TF32, 3 products, a_lo*b_lo dropped: ~22
+#: correct bits, CUTLASS's fp32-accurate mode) or BF16x6 (3-way BF16 splits, the 6 products of
+#: order >= 2^-16 kept; cuBLAS's BF16x9 keeps all 9), or the CUDA cores; an fp32 operand
+#: against a 16-bit-or-narrower one (exact in BF16 and in TF32): BF16x3 or 2xTF32 splits of
+#: the fp32 operand. The bound takes the fastest of these on the given GPU.
+_FP32_METHODS = {
+    "fp32": (("3xTF32", "tf32", 3.0), ("BF16x6", "bf16", 6.0)),
+    "fp32xbf16": (("2xTF32 split of the fp32 operand", "tf32", 2.0),
+                  ("BF16x3 split of the fp32 operand", "bf16", 3.0)),
+}
+
+
+def mma_rate(hw: HardwareSpec, prec: str, allow_tf32: bool, subs: list[str]) -> tuple[str, str, float]:
+    """Fastest unit that delivers ``prec``-class accuracy for a product on ``hw``.
+
+    Args:
+        prec: operand precision class (:func:`solbench.sol.counting.mma_precision`): exact,
+            fp4, fp8, bf16 (any 16-bit), fp32xbf16, fp32, fp64.
+        allow_tf32: the definition allows TF32 for fp32 products (then the TF32 rate).
+
+    Returns:
+        (unit "tensor" | "cuda", method, FLOP/s).
+
+    Raises:
+        ValueError: ``hw`` has no rate for the class at all.
+    """
+    if prec in ("exact", "fp4", "fp8", "bf16"):
+        want = {"exact": "fp4", "fp4": "fp4", "fp8": "fp8", "bf16": "bf16"}[prec]
+        if prec == "exact":  # exact small values: the fastest tensor format of the GPU
+            cands = [(c, hw.tensor_peak(c)) for c in ("fp4", "fp8", "int8", "fp16", "bf16") if hw.tensor_peak(c)]
+            if cands:
+                c, r = max(cands, key=lambda x: x[1])
+                return "tensor", f"{c} tensor cores (exact operands)", r
+        got = _tensor_rate(hw, want, subs)
+        if got is None:
+            raise ValueError(f"{hw.id}: no tensor-core rate for {want}")
+        return "tensor", f"{got[0]} tensor cores, fp32 accumulation", got[1]
+    if prec == "fp64":
+        if hw.tensor_peak("fp64"):
+            return "tensor", "fp64 tensor cores", hw.tensor_peak("fp64")
+        return "cuda", "fp64 CUDA cores", hw.cuda_peak("fp64") or hw.cuda_peak("fp32")
+    if prec not in _FP32_METHODS:
+        raise ValueError(f"unknown precision class {prec!r}")
+    if allow_tf32 and hw.tensor_peak("tf32"):
+        return "tensor", "tf32 tensor cores (allow_tf32)", hw.tensor_peak("tf32")
+    best = ("cuda", "fp32 CUDA cores", hw.cuda_peak("fp32") or 0.0)
+    for method, cls, n in _FP32_METHODS[prec]:
+        r = hw.tensor_peak(cls)
+        if r and r / n > best[2]:
+            best = ("tensor", f"{method} emulation on {cls} tensor cores", r / n)
+    if not best[2]:
+        raise ValueError(f"{hw.id}: no rate for fp32 products")
+    return best
+
+
+def certain_ms(counts: Counts, hw: HardwareSpec) -> float:
+    """The certain floor (ms): bytes every correct implementation must write to DRAM within the
+    timed call, at the GPU's peak DRAM bandwidth.
+
+    Every output element that must change (an output aliasing an input counts only its changed
+    region, :attr:`Counts.bytes_outputs_certain`) has to be in memory when the call returns; a
+    write-back L2 can hold at most ``l2_bytes`` of it dirty, so the rest crossed the DRAM
+    interface during the call. Inputs are not in it (a kernel may derive an input from others
+    the problem's generator ties it to), nor FLOPs (an algorithm may need fewer), nor any
+    per-launch cost. 0 when the spec gives no L2 size or the outputs fit in L2.
+    """
+    if not hw.l2_bytes:
+        return 0.0
+    spill = counts.bytes_outputs_certain - hw.l2_bytes
+    return max(0.0, spill) / hw.peak.dram_bytes_per_s * 1e3
+
+
 def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", *,
                       allow_tf32: bool = False, workload_uuid: str | None = None,
                       axes: dict | None = None) -> SolBound:
@@ -88,7 +166,13 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
     if model not in ("refined", "solar"):
         raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
     subs: list[str] = []
+    pricing: dict[str, dict] = {}
     notes = list(counts.notes)
+    if model == "solar" and hw.solar_spec:
+        # upstream prices this GPU with other constants (B200: the 1.5 GHz lock): the solar
+        # model exists to reproduce upstream's figures, so it uses them
+        notes.append(f"solar model on {hw.id} uses {hw.solar_spec} (upstream SOLAR's constants for it)")
+        hw = load_hardware(hw.solar_spec)
     flops: dict[str, float] = {}
     tensor_terms: dict[str, float] = {}
     terms: dict[str, float] = {}
@@ -96,29 +180,25 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
     if model == "solar" and counts.solar_graph is not None:
         solar_macs = float(counts.solar_graph.macs())
     if model == "refined":
-        # CUDA-core work: elementwise/reductions by output class, plus matmuls that no
-        # tensor core may run (fp32 without TF32; fp64 on a GPU without fp64 tensor cores)
-        cuda_work: dict[str, float] = {k: v for k, v in counts.cuda_flops.items() if v}
+        # tensor-core-eligible work by the precision its operands' values carry (provenance
+        # from the problem's inputs), each priced at the fastest unit delivering that accuracy
+        by_prec = {k: v for k, v in (counts.mma_by_precision or {}).items() if v}
+        if not by_prec and counts.mma_flops:  # counts made without provenance: dtype classes
+            by_prec = {("bf16" if k in ("fp16", "bf16") else k): v for k, v in counts.mma_flops.items() if v}
+        cuda_src = counts.cuda_by_precision if counts.cuda_by_precision else counts.cuda_flops
+        cuda_work: dict[str, float] = {k: v for k, v in cuda_src.items() if v}
         for cls, v in cuda_work.items():
             flops[f"cuda_{cls}"] = v
-        for cls, f in counts.mma_flops.items():
-            if not f:
-                continue
-            if cls == "fp32" and not (allow_tf32 and hw.tensor_peak("tf32")):
-                cuda_work["fp32"] = cuda_work.get("fp32", 0) + f
-                flops["cuda_fp32_matmul"] = f
-                continue
-            if cls == "fp64" and not hw.tensor_peak("fp64"):
-                cuda_work["fp64"] = cuda_work.get("fp64", 0) + f
-                flops["cuda_fp64_matmul"] = f
-                continue
-            key = "tf32" if cls == "fp32" else cls
-            got = _tensor_rate(hw, key, subs)
-            if got is None:
-                raise ValueError(f"{hw.id}: no tensor-core rate for {key}")
-            tensor_terms[key] = tensor_terms.get(key, 0) + f / got[1] * 1e3
-            flops[f"tensor_{key}"] = flops.get(f"tensor_{key}", 0) + f
         cuda_ms = sum(f / (hw.cuda_peak(cls) or hw.cuda_peak("fp32")) * 1e3 for cls, f in cuda_work.items())
+        for prec, f in sorted(by_prec.items()):
+            unit, method, rate = mma_rate(hw, prec, allow_tf32, subs)
+            pricing[prec] = {"flops": f, "unit": unit, "method": method, "flop_per_s": rate}
+            if unit == "cuda":
+                cuda_ms += f / rate * 1e3
+                flops[f"cuda_{prec}_matmul"] = flops.get(f"cuda_{prec}_matmul", 0) + f
+            else:
+                tensor_terms[prec] = tensor_terms.get(prec, 0) + f / rate * 1e3
+                flops[f"tensor_{prec}"] = flops.get(f"tensor_{prec}", 0) + f
         flops = {k: v for k, v in flops.items() if v}
         if counts.sfu_ops:
             flops["sfu"] = counts.sfu_ops
@@ -164,7 +244,8 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
         arithmetic_intensity=(total / bytes_model) if bytes_model else None,
         unknown_ops=dict(counts.unknown_ops), real_tensors=counts.real_tensors,
         counting_mode=counts.mode, synthesized_inputs=list(counts.synthesized),
-        substitutions=subs, notes=notes,
+        substitutions=subs, notes=notes, mma_pricing=pricing,
+        t_certain_ms=certain_ms(counts, hw),
     )
 
 

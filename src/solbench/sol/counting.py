@@ -60,6 +60,46 @@ for _n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
     if hasattr(torch, _n):
         DTYPE_CLASS[getattr(torch, _n)] = "fp8"
 
+#: precision rank of a tensor's values (refined model, docs/sol-model.md "Precision"): the
+#: narrowest format that carries the information a value derives from. 0 = exact small values
+#: (bool masks, integer indices, constants built from Python literals); uint8 ranks with fp4
+#: because a uint8 input may hold packed fp4 codes (a lower rank can only lower the bound)
+PREC_NAME = {0: "exact", 1: "fp4", 2: "fp8", 4: "bf16", 5: "fp32", 6: "fp64"}
+_DTYPE_RANK = {torch.float64: 6, torch.float32: 5, torch.float16: 4, torch.bfloat16: 4,
+               torch.float8_e4m3fn: 2, torch.float8_e5m2: 2, torch.float4_e2m1fn_x2: 1,
+               torch.int8: 2, torch.uint8: 1, torch.complex64: 5, torch.complex128: 6}
+for _n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
+    if hasattr(torch, _n):
+        _DTYPE_RANK[getattr(torch, _n)] = 2
+
+
+def dtype_rank(dt: torch.dtype) -> int:
+    """Precision rank of a dtype (bool and wide integers: 0, exact small values)."""
+    return _DTYPE_RANK.get(dt, 0)
+
+
+def mma_precision(ra: int, rb: int) -> str:
+    """Precision class of a product of operands of ranks ``ra``, ``rb``: the wider operand
+    decides (``fp32xbf16`` when a genuinely fp32 operand meets a 16-bit-or-narrower one)."""
+    hi, lo = max(ra, rb), min(ra, rb)
+    if hi == 5 and lo <= 4:
+        return "fp32xbf16"
+    if hi == 3:
+        hi = 4
+    return PREC_NAME[hi]
+
+
+#: ops that write a region of their destination without reading it (the destination is
+#: argument 0); a write into an input, or into a copy of one, is a changed region
+_PURE_WRITES = {"copy", "fill", "zero", "index_put", "_index_put_impl", "index_copy", "scatter",
+                "masked_fill", "masked_scatter", "slice_scatter", "select_scatter",
+                "index_fill", "diagonal_scatter", "as_strided_scatter"}
+#: ops whose result is a full copy of argument 0 (same dtype and shape)
+_COPIES = {"clone", "copy", "_to_copy", "contiguous", "alias_copy", "detach_copy", "lift_fresh_copy"}
+#: gathers: the index tensor's values do not carry precision into the result
+_GATHER_SRC = {"embedding": 0, "index_select": 0, "index": 0, "gather": 0, "_unsafe_index": 0,
+               "take": 0, "embedding_bag": 0, "_embedding_bag": 0, "_embedding_bag_forward_only": 0}
+
 _MMA_PACKETS = {
     "mm", "bmm", "addmm", "baddbmm", "_scaled_mm", "convolution", "_convolution",
     "convolution_overrideable", "cudnn_convolution", "_slow_conv2d_forward",
@@ -72,6 +112,33 @@ _MMA_PACKETS = {
     "_int_mm", "_scaled_grouped_mm", "_grouped_mm", "dot", "vdot", "mv", "addmv", "outer",
     "addr", "_scaled_dot_product_flash_attention_for_cpu_backward",
 }
+
+
+def flat_tensors(*trees) -> list:
+    """The tensors in ``trees`` (args tuples, kwargs dicts, outputs), in order: one or two
+    levels of tuple/list/dict, as aten schemas allow (Tensor[] arguments, tuple results);
+    anything deeper goes through pytree. Much cheaper than ``tree_flatten`` per op."""
+    out = []
+    Tensor = torch.Tensor
+    for tree in trees:
+        if isinstance(tree, Tensor):
+            out.append(tree)
+            continue
+        items = tree.values() if isinstance(tree, dict) else tree
+        if not isinstance(items, (tuple, list, type({}.values()))):
+            continue
+        for x in items:
+            if isinstance(x, Tensor):
+                out.append(x)
+            elif isinstance(x, (tuple, list)):
+                for y in x:
+                    if isinstance(y, Tensor):
+                        out.append(y)
+                    elif isinstance(y, (tuple, list, dict)):
+                        out.extend(t for t in tree_flatten(y)[0] if isinstance(t, Tensor))
+            elif isinstance(x, dict):
+                out.extend(t for t in tree_flatten(x)[0] if isinstance(t, Tensor))
+    return out
 
 
 def _elem_bytes(t: torch.Tensor) -> float:
@@ -103,6 +170,16 @@ class Counts:
 
     mma_flops: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     mma_flops_full: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: tensor-core-eligible FLOPs keyed by the precision the operands' values carry (their
+    #: provenance from the problem's inputs, :func:`mma_precision`), causal as required: the
+    #: refined model prices these (an upcast inside the reference does not raise the class)
+    mma_by_precision: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: CUDA-core FLOPs keyed by min(output dtype class, provenance class): fp64, fp32, fp16
+    cuda_by_precision: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: per output: (numel, element bytes, class, elements that must be written, aliased input
+    #: or None). An output that is an input updated in place (or a copy of one with a region
+    #: replaced) must only write the replaced region
+    output_writes: list[tuple[int, float, str, float, str | None]] = field(default_factory=list)
     cuda_flops: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sfu_ops: float = 0.0
     bytes_unfused: float = 0.0
@@ -130,9 +207,21 @@ class Counts:
 
     @property
     def bytes_fused(self) -> float:
-        """Lower bound: each distinct input read once (only its gathered rows when the reference
-        only gathers from it) + each output written once, each at its own width."""
+        """Compulsory bytes: each distinct input element the outputs depend on read once (only
+        its gathered rows or read views when the reference reads no more; 0 when never read) +
+        each output element that must be written, once (an output aliasing an input updated in
+        place writes only the changed region), each at its own width."""
+        if self.output_writes:
+            return sum(r for *_, r in self.inputs) + sum(w * b for _, b, _, w, _ in self.output_writes)
         return sum(r for *_, r in self.inputs) + sum(n * b for n, b, _ in self.outputs)
+
+    @property
+    def bytes_outputs_certain(self) -> float:
+        """Bytes every correct implementation must write: each output's changed elements at its
+        own width (the certain floor of :func:`solbench.sol.bound.certain_bound`)."""
+        if self.output_writes:
+            return sum(w * b for _, b, _, w, _ in self.output_writes)
+        return sum(n * b for n, b, _ in self.outputs)
 
     @property
     def bytes_io(self) -> float:
@@ -185,18 +274,147 @@ class _CountingMode(TorchDispatchMode):
         self.input_storages: dict = {}
         self.full_read: set[str] = set()
         self.gathered: dict[str, float] = defaultdict(float)
+        #: per input: distinct views read (offset, shape, stride) -> bytes of their elements
+        self.view_reads: dict[str, dict] = defaultdict(dict)
+        #: per input: elements (numel) and dtype, to recognise a full view or a full copy
+        self.input_meta: dict[str, tuple[int, torch.dtype]] = {}
+        #: storage key -> elements replaced so far (an input updated in place, or a copy of
+        #: an input with regions replaced: see :meth:`track_alias`)
+        self.changed: dict = defaultdict(float)
+        #: inputs that are stand-ins (real runs: one value broadcast, all strides 0): their
+        #: views are measured by numel, not by distinct storage elements
+        self.stand_in_inputs: set[str] = set()
+        #: precision rank of every tensor the run produced (:func:`dtype_rank` otherwise)
+        from torch.utils.weak import WeakIdKeyDictionary
 
-    def note_reads(self, name: str, tensors, out) -> None:
-        """Mark which declared inputs an op reads, in full or by gathering rows."""
+        self.prec = WeakIdKeyDictionary()
+        self._writes_arg0: dict = {}
+
+    # -- precision provenance -------------------------------------------------------------
+    def rank(self, t: torch.Tensor) -> int:
+        r = self.prec.get(t)
+        return dtype_rank(t.dtype) if r is None else r
+
+    def set_rank(self, t: torch.Tensor, r: int) -> None:
+        try:
+            self.prec[t] = min(r, dtype_rank(t.dtype)) if dtype_rank(t.dtype) else 0
+        except TypeError:  # noqa: PERF203 - a tensor type without weak references
+            pass
+
+    def propagate(self, name: str, args, flat_in: list, flat_out: list) -> None:
+        """Precision of each result = the widest precision its value derives from, capped at
+        the result's dtype (docs/sol-model.md, refined convention 2). A gather's index does not
+        carry precision; in mul/div a broadcast factor (a scale: fewer elements than the
+        result) does not either, when a full-size operand is present."""
+        if not flat_out:
+            return
+        if name in _GATHER_SRC and args and isinstance(args[0], torch.Tensor):
+            srcs = [args[0]]
+        elif name == "copy" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            srcs = [args[1]]
+        elif name in ("mul", "div") and len(flat_in) > 1:
+            n = max(o.numel() for o in flat_out)
+            full = [t for t in flat_in if t.numel() >= n]
+            srcs = full or flat_in
+        else:
+            srcs = flat_in
+        r = max((self.rank(t) for t in srcs), default=0)
+        for o in flat_out:
+            self.set_rank(o, r)
+
+    def writes_arg0(self, func) -> bool:
+        """Does ``func`` write into its first argument (an in-place or out= op)?"""
+        got = self._writes_arg0.get(func)
+        if got is None:
+            schema = getattr(func, "_schema", None)
+            a0 = schema.arguments[0] if schema is not None and schema.arguments else None
+            got = bool(a0 is not None and a0.alias_info is not None and a0.alias_info.is_write)
+            self._writes_arg0[func] = got
+        return got
+
+    # -- outputs that alias inputs ----------------------------------------------------------
+    def track_alias(self, func, name: str, args, kwargs, out) -> set[int]:
+        """Follow inputs updated in place and copies of inputs with regions replaced.
+
+        A write into an input (or a copy of one) adds the written region to ``changed``; a
+        full copy of an input (``clone``, a same-dtype ``.to``, ``copy_`` into a fresh tensor)
+        and a functional scatter into one (``index_put``, ``slice_scatter``, ``index_copy``,
+        ...) are registered as that input (an implementation may return the input itself,
+        updated in place). Returns the positions (in the flattened tensor arguments) that are
+        not reads: the destination of a pure write, the source of such a copy."""
+        skip: set[int] = set()
+        if not args or not isinstance(args[0], torch.Tensor) or not self.input_storages:
+            return skip
+        dst = args[0]
+        dkey = _skey(dst)
+        outs = flat_tensors(out)
+        if name == "copy" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            src = args[1]
+            skey_ = _skey(src)
+            xname = self.input_storages.get(skey_)
+            if dkey not in self.input_storages and xname is not None and self._is_full(src, xname) \
+                    and dst.dtype == src.dtype and dst.numel() == src.numel():
+                self.input_storages[dkey] = xname
+                self.changed[dkey] = self.changed.get(skey_, 0.0)
+                return {1}
+        if self.writes_arg0(func):
+            if dkey in self.input_storages:
+                self.changed[dkey] += _region(name, args, kwargs, dst)
+                if name in _PURE_WRITES and not _accumulates(name, args, kwargs):
+                    skip.add(0)
+            return skip
+        if not outs:
+            return skip
+        xname = self.input_storages.get(dkey)
+        if xname is None:
+            return skip
+        o = outs[0]
+        okey = _skey(o)
+        if okey == dkey:
+            return skip
+        if name in _PURE_WRITES and not _accumulates(name, args, kwargs) and self._is_full(dst, xname) \
+                and o.dtype == dst.dtype and o.numel() == dst.numel():
+            self.input_storages[okey] = xname
+            self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, dst)
+            skip.add(0)
+        elif name in _COPIES and self._is_full(dst, xname) and o.dtype == dst.dtype \
+                and o.numel() == dst.numel():
+            self.input_storages[okey] = xname
+            self.changed[okey] = self.changed.get(dkey, 0.0)
+            skip.add(0)
+        return skip
+
+    def elems(self, t: torch.Tensor, xname: str) -> int:
+        """Elements of input ``xname`` that the view ``t`` covers."""
+        return t.numel() if xname in self.stand_in_inputs else _unique_elems(t)
+
+    def _is_full(self, t: torch.Tensor, xname: str) -> bool:
+        n, dt = self.input_meta.get(xname, (None, None))
+        return n is not None and self.elems(t, xname) >= n and t.dtype == dt
+
+    def note_reads(self, name: str, tensors, out, skip: set[int] = frozenset()) -> None:
+        """Mark which declared inputs an op reads: in full, by gathering rows, or by a view
+        (its distinct elements). ``skip``: positions that are not reads (:meth:`track_alias`)."""
         if not self.input_storages:
             return
         src_pos = {"embedding": 0, "embedding_bag": 0, "_embedding_bag": 0,
                    "_embedding_bag_forward_only": 0, "index_select": 0, "index": 0,
                    "gather": 0, "_unsafe_index": 0}.get(name)
         for i, t in enumerate(tensors):
+            if i in skip:
+                continue
             key = _skey(t)
             inp = self.input_storages.get(key)
             if inp is None:
+                continue
+            if not (src_pos is not None and i == src_pos) and inp in self.input_meta \
+                    and self.elems(t, inp) < self.input_meta[inp][0]:
+                try:
+                    vk = (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+                except Exception:  # noqa: BLE001 - no strides (sparse, nested): a full read
+                    self.full_read.add(inp)
+                    continue
+                self.view_reads[inp][vk] = float(self.elems(t, inp)) * t.element_size()
                 continue
             if src_pos is not None and i == src_pos:
                 if name.startswith("embedding_bag") or name.startswith("_embedding_bag"):
@@ -222,6 +440,9 @@ class _CountingMode(TorchDispatchMode):
         pairs = _causal_pairs(L, S) if causal else full_pairs
         cls = DTYPE_CLASS.get(q.dtype, "fp32")
         per_pair = 2 * (E + Ev)
+        rqk = max(self.rank(q), self.rank(k))
+        self.c.mma_by_precision[mma_precision(rqk, max(rqk, self.rank(v)))] += batch_heads * pairs * per_pair
+        self.c.cuda_by_precision[_prec_cuda_class("fp32", rqk)] += 5 * batch_heads * pairs
         self.c.mma_flops[cls] += batch_heads * pairs * per_pair
         self.c.mma_flops_full[cls] += batch_heads * full_pairs * per_pair
         # softmax on the kept scores: max, sub, sum, div, scale (5 FLOP) + 1 exp each
@@ -251,9 +472,15 @@ class _CountingMode(TorchDispatchMode):
                 out = func(*args, **kwargs)
         else:
             out = func(*args, **kwargs)
+        try:
+            flat_in = flat_tensors(args, kwargs)
+            flat_out = flat_tensors(out)
+            self.propagate(name, args, flat_in, flat_out)
+        except Exception as e:  # noqa: BLE001 - provenance is best effort; the dtype rank stands
+            self.c.notes.append(f"{name}: precision provenance failed ({type(e).__name__}: {e})")
         if self.depth == 0:
             try:
-                self._record(func, name, args, kwargs, out)
+                self._record(func, name, args, kwargs, out, flat_in, flat_out)
             except Exception as e:  # noqa: BLE001 - never lose the run over one formula
                 self.c.notes.append(f"{name}: counting failed ({type(e).__name__}: {e})")
                 self.c.unknown_ops[name] += 1
@@ -273,14 +500,13 @@ class _CountingMode(TorchDispatchMode):
             return torch.zeros(x.shape, dtype=x.dtype)
         return tree_map(mat, meta_out)
 
-    def _record(self, func, name, args, kwargs, out) -> None:
+    def _record(self, func, name, args, kwargs, out, flat_in, flat_out) -> None:
         c = self.c
         c.op_counts[name] += 1
         if name in optab.VIEW_OPS:
             return
-        flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
-        flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
-        self.note_reads(name, flat_in, out)
+        skip = self.track_alias(func, name, args, kwargs, out)
+        self.note_reads(name, flat_in, out, skip)
         for t in flat_out:
             cls_ = DTYPE_CLASS.get(t.dtype)
             if cls_:
@@ -314,6 +540,8 @@ class _CountingMode(TorchDispatchMode):
             cls = _cuda_class(out_dtype, ref.dtype)
             if cuda:
                 c.cuda_flops[cls] += cuda * n
+                r = max((self.rank(t) for t in flat_in), default=5) if flat_in else 5
+                c.cuda_by_precision[_prec_cuda_class(cls, r)] += cuda * n
             if sfu:
                 c.sfu_ops += sfu * n
             return
@@ -352,9 +580,23 @@ class _CountingMode(TorchDispatchMode):
             flops = fn(*args, **kwargs, out_val=out)
         c.mma_flops[cls] += flops
         c.mma_flops_full[cls] += flops
+        ops_ = flat_in[1:3] if name in ("addmm", "baddbmm", "addmv", "addr") and len(flat_in) >= 3 \
+            else flat_in[:2]
+        if name == "_scaled_mm":
+            ops_ = [args[0], args[1]]
+        elif "attention" in name and len(flat_in) >= 3:
+            rqk = max(self.rank(flat_in[0]), self.rank(flat_in[1]))
+            c.mma_by_precision[mma_precision(rqk, max(rqk, self.rank(flat_in[2])))] += flops
+            ops_ = None
+        if ops_ is not None:
+            ranks = [self.rank(t) for t in ops_] or [5]
+            if len(ranks) == 1:
+                ranks.append(ranks[0])
+            c.mma_by_precision[mma_precision(ranks[0], ranks[1])] += flops
         if name in ("addmm", "baddbmm", "addmv", "addr"):
             o = tree_flatten(out)[0][0]
             c.cuda_flops[_cuda_class(o.dtype, o.dtype)] += o.numel()  # the bias add
+            c.cuda_by_precision[_prec_cuda_class(_cuda_class(o.dtype, o.dtype), self.rank(o))] += o.numel()
 
 
 #: real-tensor runs: a floating-point result at least this large is replaced by a stand-in
@@ -381,10 +623,16 @@ def _stand_in(func, args, kwargs):
     if schema is None:
         return None
     written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    masked = _constant_mask_write(func, args, kwargs, bool(written))
+    if masked is not None:
+        return masked
     if written:
         i = written[0]
         arg = args[i] if i < len(args) else kwargs.get(schema.arguments[i].name)
         return arg if _is_stand_in(arg) else None
+    const = _constant_pointwise(func, args, kwargs)
+    if const is not None:
+        return const
     flat = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
     if flat and sum(x.numel() * x.element_size() for x in flat if not _is_stand_in(x)) < (1 << 20) \
             and not any(_is_stand_in(x) for x in flat):
@@ -405,6 +653,119 @@ def _stand_in(func, args, kwargs):
         return tree_map(lambda x: stand_in(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x, meta_out)
     except Exception:  # noqa: BLE001 - a dtype without a cast (packed fp4): run it
         return None
+
+
+def _prec_cuda_class(cls: str, rank: int) -> str:
+    """CUDA-core class of elementwise work whose operands carry ``rank`` precision: 16-bit or
+    narrower values may be computed in packed 16-bit arithmetic (HFMA2) even when the
+    reference upcasts; never wider than the result's own class ``cls``."""
+    order = {"fp16": 0, "fp32": 1, "fp64": 2}
+    by_rank = "fp16" if rank <= 4 else ("fp32" if rank == 5 else "fp64")
+    return min(cls, by_rank, key=order.get)
+
+
+def _unique_elems(t: torch.Tensor) -> int:
+    """Distinct storage elements a tensor (view) covers: broadcast (stride-0) dims count once."""
+    try:
+        st = t.stride()
+    except Exception:  # noqa: BLE001
+        return t.numel()
+    return math.prod(sz for sz, s in zip(t.shape, st) if s != 0) if t.dim() else 1
+
+
+def _accumulates(name: str, args, kwargs) -> bool:
+    """An index_put/scatter that accumulates reads the destination too."""
+    if name in ("index_put", "_index_put_impl"):
+        acc = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        return bool(acc)
+    if name == "scatter":
+        return kwargs.get("reduce") is not None or len(args) > 4
+    return False
+
+
+def _region(name: str, args, kwargs, dst: torch.Tensor) -> float:
+    """Elements of ``dst`` a write op replaces (its whole view for copy/fill/arithmetic)."""
+    try:
+        if name in ("index_put", "_index_put_impl"):
+            idx = list(args[1]) if len(args) > 1 else list(kwargs.get("indices", []))
+            given = [i for i in idx if i is not None]
+            if not given or any(i.dtype == torch.bool for i in given):
+                return float(_unique_elems(dst))
+            lead = math.prod(torch.broadcast_shapes(*[i.shape for i in given]))
+            rest = math.prod(sz for d, sz in enumerate(dst.shape) if d >= len(idx) or idx[d] is None)
+            return float(min(dst.numel(), lead * rest))
+        if name == "index_copy":
+            return float(args[3].numel())
+        if name == "index_fill":
+            d = args[1] % max(dst.dim(), 1)
+            return float(args[2].numel() * dst.numel() // max(dst.shape[d], 1)) if dst.dim() else 1.0
+        if name == "scatter":
+            return float(args[2].numel())
+        if name in ("slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter"):
+            return float(args[1].numel())
+    except Exception:  # noqa: BLE001 - odd signature: the whole destination
+        pass
+    return float(_unique_elems(dst))
+
+
+def _constant_pointwise(func, args, kwargs):
+    """A pointwise op whose tensor inputs are all stand-ins (constant tensors) or single
+    elements has a constant result: computed exactly on one element and broadcast (a
+    stand-in of any dtype, bool included). None when that does not apply."""
+    if torch.Tag.pointwise not in getattr(func, "tags", ()):
+        return None
+    flat = flat_tensors(args, kwargs)
+    if not flat or not any(_is_stand_in(x) for x in flat) or \
+            not all(_is_stand_in(x) or x.numel() == 1 for x in flat):
+        return None
+    try:
+        shape = torch.broadcast_shapes(*[x.shape for x in flat])
+
+        def one(x):
+            return x.reshape(-1)[:1].reshape(()) if isinstance(x, torch.Tensor) and x.dim() else x
+        small = func(*[one(a) if isinstance(a, torch.Tensor) else a for a in args],
+                     **{k: one(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+        if not isinstance(small, torch.Tensor) or small.numel() != 1:
+            return None
+        return small.reshape(()).expand(shape) if len(shape) else small
+    except Exception:  # noqa: BLE001 - run it for real
+        return None
+
+
+def _constant_mask_write(func, args, kwargs, inplace: bool):
+    """``t[mask] = v`` / ``masked_fill`` with a stand-in (constant) mask of ``t``'s shape: all
+    or nothing, so a fill or a no-op (exact). None when that does not apply."""
+    name = _packet(func)
+    try:
+        if name in ("index_put", "_index_put_impl"):
+            dst, idx, val = args[0], list(args[1]), args[2]
+            if len(idx) != 1 or idx[0] is None or idx[0].dtype != torch.bool or not _is_stand_in(idx[0]) \
+                    or tuple(idx[0].shape) != tuple(dst.shape) or val.numel() != 1 or _accumulates(name, args, kwargs):
+                return None
+            mask, value = idx[0], val.reshape(())
+        elif name == "masked_fill":
+            dst, mask, value = args[0], args[1], args[2]
+            if not isinstance(mask, torch.Tensor) or not _is_stand_in(mask) or mask.dtype != torch.bool \
+                    or tuple(mask.shape) != tuple(dst.shape):
+                return None
+        else:
+            return None
+        on = bool(mask.reshape(-1)[0])
+        if inplace and _is_stand_in(dst):
+            return dst  # writes into a stand-in are skipped (see _stand_in)
+        out = dst if inplace else (dst if _is_stand_in(dst) and not on else dst.clone())
+        if on:
+            if _is_stand_in(out):
+                return stand_in_value(out.shape, out.dtype, value)
+            out.fill_(value)
+        return out
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def stand_in_value(shape, dtype, value) -> torch.Tensor:
+    """A stand-in holding ``value`` (a number or a one-element tensor)."""
+    return torch.as_tensor(value).to(dtype).reshape(()).expand(shape)
 
 
 def _cuda_class(out_dtype: torch.dtype, in_dtype: torch.dtype) -> str:
@@ -538,15 +899,24 @@ def _custom_inputs(problem, workload, env, device: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------
 
-def _run_once(problem, workload, *, real: bool) -> Counts:
+def _run_once(problem, workload, *, real: bool, meta: bool = False) -> Counts:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    counts = Counts(mode="real" if real else "fake", real_tensors=real)
+    counts = Counts(mode="real" if real else ("meta" if meta else "fake"), real_tensors=real)
     if real:
         torch.manual_seed(0)  # synthesised values (and so data-dependent paths) are reproducible
     counts.source_quant = source_quant_formats(problem.definition.reference)
     env = problem.definition.resolve_axes(workload.axes)
-    fake_mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    gen_device = "cpu"
+    if real:
+        fake_mode = None
+    elif meta:
+        # meta tensors: shapes and dtypes only, dispatched to the C++ meta kernels (several
+        # times cheaper per op than FakeTensorMode); tensors the reference makes land on meta
+        fake_mode = torch.device("meta")
+        gen_device = "meta"
+    else:
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     mode = _CountingMode(counts, short_circuit=real)
     ctx_stack = []
     try:
@@ -562,7 +932,7 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                     with _CountingMode(gen_counts, short_circuit=True):
                         vals = _custom_inputs(problem, workload, env, "cpu")
                 else:
-                    vals = _custom_inputs(problem, workload, env, "cpu")
+                    vals = _custom_inputs(problem, workload, env, gen_device)
             else:
                 vals = _declared_inputs(problem, workload, env, real=real, counts=counts)
             params: list[tuple[str, torch.Tensor]] = []
@@ -585,6 +955,10 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                         continue
                     seen.add(key)
                     mode.input_storages[key] = name
+                    mode.input_meta[name] = (v.numel(), v.dtype)
+                    if _is_stand_in(v):
+                        mode.stand_in_inputs.add(name)
+                    mode.set_rank(v, dtype_rank(v.dtype))
                     declared.append((name, v))
             graph_mode = SolarGraphMode()
             for _, v in declared:
@@ -596,8 +970,8 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                 full = float(v.numel()) * _elem_bytes(v)
                 if name in mode.full_read:
                     read = full
-                elif name in mode.gathered:
-                    read = min(full, mode.gathered[name])
+                elif name in mode.gathered or name in mode.view_reads:
+                    read = min(full, mode.gathered.get(name, 0.0) + sum(mode.view_reads[name].values()))
                 else:
                     read = 0.0
                     counts.notes.append(f"input {name} is never read by the reference")
@@ -610,6 +984,18 @@ def _run_once(problem, workload, *, real: bool) -> Counts:
                 continue
             seen_out.add(key)
             counts.outputs.append((o.numel(), _elem_bytes(o), DTYPE_CLASS.get(o.dtype, "int")))
+            alias = mode.input_storages.get(_skey(o))
+            meta = mode.input_meta.get(alias) if alias else None
+            if meta is not None and meta[1] == o.dtype:
+                # the output is (a view of) an input, or of a full copy of one: an implementation
+                # may return the input itself, so only what changed must be written
+                written = min(float(o.numel()), mode.changed.get(_skey(o), 0.0))
+                counts.notes.append(f"an output aliases input {alias}: {written:.0f} of {o.numel()} "
+                                    "elements must be written")
+            else:
+                written, alias = float(o.numel()), None
+            counts.output_writes.append((o.numel(), _elem_bytes(o), DTYPE_CLASS.get(o.dtype, "int"),
+                                         written, alias))
     finally:
         for m in reversed(ctx_stack):
             m.__exit__(None, None, None)
@@ -640,7 +1026,7 @@ def _storage_key(t: torch.Tensor):
 
 
 def count_workload(problem, workload, *, allow_real: bool = True,
-                   max_real_bytes: float = 6e9) -> Counts:
+                   max_real_bytes: float = 6e9, meta: bool = True) -> Counts:
     """Count the work of ``problem``'s reference on ``workload`` (see module docstring).
 
     Args:
@@ -649,10 +1035,16 @@ def count_workload(problem, workload, *, allow_real: bool = True,
         allow_real: fall back to real CPU tensors when the fake run needs values.
         max_real_bytes: refuse the real fallback when the declared inputs exceed this many
             bytes (the CPU would run out of memory or time).
+        meta: try the meta device first (mode ``meta``), then FakeTensors (``fake``).
 
     Raises:
         CountingError: neither run succeeded (the message gives both reasons).
     """
+    if meta:
+        try:
+            return _run_once(problem, workload, real=False, meta=True)
+        except Exception:  # noqa: BLE001 - a reference the meta device cannot run: FakeTensors
+            pass
     try:
         return _run_once(problem, workload, real=False)
     except Exception as e:  # noqa: BLE001 - any failure of the fake run falls back

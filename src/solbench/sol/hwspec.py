@@ -65,6 +65,9 @@ class HardwareSpec(BaseModel):
     clock_mhz: float | None = None
     memory_clock_mhz: float | None = None
     solar_fixed_overhead_ms: float = 0.0
+    #: the spec whose constants upstream SOLAR prices this GPU with (B200 -> B200_SOLAR, the
+    #: 1.5 GHz lock of the official numbers): ``model="solar"`` on this spec uses it
+    solar_spec: str | None = None
     #: for measured specs: the datasheet spec id the unmeasured figures were taken from
     base: str | None = None
     #: for measured specs: peak keys taken from ``base`` rather than measured

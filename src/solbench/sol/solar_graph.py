@@ -176,12 +176,14 @@ class SolarGraphMode(TorchFunctionMode):
         return out
 
     def _record(self, func, args, kwargs, out) -> None:
-        flat_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        from .counting import flat_tensors
+
+        flat_in = flat_tensors(args, kwargs)
         traced = [(t, self._lookup(t)) for t in flat_in]
         traced = [(t, h) for t, h in traced if h is not None]
         if not traced:
             return
-        flat_out = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+        flat_out = flat_tensors(out)
         if not flat_out:
             return
         name = getattr(func, "__name__", str(func))

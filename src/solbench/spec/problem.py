@@ -8,6 +8,7 @@ KernelBench files are adapted into the same shape (see :mod:`solbench.spec.kerne
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -156,20 +157,58 @@ class Problem:
         return out
 
 
-def check_workload(defn: Definition, w: Workload, path: Path | str, lineno: int) -> None:
-    """Check one workload against its definition. Raises SpecError/ConstraintError."""
+#: upstream SOL-ExecBench quirks the loader accepts with a warning (``strict`` rejects them):
+#: ``axis_input``: a workload axis that the definition declares as an input (L2/032), passed
+#: to the custom-inputs entrypoint with the axes and, when the workload gives the input no
+#: source, used as its scalar value; ``extra_input``: a workload input the definition lacks
+#: (L2/068), which upstream ignores and so is dropped
+QUIRKS = ("axis_input", "extra_input")
+
+_log = logging.getLogger("solbench.spec")
+
+
+def check_workload(defn: Definition, w: Workload, path: Path | str, lineno: int, *,
+                   strict: bool = False) -> tuple[Workload, list[str]]:
+    """Check one workload against its definition.
+
+    Returns the workload (without inputs the definition lacks) and one warning line per
+    accepted upstream quirk (:data:`QUIRKS`), each naming the file and field.
+
+    Raises:
+        SpecError / ConstraintError: the workload is invalid, or ``strict`` and it relies on a
+        quirk.
+    """
     where = f"line {lineno}"
+    quirks: list[str] = []
+    axis_inputs = [k for k in w.axes if k not in defn.axes and k in defn.inputs]
+    for k in axis_inputs:
+        msg = (f"axis {k!r} is an input of the definition, not an axis (accepted as upstream "
+               f"does: passed to the inputs with the axes; workload {w.uuid})")
+        if strict:
+            raise SpecError(path, f"{where}.axes.{k}", msg.split(" (accepted")[0] + f" (workload {w.uuid})")
+        quirks.append(f"{path}: {where}.axes.{k}: {msg}")
     try:
         defn.resolve_axes(w.axes)
     except ValueError as e:
         cls = ConstraintError if "constraints" in str(e) else SpecError
         raise cls(path, where, f"{e} (workload {w.uuid})") from None
     missing = [k for k in defn.inputs if k not in w.inputs]
+    given_as_axis = [k for k in missing if k in axis_inputs]
+    if given_as_axis:
+        # a custom workload's entrypoint makes it (it receives the axes); otherwise the value
+        w = w.model_copy(update={"inputs": {**w.inputs, **{
+            k: CustomInput(type="custom") if w.is_custom else ScalarInput(type="scalar", value=w.axes[k])
+            for k in given_as_axis}}})
+        missing = [k for k in missing if k not in given_as_axis]
     extra = [k for k in w.inputs if k not in defn.inputs]
     if missing:
         raise SpecError(path, f"{where}.inputs", f"no source for inputs {missing} (workload {w.uuid})")
     if extra:
-        raise SpecError(path, f"{where}.inputs", f"unknown inputs {extra} (workload {w.uuid})")
+        if strict:
+            raise SpecError(path, f"{where}.inputs", f"unknown inputs {extra} (workload {w.uuid})")
+        quirks.append(f"{path}: {where}.inputs: unknown inputs {extra} ignored, as upstream does "
+                      f"(workload {w.uuid})")
+        w = w.model_copy(update={"inputs": {k: v for k, v in w.inputs.items() if k in defn.inputs}})
     if w.is_custom and not defn.custom_inputs_entrypoint:
         raise SpecError(
             path, f"{where}.inputs",
@@ -178,6 +217,7 @@ def check_workload(defn: Definition, w: Workload, path: Path | str, lineno: int)
     for k, src in w.inputs.items():
         if isinstance(src, ScalarInput) and defn.inputs[k].shape not in (None, []):
             raise SpecError(path, f"{where}.inputs.{k}", "a scalar source for a tensor input")
+    return w, quirks
 
 
 def check_reference(defn: Definition, path: Path | str) -> None:
@@ -210,8 +250,12 @@ def load_definition(path: str | Path) -> Definition:
     return defn
 
 
-def load_workloads(path: str | Path, defn: Definition) -> list[Workload]:
+def load_workloads(path: str | Path, defn: Definition, *, strict: bool = False,
+                   quirks: list[str] | None = None) -> list[Workload]:
     """Every workload of ``path`` (workload.jsonl), checked against ``defn``.
+
+    Upstream quirks (:data:`QUIRKS`) are accepted, each logged as one warning line naming the
+    file and field (and appended to ``quirks`` when given); ``strict`` rejects them.
 
     Raises SpecError naming the first bad line and field; when other lines are bad too, the
     message lists them (so a user fixes them in one pass, not one run per line)."""
@@ -236,7 +280,11 @@ def load_workloads(path: str | Path, defn: Definition) -> list[Workload]:
             if w.uuid in seen:
                 raise SpecError(path, f"line {i}.uuid", f"duplicate uuid {w.uuid}")
             seen.add(w.uuid)
-            check_workload(defn, w, path, i)
+            w, found = check_workload(defn, w, path, i, strict=strict)
+            for q in found:
+                _log.warning("warning: %s", q)
+            if quirks is not None:
+                quirks.extend(found)
             out.append(w)
         except SpecError as e:
             errors.append(e)
@@ -253,8 +301,11 @@ def load_workloads(path: str | Path, defn: Definition) -> list[Workload]:
     return out
 
 
-def load_problem(path: str | Path) -> Problem:
+def load_problem(path: str | Path, *, strict: bool = False) -> Problem:
     """Load a problem directory (definition.json + workload.jsonl) or a KernelBench .py.
+
+    Upstream SOL-ExecBench quirks (:data:`QUIRKS`) are accepted with a one-line warning each
+    (kept in ``Problem.notes``); ``strict=True`` rejects them.
 
     Raises:
         SpecError: naming the file and field at fault (never a bare traceback).
@@ -272,8 +323,9 @@ def load_problem(path: str | Path) -> Problem:
         raise SpecError(path, "", "not a problem directory or KernelBench .py file")
     defn = load_definition(path / "definition.json")
     check_reference(defn, path / "definition.json")
-    workloads = load_workloads(path / "workload.jsonl", defn)
-    return Problem(definition=defn, workloads=workloads, path=path)
+    quirks: list[str] = []
+    workloads = load_workloads(path / "workload.jsonl", defn, strict=strict, quirks=quirks)
+    return Problem(definition=defn, workloads=workloads, path=path, notes=quirks)
 
 
 def load_solution(path: str | Path, problem: Problem | None = None) -> Solution:

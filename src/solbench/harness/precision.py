@@ -1,0 +1,163 @@
+"""Precision-downgrade finding from evidence (pure: figures in, a finding or None out).
+
+A candidate downgrades precision when it computes the declared work in a lower precision than
+the problem allows (TF32 or bf16 tensor cores for an fp32 matmul, fp16 accumulation, ...).
+Changing a backend flag is not, by itself, evidence: the flag may touch no op the candidate
+runs (an FFT kernel that set ``allow_tf32``), and a change toward higher precision (allow_tf32
+off, matmul precision "highest") can never downgrade anything. The finding therefore rests on:
+
+1. **Output error** (``output_error``): the candidate's error against an fp64 truth (relative
+   L2) is well beyond the declared-precision reference's own error against the same truth:
+   ``e_cand > max(factor * e_ref, 16 * eps)``, ``factor`` 16 by default, ``eps`` the declared
+   dtype's machine epsilon (2^-11, TF32's unit roundoff, when the definition allows TF32 for
+   fp32 work). 16x covers an honest kernel's other summation order (a few times e_ref); TF32
+   for an fp32 GEMM measures 10^2-10^4 x e_ref.
+2. **Kernels** (``kernels``): for fp32 work, device kernels whose names (CUPTI / profiler
+   activity names) say they run reduced precision (:data:`REDUCED_KERNEL`: tf32, bf16, f16,
+   fp16, half, hmma, the cuBLAS h/s tensor-op tile codes, fp8 e4m3/e5m2) of a kind the
+   reference's own kernels do not use (cuDNN runs fp32 convolutions as TF32 by default, and
+   then the reference does too) and the definition does not allow (TF32 when
+   ``allow_tf32``).
+3. **Flags** (``flags``): backend flags changed toward lower precision
+   (:func:`solbench.harness.guards.precision_flag_changes`). Alone: advisory.
+
+Severity: ``"hack"`` with output or kernel evidence (the flags, if lowered, are listed beside
+it), ``"advisory"`` with lowered or unrankable flags only, no finding otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from .correctness import dtype_eps
+from .guards import precision_flag_changes
+
+#: kernel-name fragments of reduced-precision device kernels (case-insensitive). cuBLAS and
+#: CUTLASS name tensor-op GEMMs by input type and instruction shape: ``tf32``, ``h16816gemm``,
+#: ``s16816gemm`` (bf16/fp16 inputs, fp32 accumulate), ``s1688gemm`` (TF32, m16n8k8),
+#: ``hmma``, ``h884``/``h1688``;
+#: elementwise kernels carry the C++ type (``Half``, ``BFloat16``)
+REDUCED_KERNEL = re.compile(
+    r"tf32|bf16|bfloat16|f16|fp16|half|hmma|h884|h1688|h16816|s16816|s1688|e4m3|e5m2|fp8", re.I)
+_KIND = (("tf32", re.compile(r"tf32|s1688", re.I)),
+         ("fp8", re.compile(r"e4m3|e5m2|fp8", re.I)),
+         ("16bit", re.compile(r"bf16|bfloat16|f16|fp16|half|hmma|h884|h1688|h16816|s16816", re.I)))
+
+#: default output-error factor over the reference's own error
+ERROR_FACTOR = 16.0
+
+
+@dataclass(frozen=True)
+class PrecisionFinding:
+    """``severity``: "hack" or "advisory"; ``basis``: the evidence kinds present, of
+    ("output_error", "kernels", "flags"); ``message``: one line; ``evidence``: the figures."""
+
+    severity: str
+    basis: tuple[str, ...]
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def kernel_kinds(name: str) -> set[str]:
+    """Reduced-precision kinds ("tf32", "16bit", "fp8") one kernel name shows; empty for
+    none. A tf32 name counts only as tf32 (``..._tf32f32_f32`` has no 16-bit data)."""
+    kinds = {k for k, rx in _KIND if rx.search(name)}
+    if "tf32" in kinds:
+        kinds.discard("16bit")
+    return kinds
+
+
+def reduced_precision_kernels(names: Iterable[str]) -> dict[str, set[str]]:
+    """name -> kinds for the kernel names that show reduced precision."""
+    out = {}
+    for n in names:
+        k = kernel_kinds(n)
+        if k:
+            out[n] = k
+    return out
+
+
+def is_fp32_work(input_dtypes: Iterable[torch.dtype], output_dtypes: Iterable[torch.dtype]) -> bool:
+    """True when every floating input and output is float32 or float64 (and there is one):
+    the declared work is full precision, so reduced-precision kernels downgrade it."""
+    fl = [d for d in list(input_dtypes) + list(output_dtypes)
+          if d.is_floating_point or d == torch.float4_e2m1fn_x2]
+    return bool(fl) and all(d in (torch.float32, torch.float64) for d in fl)
+
+
+def precision_finding(
+    *,
+    flags_before: dict[str, Any],
+    flags_after: dict[str, Any],
+    fp32_work: bool,
+    allow_tf32: bool = False,
+    dtype: torch.dtype = torch.float32,
+    candidate_error: float | None = None,
+    reference_error: float | None = None,
+    candidate_kernels: Sequence[str] = (),
+    reference_kernels: Sequence[str] = (),
+    error_factor: float = ERROR_FACTOR,
+) -> PrecisionFinding | None:
+    """Decide a precision-downgrade finding (module doc).
+
+    Args:
+        flags_before / flags_after: :func:`solbench.harness.guards.backend_flags` readings
+            before the candidate ran and after.
+        fp32_work: the declared work is fp32 (:func:`is_fp32_work` of the definition's dtypes).
+        allow_tf32: the definition allows TF32 for fp32 work (``Definition.allow_tf32``).
+        dtype: the output dtype the errors are measured in (its epsilon sets the floor).
+        candidate_error / reference_error: relative L2 error against an fp64 truth of the
+            candidate's output and of the declared-precision reference's (None: unknown, no
+            output evidence).
+        candidate_kernels / reference_kernels: device kernel names that ran in the
+            candidate's / the reference's timed or checked calls.
+        error_factor: how far beyond the reference's error counts as evidence.
+
+    Returns:
+        A :class:`PrecisionFinding`, or None when there is nothing to report.
+    """
+    changes = precision_flag_changes(flags_before, flags_after)
+    lowered = [c for c in changes if c["direction"] in ("lower", "unknown")]
+    basis: list[str] = []
+    evidence: dict[str, Any] = {"flag_changes": changes}
+    parts: list[str] = []
+
+    if candidate_error is not None and reference_error is not None:
+        eps = 2.0**-11 if (allow_tf32 and dtype == torch.float32) else dtype_eps(dtype)
+        limit = max(error_factor * reference_error, 16 * eps)
+        evidence.update(candidate_error=candidate_error, reference_error=reference_error,
+                        error_limit=limit)
+        if candidate_error > limit:
+            basis.append("output_error")
+            parts.append(f"error vs the fp64 truth {candidate_error:.3g} > {limit:.3g} "
+                         f"(the reference's {reference_error:.3g})")
+
+    if fp32_work:
+        ref_kinds = set().union(*reduced_precision_kernels(reference_kernels).values()) \
+            if reference_kernels else set()
+        allowed = ref_kinds | ({"tf32"} if allow_tf32 else set())
+        bad = {n: sorted(k - allowed) for n, k in reduced_precision_kernels(candidate_kernels).items()
+               if k - allowed}
+        if bad:
+            basis.append("kernels")
+            evidence["reduced_kernels"] = dict(list(bad.items())[:8])
+            kinds = sorted(set().union(*map(set, bad.values())))
+            parts.append(f"{len(bad)} reduced-precision kernel(s) ({', '.join(kinds)}) for fp32 "
+                         f"work, e.g. {next(iter(bad))[:80]!r}")
+
+    flag_text = ", ".join(f"{c['flag']}: {c['before']} -> {c['after']}" for c in lowered)
+    if basis:
+        if lowered:
+            basis.append("flags")
+            parts.append(f"flags lowered: {flag_text}")
+        return PrecisionFinding("hack", tuple(basis), "precision downgrade: " + "; ".join(parts), evidence)
+    if lowered:
+        return PrecisionFinding(
+            "advisory", ("flags",),
+            f"backend precision flags lowered ({flag_text}) with no reduced-precision kernel or "
+            f"output error beyond the reference's", evidence)
+    return None

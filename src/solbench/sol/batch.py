@@ -1,0 +1,61 @@
+"""Bounds of every workload of a problem, both models from one count (the CLI and benches).
+
+One process serves many problems: the reference is counted once per workload (counting does
+not depend on hardware or model) and priced with both models; the chosen one is T_SOL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .bound import bound_from_counts
+from .counting import CountingError, count_workload
+from .hwspec import HardwareSpec, load_hardware
+
+MODELS = ("refined", "solar")
+
+
+def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined") -> dict[str, Any]:
+    """One workload's row: the chosen model's bound fields (``SolBound`` JSON), both models'
+    T_SOL (``sol_ms_by_model``) and which is T_SOL (``t_sol_model``), bytes, and the certain
+    floor. A counting failure gives ``{"uuid", "axes", "sol_ms": None, "error"}``.
+
+    Raises:
+        ValueError: unknown model.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
+    try:
+        counts = count_workload(problem, workload)
+    except CountingError as e:
+        return {"uuid": workload.uuid, "axes": workload.axes, "sol_ms": None, "bottleneck": None,
+                "error": str(e)}
+    allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
+    both = {m: bound_from_counts(counts, hw, m, allow_tf32=allow_tf32, workload_uuid=workload.uuid,
+                                 axes=workload.axes) for m in MODELS}
+    b = both[model]
+    d = b.to_json()
+    d.pop("workload_uuid")
+    return {"uuid": workload.uuid, **d, "t_sol_model": model,
+            "sol_ms_by_model": {m: x.sol_ms for m, x in both.items()},
+            "hardware_by_model": {m: x.hardware for m, x in both.items()},
+            "bytes": {"fused": b.bytes_fused, "unfused": b.bytes_unfused, "model": b.bytes_model,
+                      "outputs_certain": counts.bytes_outputs_certain}}
+
+
+def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
+                 workloads=None) -> dict[str, Any]:
+    """``{"problem", "hardware", "hardware_kind", "model", "workloads": [row, ...]}`` for
+    ``workloads`` (default: all) of ``problem`` (see :func:`workload_row`).
+
+    Raises:
+        HardwareError: unknown hardware. ValueError: unknown model.
+    """
+    hw = load_hardware(hardware)
+    chosen = workloads if workloads is not None else problem.workloads
+    # rows carry the workload's index in the problem's file (the CLI's selection names it)
+    rows = [{"index": problem.workloads.index(w), **workload_row(problem, w, hw, model)}
+            for w in chosen]
+    used = next((r["hardware"] for r in rows if r.get("hardware")), hw.id)
+    return {"problem": problem.name, "hardware": used, "hardware_requested": hw.id,
+            "hardware_kind": load_hardware(used).kind, "model": model, "workloads": rows}

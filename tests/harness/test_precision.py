@@ -1,0 +1,235 @@
+"""Precision-downgrade findings need evidence (harness/precision.py, pure), backend flag
+changes carry their direction (guards.precision_flag_changes), and the gc rule flags only a
+lowered threshold or a new callback (guards.gc_interposition; end to end: raising the
+thresholds is PASSED, lowering them stays interposition in test_hidden_work.py). Honest
+return forms: a torch.return_types structseq and a namedtuple (whose own methods lie) are
+unpacked through tuple's slots and PASS; a list subclass stays a non-plain container."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from solbench.harness import EvalConfig, evaluate, guards
+from solbench.harness.precision import is_fp32_work, kernel_kinds, precision_finding
+from solbench.spec import Status, load_problem
+
+from harness_helpers import py_solution, write_problem
+
+BASE = {"float32_matmul_precision": "highest", "cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": True,
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": True,
+        "fp32_precision": "none", "cuda.matmul.fp32_precision": "none", "cudnn.fp32_precision": "none",
+        "cudnn.conv.fp32_precision": "tf32", "cudnn.rnn.fp32_precision": "tf32"}
+
+
+def _with(**kw):
+    d = dict(BASE)
+    d.update({k.replace("__", "."): v for k, v in kw.items()})
+    return d
+
+
+def _dirs(after):
+    return {c["flag"]: c["direction"] for c in guards.precision_flag_changes(BASE, after)}
+
+
+def test_flag_directions():
+    assert _dirs(_with(cuda__matmul__allow_tf32=True)) == {"cuda.matmul.allow_tf32": "lower"}
+    assert _dirs(_with(cudnn__allow_tf32=False)) == {"cudnn.allow_tf32": "higher"}
+    assert _dirs(_with(float32_matmul_precision="high")) == {"float32_matmul_precision": "lower"}
+    assert _dirs(_with(float32_matmul_precision="medium")) == {"float32_matmul_precision": "lower"}
+    hi = _with(float32_matmul_precision="high")
+    assert guards.precision_flag_changes(hi, BASE)[0]["direction"] == "higher"  # back to "highest"
+    assert _dirs(_with(cuda__matmul__allow_fp16_reduced_precision_reduction=False)) == {
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": "higher"}
+    # fp32_precision API: "none" inherits; the matmul leaf defaults to ieee, cudnn to tf32
+    assert _dirs(_with(cuda__matmul__fp32_precision="tf32")) == {"cuda.matmul.fp32_precision": "lower"}
+    assert _dirs(_with(fp32_precision="tf32")) == {"fp32_precision": "lower"}
+    assert _dirs(_with(cuda__matmul__fp32_precision="ieee")) == {"cuda.matmul.fp32_precision": "neutral"}
+    assert _dirs(_with(cudnn__conv__fp32_precision="ieee")) == {"cudnn.conv.fp32_precision": "higher"}
+    assert _dirs(_with(cuda__matmul__allow_tf32="unreadable: RuntimeError: mixed")) == {
+        "cuda.matmul.allow_tf32": "unknown"}
+    assert guards.precision_flag_changes(BASE, dict(BASE)) == []
+
+
+@pytest.mark.slow
+def test_backend_flags_survive_mixed_tf32_apis():
+    # torch raises on a legacy read once the new API was used: the reading must not
+    code = ("import torch\nfrom solbench.harness import guards\n"
+            "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+            "f = guards.backend_flags()\n"
+            "assert f['cuda.matmul.fp32_precision'] == 'tf32', f\n"
+            "print(f['cuda.matmul.allow_tf32'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True" or r.stdout.startswith("unreadable: RuntimeError")
+
+
+def test_flag_change_alone_is_advisory():
+    # a real agent-written FFT kernel (no matmul) that set allow_tf32: its kernels are fp32
+    f = precision_finding(flags_before=BASE, flags_after=_with(cuda__matmul__allow_tf32=True), fp32_work=True,
+                          candidate_error=2.1e-7, reference_error=1.9e-7,
+                          candidate_kernels=["void regular_fft<float2, 256u, 8u>(...)", "vector_fft_c2r"])
+    assert f.severity == "advisory" and f.basis == ("flags",)
+
+
+def test_toward_higher_precision_is_never_a_finding():
+    for after in (_with(cudnn__allow_tf32=False), _with(cudnn__conv__fp32_precision="ieee")):
+        assert precision_finding(flags_before=BASE, flags_after=after, fp32_work=True,
+                                 candidate_error=1e-7, reference_error=1e-7) is None
+    hi = _with(float32_matmul_precision="high")
+    assert precision_finding(flags_before=hi, flags_after=BASE, fp32_work=True) is None
+
+
+def test_reduced_precision_kernels_for_fp32_work():
+    tf32 = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1"
+    assert kernel_kinds(tf32) == {"tf32"}
+    assert kernel_kinds("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn") == {"16bit"}
+    assert kernel_kinds("ampere_sgemm_128x64_nn") == set()
+    f = precision_finding(flags_before=BASE, flags_after=_with(cuda__matmul__allow_tf32=True),
+                          fp32_work=True, candidate_kernels=[tf32], reference_kernels=["ampere_sgemm_128x64_nn"])
+    assert f.severity == "hack" and f.basis == ("kernels", "flags")
+    # a TF32 kernel with no flag changed (the candidate called it directly) is still evidence
+    f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, candidate_kernels=[tf32])
+    assert f.severity == "hack" and f.basis == ("kernels",)
+    # cuDNN runs fp32 convolutions as TF32 by default: when the reference does too, no evidence
+    conv = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                             candidate_kernels=[conv], reference_kernels=[conv]) is None
+    # the definition allows TF32: a TF32 kernel is fine, a bf16 one is not
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
+                             candidate_kernels=[tf32]) is None
+    f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
+                          candidate_kernels=["ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn"])
+    assert f.severity == "hack"
+    # bf16 work running bf16 kernels is the declared precision
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=False, dtype=torch.bfloat16,
+                             candidate_kernels=["ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn"]) is None
+
+
+def test_output_error_beyond_the_reference():
+    # TF32 GEMM: ~3e-4 vs the fp32 reference's 1e-7 -> 3000x
+    f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                          candidate_error=3e-4, reference_error=1e-7)
+    assert f.severity == "hack" and f.basis == ("output_error",)
+    assert f.evidence["error_limit"] == pytest.approx(16 * 2.0**-23)  # floor above 16 x 1e-7
+    # another summation order: 5x the reference's error, below the floor and the factor
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                             candidate_error=5e-7, reference_error=1e-7) is None
+    # an ill-conditioned output: the reference itself is at 1e-3, the candidate at 4e-3
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                             candidate_error=4e-3, reference_error=1e-3) is None
+    # allowed TF32: the floor is 16 x 2^-11
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
+                             candidate_error=3e-4, reference_error=1e-7) is None
+
+
+def test_is_fp32_work():
+    assert is_fp32_work([torch.float32, torch.int64], [torch.float32])
+    assert not is_fp32_work([torch.bfloat16], [torch.float32])
+    assert not is_fp32_work([torch.int64], [torch.int64])
+
+
+def test_gc_rule():
+    assert guards.gc_interposition((700, 10, 10), (100000, 50, 50), (), ()) == []  # raised
+    assert guards.gc_interposition((700, 10, 10), (0, 10, 10), (), ()) == []  # collection off
+    low = guards.gc_interposition((700, 10, 10), (1, 10, 10), (), ())
+    assert len(low) == 1 and "gc_threshold lowered" in low[0]
+    assert guards.gc_interposition((700, 10, 10), (700, 2, 10), (), ())  # an older generation
+    assert guards.gc_interposition((700, 10, 10), (700, 10, 10), (1,), (1, 2))[0].startswith("gc_callbacks")
+    assert guards.gc_interposition((700, 10, 10), (700, 10, 10), (1, 2), (1,)) == []
+
+
+RAISE_THRESHOLD = """import gc
+import torch
+
+
+def run(x, y):
+    gc.set_threshold(100000, 50, 50)  # fewer collections: an honest latency tweak
+    y.copy_(torch.relu(x))
+"""
+
+DEF = {"name": "relu_dps", "axes": {"n": {"type": "var"}},
+       "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+       "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+       "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n"}
+
+
+@pytest.mark.slow
+def test_raised_gc_threshold_passes(tmp_path, solbench_cache):
+    p = load_problem(write_problem(tmp_path / "p", DEF, [
+        {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    (t,) = evaluate(p, py_solution("raise_thr", RAISE_THRESHOLD, p.name, dps=True),
+                    EvalConfig(device="cpu", iters=8, rounds=2, reference_timing=False))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.log, t.evaluation.findings)
+    assert not [f for f in t.evaluation.findings if f.check == "interposition"]
+
+
+# ---------------------------------------------------------------- honest return forms
+MAX_DEF = {"name": "row_max", "axes": {"m": {"type": "var"}, "n": {"type": "const", "value": 64}},
+           "inputs": {"x": {"shape": ["m", "n"], "dtype": "float32"}},
+           "outputs": {"values": {"shape": ["m"], "dtype": "float32"},
+                       "indices": {"shape": ["m"], "dtype": "int64"}},
+           "reference": "import torch\n\ndef run(x):\n    v, i = torch.max(x, dim=-1)\n    return v, i\n"}
+
+STRUCTSEQ = "import torch\n\ndef run(x):\n    return torch.max(x, dim=-1)\n"
+
+#: a namedtuple whose own methods lie: the harness must read the stored elements
+NAMEDTUPLE = """import collections
+import torch
+
+_Out = collections.namedtuple("_Out", ["values", "indices"])
+
+
+class Out(_Out):
+    def __iter__(self):
+        raise RuntimeError("iterated")
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        raise RuntimeError("indexed")
+
+
+def run(x):
+    v, i = torch.max(x, dim=-1)
+    return Out(v, i)
+"""
+
+#: a list subclass stays a non-plain container (it could compute lazily when iterated)
+LAZY_LIST = """import torch
+
+
+class Later(list):
+    def __iter__(self):
+        return iter([torch.zeros(self.m), torch.zeros(self.m, dtype=torch.int64)])
+
+
+def run(x):
+    out = Later()
+    out.m = x.shape[0]
+    return out
+"""
+
+
+def _max_problem(tmp_path):
+    return load_problem(write_problem(tmp_path / "mx", MAX_DEF, [
+        {"uuid": "w", "axes": {"m": 32}, "inputs": {"x": {"type": "random"}}}]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,src", [("structseq", STRUCTSEQ), ("namedtuple", NAMEDTUPLE)])
+def test_tuple_subclass_returns_pass(tmp_path, solbench_cache, name, src):
+    p = _max_problem(tmp_path)
+    (t,) = evaluate(p, py_solution(name, src, p.name), EvalConfig(device="cpu", iters=4, rounds=2,
+                                                                  reference_timing=False))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.log, t.evaluation.findings)
+
+
+@pytest.mark.slow
+def test_list_subclass_stays_non_plain(tmp_path, solbench_cache):
+    p = _max_problem(tmp_path)
+    (t,) = evaluate(p, py_solution("lazy", LAZY_LIST, p.name), EvalConfig(device="cpu", iters=4, rounds=2,
+                                                                          reference_timing=False))
+    assert t.evaluation.status != Status.PASSED
