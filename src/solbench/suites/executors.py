@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from ..spec.trace import Finding, Trace
 from . import runner as _runner
-from .runner import PairPlan, RunOutcome, RunPlan, append_traces, execute, load_error_traces
+from .runner import PairPlan, RunOutcome, RunPlan, append_traces, load_error_traces
 
 EXECUTORS = ("local", "ray")
 
@@ -216,8 +216,8 @@ class LocalExecutor:
                 on_pair_done(pair, traces)
 
         try:
-            return execute(plan, results_path, device, evaluator=stamped, on_pair_done=done,
-                           on_trace=on_trace)
+            return _runner.execute(plan, results_path, device, evaluator=stamped,
+                                   on_pair_done=done, on_trace=on_trace)
         finally:
             if self._evaluator is None and hasattr(inner, "close"):
                 inner.close()
