@@ -60,13 +60,19 @@ def _page(title: str, body: str, up: str = "") -> str:
             f"<body>{up}{body}</body></html>\n")
 
 
+class Html(str):
+    """A table cell that is markup this module built (links, status badges). Every other
+    cell is escaped: candidate labels, problem names and axes come from files a candidate's
+    author controls, so a plain string starting with ``<`` must never reach the page raw."""
+
+
 def _table(head: list[str], rows: list[list[Any]], left: int = 1, cls: str = "") -> str:
     h = "".join(f"<th class=l>{escape(c)}</th>" if i < left else f"<th>{escape(c)}</th>" for i, c in enumerate(head))
     body = []
     for r in rows:
         cells = []
         for i, c in enumerate(r):
-            c = c if isinstance(c, str) and c.startswith("<") else escape(str(c))
+            c = str(c) if isinstance(c, Html) else escape(str(c))
             cells.append(f"<td class=l>{c}</td>" if i < left else f"<td>{c}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<div class=scroll><table class='{cls}'><tr>{h}</tr>{''.join(body)}</table></div>"
@@ -170,13 +176,13 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
             fcell += "".join(f"<pre>{escape(f.check_name)} [{escape(f.severity)}]: {escape(f.message)}\nevidence: "
                              f"{escape(json.dumps(json.loads(f.evidence), indent=1)[:4000])}</pre>" for f in fs)
             fcell += "</details>"
-        body.append([r.workload[:8], r.axes[:60], r.label, f"<span class={r.status}>{r.status}</span>",
+        body.append([r.workload[:8], r.axes[:60], r.label, Html(f"<span class={escape(str(r.status))}>{escape(str(r.status))}</span>"),
                      _f(r.latency_ms if r.latency_ms is not None else r.raw_latency_ms, ".4g")
                      + ("" if r.latency_ms is not None or r.raw_latency_ms is None else " (raw)"),
                      _f(r.reference_latency_ms if r.reference_latency_ms is not None else r.raw_reference_ms, ".4g"),
                      _f(r.t_sol_ms, ".4g"), _f(r.speedup), _f(r.sol_distance), _f(r.sol_score),
                      _f(r.headroom), r.bottleneck or "-",
-                     f"{r.timing_method or '-'} n={r.n_samples or 0}", r.provenance, fcell or "-"])
+                     f"{r.timing_method or '-'} n={r.n_samples or 0}", r.provenance, Html(fcell) if fcell else "-"])
     us = units(rows)
     summ = _table(["candidate", "workloads", "passed", "incorrect", "hack", "SOL score", "raw SOL score", "speedup (geomean)"],
                   [[u.label, u.workloads, u.passed, u.failed, u.hacked, _f(u.sol_score), _f(u.raw_sol_score), _f(u.speedup)]
@@ -255,7 +261,7 @@ def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench repo
         st = defaultdict(int)
         for r in rr:
             st[r.status] += 1
-        plist.append([f"<a href='problems/{slug(d)}.html'>{escape(d)}</a>", rr[0].suite, len({r.workload for r in rr}),
+        plist.append([Html(f"<a href='problems/{slug(d)}.html'>{escape(d)}</a>"), rr[0].suite, len({r.workload for r in rr}),
                       len({r.label for r in rr}), ", ".join(f"{k} {v}" for k, v in sorted(st.items()))])
     parts.append("<h2>problems</h2>" + _table(["problem", "suite", "workloads", "candidates", "traces by status"], plist, left=2))
     (out / "index.html").write_text(_page(title, "".join(parts)))
