@@ -172,3 +172,20 @@ def test_cli_timeout_options(tmp_path, solbench_cache):
     assert len(out.read_text().splitlines()) == 1
     r = CliRunner().invoke(app, ["eval", str(p.path), "--device", "cpu", "--timeout", "-1"])
     assert r.exit_code == 2 and "--timeout" in r.output
+
+
+@pytest.mark.slow
+def test_a_process_outside_the_workers_tree_is_child_process(tmp_path, solbench_cache):
+    """Red team: a helper made with clone(CLONE_PARENT) + setsid is a child of the sandbox's
+    init, not of the worker, and escaped the pause while the reference was timed (honest
+    matmul read 1.3x). Every process of the sandbox is the candidate's: it is stopped with
+    the worker and reported."""
+    from solbench.harness.sandbox import resolve_mode
+
+    if resolve_mode("cpu")[0] == "none":
+        pytest.skip("no sandbox on this host: the worker's tree is the whole candidate")
+    p = _mm(tmp_path, sizes=(128,))
+    (t,) = evaluate(p, _cand(p, "cand_clone_parent_hog.py"), EvalConfig(device="cpu", iters=6, rounds=2))
+    assert t.evaluation.status == Status.REWARD_HACK, (t.evaluation.status, t.evaluation.findings)
+    f = [x for x in t.evaluation.findings if x.check == "child_process"]
+    assert f and "outside_worker_tree" in str(f[0].evidence), f

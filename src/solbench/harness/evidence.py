@@ -106,6 +106,9 @@ def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> 
     the harness. Checked after every call, so a process the candidate starts in each call is
     seen in each call, whatever the workload's length. Returns True when one was found."""
     extra = guards.unexplained_children(run.h.pid, before, late=late) + stray_children()
+    # a process in the sandbox outside the worker's tree is never an honest helper
+    extra += [{"pid": pid, "outside_worker_tree": True, "cmdline": guards.cmdline(pid)[:200]}
+              for pid in run.h.outside_worker_tree()]
     if extra:
         add_once(run.findings, finding("child_process", f"the worker started processes {when}: {extra[:3]}",
                                        {"processes": extra[:20], "when": when}))

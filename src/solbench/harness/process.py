@@ -340,6 +340,20 @@ class WorkerHandle:
             raise WorkerDied(self._exitcode(), f"start: {hello.get('message')}")
         self.flush_default = hello.get("flush_default", 0)
 
+    def outside_worker_tree(self) -> list[int]:
+        """Processes in this worker's sandbox that are not the worker or its descendants: the
+        sandbox's init has exactly one child, the worker (checked at start), so anything else
+        there was made by the candidate to leave the worker's tree (``clone(CLONE_PARENT)``
+        makes the new process a child of init, ``setsid`` takes it out of the process group)
+        and is seen by no walk from the worker. Empty when unsandboxed."""
+        from .guards import descendants
+
+        init = getattr(self, "init_pid", None)
+        if not init or not self.alive:
+            return []
+        mine = descendants(self.pid) | {self.pid}
+        return sorted(descendants(init) - mine)
+
     def _exitcode(self) -> int | None:
         """The worker's exit status as multiprocessing reports it (negative = signal); bwrap
         passes a signal death on as 128 + signal number."""

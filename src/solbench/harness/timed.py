@@ -68,7 +68,7 @@ def freeze_all(h: WorkerHandle) -> list[int]:
     session or re-parented here is outside that group. No allow-list: an honest runtime
     helper (inductor's compile pool) is stopped too, it has nothing to do while the reference
     runs. Returns the pids stopped (for :func:`thaw`)."""
-    pids = sorted(guards.descendants(h.pid)) + unregistered_children()
+    pids = sorted(guards.descendants(h.pid)) + h.outside_worker_tree() + unregistered_children()
     for pid in pids:
         try:
             os.kill(pid, 19)  # SIGSTOP
@@ -108,8 +108,12 @@ def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2) -> list[di
         out += [{"pid": pid, "reparented": True, "cmdline": guards.cmdline(pid)[:200]}
                 for pid in unregistered_children()
                 if guards.running_tasks(pid) or guards.proc_state(pid) not in (None, "Z", "X")]
-        if not out or time.monotonic() > deadline or any(x.get("other_session") or x.get("reparented")
-                                                          for x in out):
+        # in the sandbox but outside the worker's tree: left it on purpose (CLONE_PARENT)
+        out += [{"pid": pid, "outside_worker_tree": True, "cmdline": guards.cmdline(pid)[:200]}
+                for pid in h.outside_worker_tree()
+                if guards.running_tasks(pid) or guards.proc_state(pid) not in (None, "Z", "X")]
+        if not out or time.monotonic() > deadline or any(
+                x.get("other_session") or x.get("reparented") or x.get("outside_worker_tree") for x in out):
             return out
         time.sleep(0.01)
 
