@@ -392,6 +392,8 @@ def live(target: str, out: Path, args) -> tuple[list[Path], float]:
         cmd += ["--seed", args.seed]
     if args.workers:
         cmd += ["--workers", str(args.workers)]
+    if args.spare_workers is not None:
+        cmd += ["--spare-workers", str(args.spare_workers)]
     for p in paths:
         cmd += ["--problem", p.name]
     print(" ".join(cmd[:14]) + f" ... ({len(paths)} problems)", flush=True)
@@ -429,6 +431,9 @@ def main(argv=None) -> int:
     ap.add_argument("--executor", default="local")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--max-workloads", type=int, default=1)
+    ap.add_argument("--spare-workers", type=int, default=None,
+                    help="with --live: solbench run --spare-workers N (0: every worker starts "
+                         "when needed, the harness before the spare pool)")
     ap.add_argument("--max-problems", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma-separated globs of problems to leave out")
     ap.add_argument("--copies", type=int, default=None,

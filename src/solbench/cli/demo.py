@@ -22,9 +22,8 @@ def register(app: typer.Typer) -> None:
         rewrite and three hostile candidates (uniform output, replayed cache, patched timer)
         that must be caught. Prints a table and exits 0 when every verdict is as expected."""
         from ..demo.run import demo_jobs
-        from ..harness import EvalConfig
-        from ..pipeline import evaluate_and_score
         from ..report.tables import trace_table
+        from ..suites.runner import make_default_evaluator
         from ..spec.trace import Status
         from . import lifetime
 
@@ -37,6 +36,9 @@ def register(app: typer.Typer) -> None:
         write = trace_appender(output)
         lifetime.arm_watchdog()
         traces, verdicts = [], []
+        # the suite runner's evaluator: a problem's reference worker kept between its
+        # candidates, every pair's workers taken from spares started ahead
+        shared = make_default_evaluator({"iters": iters} if iters is not None else {})
         with EvalProgress(total, "demo") as prog:
             for job in jobs:
                 label = f"{job.problem.name} / {job.solution.name}"
@@ -45,12 +47,17 @@ def register(app: typer.Typer) -> None:
                     write(t)
                     prog.done(t, label)
 
-                cfg = EvalConfig(device=dev, workloads=job.workloads, iters=iters)
-                ts = evaluate_and_score(job.problem, job.solution, cfg, on_trace=on_trace)
+                uuids = job.workloads or [w.uuid for w in job.problem.workloads]
+                try:
+                    ts = shared(job.problem, job.solution, dev, uuids, on_trace=on_trace)
+                except BaseException:
+                    shared.close()
+                    raise
                 traces += ts
                 ok = all(t.evaluation.status == Status.PASSED for t in ts)
                 verdicts.append((job, ok if job.expect == "PASSED" else not any(
                     t.evaluation.status == Status.PASSED for t in ts)))
+        shared.close()
         console.print(trace_table(traces, title=f"solbench demo ({dev})"))
         bad = [j for j, ok in verdicts if not ok]
         for j, ok in verdicts:

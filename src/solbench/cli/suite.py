@@ -136,6 +136,10 @@ def register(app: typer.Typer) -> None:
         keep_going: bool = typer.Option(False, "--keep-going",
                                         help="after a TIMEOUT, still run the solution's other "
                                              "workloads (default: recorded as not run)"),
+        spare_workers: Optional[int] = typer.Option(None, "--spare-workers",
+                                                    help="workers kept started ahead of need, "
+                                                         "stopped while anything is timed "
+                                                         "(default 2; 0: start each when needed)"),
         executor: str = typer.Option("local", "--executor",
                                      help="local (this process, the default) or ray (one "
                                           "worker per GPU of a Ray cluster; pip install "
@@ -214,10 +218,13 @@ def register(app: typer.Typer) -> None:
 
         opts = {k: v for k, v in (("iters", iters), ("rounds", rounds), ("seed", _parse_seed(seed)),
                                   ("build_timeout_s", build_timeout), ("call_timeout_s", timeout),
-                                  ("first_call_timeout_s", timeout))
+                                  ("first_call_timeout_s", timeout), ("spare_workers", spare_workers))
                 if v is not None}
         if keep_going:
             opts["keep_going"] = True
+        if spare_workers is not None and spare_workers < 0:
+            err_console.print(f"[red]error:[/red] --spare-workers: {spare_workers} is not >= 0")
+            raise typer.Exit(2)
         for name, v in (("--timeout", timeout), ("--build-timeout", build_timeout)):
             if v is not None and not v > 0:
                 err_console.print(f"[red]error:[/red] {name}: {v} is not a positive number of seconds")

@@ -51,6 +51,12 @@ class EvalConfig:
             later input; the seeds are written to the traces (``input_seeds``) only when
             they are made. Give one only to reproduce a run.
         log_cap: characters of worker log kept per trace.
+        spare_workers: workers a run of several pairs keeps started ahead of need
+            (:class:`solbench.harness.workers.SparePool`: spawned, torch imported, CUDA and
+            CUPTI started, no candidate code, stopped during every timed window); a pair's
+            candidate and reference workers are taken from them. 0: every worker starts
+            when it is needed. Used by the suite runner (``solbench run``) and the demo; a
+            single :func:`~solbench.harness.evaluate` starts none.
         on_trace: called with each Trace as soon as its workload is finished (progress,
             streaming to a results file); an exception it raises propagates.
     """
@@ -77,6 +83,7 @@ class EvalConfig:
     keep_going: bool = False
     seed: int | None = None
     log_cap: int = 8192
+    spare_workers: int = 2
     progress: Callable[[str, int, int], None] | None = None
     on_trace: Callable[[Any], None] | None = None
 

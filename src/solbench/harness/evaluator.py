@@ -41,7 +41,7 @@ from .slots import SlotPool
 from .telemetry import Telemetry
 from .timed import TimedBlocks
 from .verdict import Failure, decide
-from .workers import ReferenceWorkers, start_candidate
+from .workers import ReferenceWorkers, SparePool, start_candidate, timed_window
 
 __all__ = ["EvalConfig", "Evaluator", "evaluate", "select_workloads", "environment"]
 
@@ -60,14 +60,17 @@ def flush_bytes(cfg: EvalConfig) -> int:
 
 
 class Evaluator:
-    """Evaluates solutions of one problem; keeps the reference worker between solutions."""
+    """Evaluates solutions of one problem; keeps the reference worker between solutions.
+    ``spares``: workers started ahead (:class:`~.workers.SparePool`, shared by the
+    Evaluators of a run) that the candidate's and the reference's workers are taken from."""
 
-    def __init__(self, problem: Problem, cfg: EvalConfig):
+    def __init__(self, problem: Problem, cfg: EvalConfig, spares: SparePool | None = None):
         self.problem = problem
         self.cfg = cfg
+        self.spares = spares
         self.env = environment(cfg.device)
         self.oracle = Oracle(problem, cfg.device)
-        self.refs = ReferenceWorkers(problem, cfg)
+        self.refs = ReferenceWorkers(problem, cfg, spares)
         self._phases: dict[str, float] = {}
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
@@ -117,8 +120,10 @@ class Evaluator:
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
                     self.refs.prestart()
-                    handle, fail = start_candidate(self.problem, solution, cfg)
+                    handle, fail = start_candidate(self.problem, solution, cfg, self.spares)
                     pending_start_s = time.perf_counter() - t_start
+                    if self.spares is not None:  # the next pair's workers start meanwhile
+                        self.spares.fill()
                     if fail is not None:
                         if fail.status == Status.COMPILE_ERROR:
                             stop = fail
@@ -132,6 +137,8 @@ class Evaluator:
                 if tr.evaluation.status in _BAD:
                     handle.kill()
                     handle = None
+                    if self.spares is not None:  # started while this candidate ran
+                        self.spares.discard()
                 if tr.evaluation.status == Status.TIMEOUT and not cfg.keep_going:
                     timed_out = tr
         finally:
@@ -229,7 +236,11 @@ class Evaluator:
             if cfg.timing and not run.hack():
                 try:
                     self._phases["reference_timing"] = 0.0
-                    timing, ref_timing, tele = TimedBlocks(run, self.oracle, self.refs, self.telemetry).time()
+                    blocks = TimedBlocks(run, self.oracle, self.refs, self.telemetry)
+                    if cfg.reference_timing:
+                        self.refs.handle()  # its start (a spare's, maybe) ends outside the window
+                    with timed_window(cfg.device, f"{self.problem.name}/{w.uuid}"):
+                        timing, ref_timing, tele = blocks.time()
                     self._phases["timing"] = round(time.perf_counter() - t_phase, 3)
                 except WorkerTimeout as e:
                     return done(Failure(Status.TIMEOUT, f"timing: {e}"), corr)

@@ -242,9 +242,12 @@ class WorkerHandle:
     (bwrap's reaper, the worker's parent); ``proc`` is the launched process (bwrap, or the
     worker itself when unsandboxed); ``sandbox`` is
     ``{"mode", "uid", "namespaces", "warning", "seccomp"}`` for this worker.
+    ``on_spawn(proc)`` is called with the launched process as soon as it exists, under the
+    spawn lock (:class:`~solbench.harness.workers.SparePool` pauses it there).
     Not thread-safe; one request in flight at a time."""
 
-    def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180):
+    def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180,
+                 on_spawn=None):
         import socket
         import sys
         from multiprocessing.connection import Connection
@@ -293,6 +296,8 @@ class WorkerHandle:
             with _SPAWN_LOCK:
                 self.proc = _spawn(cmd, env=env, pass_fds=passed)
                 LIVE_WORKERS.add(self.proc.pid)
+                if on_spawn is not None:  # under the lock: a worker started ahead is paused
+                    on_spawn(self.proc)   # from its first instant if a timed window is open
         except BaseException:
             sandbox.release_uid(self.uid)
             for f in (info_r, info_w):

@@ -1,6 +1,7 @@
-"""Worker lifecycle: starting and building the candidate's worker, and the trusted eager
+"""Worker lifecycle: starting and building the candidate's worker, the trusted eager
 reference's worker (started beside the candidate's, kept between solutions, replaced after
-any candidate that crashed, hung or cheated).
+any candidate that crashed, hung or cheated), workers started ahead of need
+(:class:`SparePool`) and the timed windows they must never run in (:func:`timed_window`).
 
 Every reply is parsed through :mod:`solbench.harness.protocol`; a failure to start or build
 is returned as a :class:`~solbench.harness.verdict.Failure`, never raised.
@@ -8,16 +9,268 @@ is returned as a :class:`~solbench.harness.verdict.Failure`, never raised.
 
 from __future__ import annotations
 
+import collections
 import os
+import signal
 import threading
+import time
+import weakref
+from contextlib import contextmanager
 
 from ..spec.problem import Problem, reference_solution
 from ..spec.solution import Solution
 from ..spec.trace import Status
-from . import guards, protocol
+from . import guards, process, protocol
 from .config import EvalConfig
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .verdict import Failure
+
+# ------------------------------------------------------------------ timed windows
+#: every timed window this process closed, oldest first: (device key, start, end, label) in
+#: time.monotonic() seconds (tests and audits check that no two of one device overlap)
+TIMED_WINDOWS: collections.deque = collections.deque(maxlen=10_000)
+_REG = threading.Lock()
+_WINDOW_LOCKS: dict[str, threading.Lock] = {}
+_WINDOW_OWNER: dict[str, int] = {}
+_OPEN_WINDOWS = 0  # guarded by process._SPAWN_LOCK
+_POOLS: "weakref.WeakSet[SparePool]" = weakref.WeakSet()
+
+
+def device_key(device: str) -> str:
+    """``cuda:N`` for a CUDA device (``cuda`` is ``cuda:0``), else the device type: the CPU
+    is one device for timing, however many evaluations share it."""
+    import torch
+
+    d = torch.device(device)
+    return f"cuda:{d.index or 0}" if d.type == "cuda" else d.type
+
+
+@contextmanager
+def timed_window(device: str, label: str = ""):
+    """The span in which a workload is timed on ``device`` (the candidate's and the
+    reference's interleaved blocks). Two windows of one device never overlap in this process:
+    a second one waits for the first (one opened inside another on the same thread raises
+    RuntimeError, it would wait forever). For as long as any window is open, every worker of
+    every :class:`SparePool` of this process is stopped (SIGSTOP of its whole process tree,
+    launcher included), so a worker started ahead (spawn, import torch, CUDA context, CUPTI)
+    never runs beside a timed call. Separate processes on one device are the executors' to
+    keep apart (one per GPU: ``--shard``, Ray's ``num_gpus=1``)."""
+    global _OPEN_WINDOWS
+    key = device_key(device)
+    me = threading.get_ident()
+    with _REG:
+        lock = _WINDOW_LOCKS.setdefault(key, threading.Lock())
+        if _WINDOW_OWNER.get(key) == me:
+            raise RuntimeError(f"timed window {label!r} opened inside another on {key}")
+    lock.acquire()
+    with _REG:
+        _WINDOW_OWNER[key] = me
+    t0 = time.monotonic()
+    try:
+        with process._SPAWN_LOCK:
+            _OPEN_WINDOWS += 1
+            for pool in list(_POOLS):
+                pool._pause()
+        yield
+    finally:
+        with process._SPAWN_LOCK:
+            _OPEN_WINDOWS -= 1
+            if _OPEN_WINDOWS == 0:
+                for pool in list(_POOLS):
+                    pool._resume()
+        TIMED_WINDOWS.append((key, t0, time.monotonic(), label))
+        with _REG:
+            _WINDOW_OWNER.pop(key, None)
+        lock.release()
+
+
+def _stop_tree(root: int, settle_s: float = 0.25) -> list[int]:
+    """SIGSTOP ``root`` and every descendant, top down, until every process of the tree is
+    seen stopped (or gone) on two passes in a row with no new one: a process forked while
+    its parent was being stopped, or still running on another core when its SIGSTOP was
+    sent, is caught on a later pass. At most ``settle_s`` of passes. Returns the pids
+    stopped."""
+    done: list[int] = []
+    seen: set[int] = set()
+    deadline = time.monotonic() + settle_s
+    calm = 0
+    while True:
+        new = [p for p in [root, *sorted(guards.descendants(root))] if p not in seen]
+        for p in new:
+            seen.add(p)
+            try:
+                os.kill(p, signal.SIGSTOP)
+                done.append(p)
+            except OSError:
+                pass
+        if new:
+            calm = 0
+        elif all(guards.proc_state(p) in (None, "T", "t", "Z", "X") for p in seen):
+            calm += 1
+        if calm >= 2 or time.monotonic() > deadline:
+            return done
+        time.sleep(0.002)
+
+
+def _cont(pids: list[int]) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except OSError:
+            pass
+
+
+class SparePool:
+    """Workers of one device started ahead of need, so a pair's start costs a handover and
+    a build instead of spawn + import torch + CUDA context + dispatcher baseline + the first
+    CUPTI session (10.8 s a pair on the H200, docs/throughput.md).
+
+    A spare runs harness code only: it is started, its profiler warmed (``warm_profiler``),
+    and it waits. :meth:`take` hands it out once, to become one candidate's worker or one
+    problem's reference worker, and forgets it; no spare is ever handed out twice, so each
+    candidate still gets a fresh process (its own sandbox uid and namespaces). While any
+    :func:`timed_window` is open, every spare, started or starting, is stopped.
+    :meth:`discard` drops them all (after a candidate that crashed, hung or cheated, as
+    the reference's worker is); :meth:`close` also waits for those still starting.
+
+    ``size``: spares kept (2: a problem's candidate and reference). Thread-safe."""
+
+    def __init__(self, device: str, size: int = 2, start_timeout_s: float = 180.0):
+        if size < 1:
+            raise ValueError(f"SparePool size must be >= 1, got {size}")
+        self.device = device
+        self.size = size
+        self.start_timeout_s = start_timeout_s
+        self._lock = threading.Lock()
+        self._boxes: list[dict] = []  # in start order: {"thread", "proc", "h", "discard"}
+        self._stopped: list[int] = []  # pids this pool stopped for the open windows
+        self._ending: list[dict] = []  # discarded while starting: joined by close()
+        self.closed = False
+        self.started = 0  # spares started (stats: bench/throughput_cpu.py)
+        self.handed_out = 0
+        with process._SPAWN_LOCK:
+            _POOLS.add(self)
+
+    # ---------------------------------------------------------------- filling
+    def fill(self) -> None:
+        """Start spares (each on its own thread) until ``size`` are ready or starting."""
+        with self._lock:
+            if self.closed:
+                return
+            while len(self._boxes) < self.size:
+                box: dict = {"proc": None, "h": None, "discard": False}
+                th = threading.Thread(target=self._start, args=(box,), name="solbench-spare", daemon=True)
+                box["thread"] = th
+                self._boxes.append(box)
+                self.started += 1
+                th.start()
+
+    def _start(self, box: dict) -> None:
+        def on_spawn(proc) -> None:  # under process._SPAWN_LOCK, like _pause/_resume
+            with self._lock:
+                box["proc"] = proc
+                stop = _OPEN_WINDOWS > 0 and not box.get("taken")
+            if stop:  # a taken one is waited for by its taker: it must run
+                self._stopped.extend(_stop_tree(proc.pid))
+
+        h = None
+        try:
+            h = WorkerHandle(self.device, start_timeout_s=self.start_timeout_s, on_spawn=on_spawn)
+            protocol.request(h, protocol.WarmProfiler(), timeout_s=120)
+            h.profiler_warm = True
+        except Exception:  # noqa: BLE001 - a spare is best effort: the taker starts its own
+            if h is not None:
+                h.kill()
+            h = None
+        with self._lock:
+            box["h"] = h
+            drop = box["discard"] or self.closed
+        if drop and h is not None:
+            h.close()
+            box["h"] = None
+
+    # ---------------------------------------------------------------- handing out
+    def take(self) -> WorkerHandle | None:
+        """The oldest spare (waiting for it to finish starting), or None when there is none
+        or it failed to start. It is the caller's from now on; the pool never touches it
+        again. Call outside timed windows (a spare is stopped inside one)."""
+        with self._lock:
+            if self.closed or not self._boxes:
+                return None
+            box = self._boxes.pop(0)
+            box["taken"] = True
+        with process._SPAWN_LOCK:  # stopped by an open window: its taker waits for it
+            if box["proc"] is not None:
+                mine = set(_tree(box["proc"]))
+                _cont([p for p in self._stopped if p in mine])
+                self._stopped = [p for p in self._stopped if p not in mine]
+        box["thread"].join()
+        h = box["h"]
+        if h is None or not h.alive:
+            return None
+        self.handed_out += 1
+        return h
+
+    def ready(self) -> int:
+        """How many spares have finished starting and wait to be taken."""
+        with self._lock:
+            return sum(1 for b in self._boxes if b["h"] is not None and b["h"].alive)
+
+    def pids(self) -> list[int]:
+        """Every process of the spares held now (launchers, sandbox inits, workers)."""
+        with self._lock:
+            boxes = list(self._boxes)
+        out: list[int] = []
+        for b in boxes:
+            if b["proc"] is not None:
+                out.extend(_tree(b["proc"]))
+        return out
+
+    # ---------------------------------------------------------------- windows
+    def _pause(self) -> None:  # under process._SPAWN_LOCK
+        with self._lock:
+            procs = [b["proc"] for b in self._boxes if b["proc"] is not None]
+        for proc in procs:
+            self._stopped.extend(_stop_tree(proc.pid))
+
+    def _resume(self) -> None:
+        stopped, self._stopped = self._stopped, []
+        _cont(stopped)
+
+    # ---------------------------------------------------------------- ending
+    def discard(self) -> None:
+        """Drop every spare: closed now if started, when its start ends otherwise."""
+        with self._lock:
+            boxes, self._boxes = self._boxes, []
+            for b in boxes:
+                b["discard"] = True
+        with process._SPAWN_LOCK:
+            mine = {p for b in boxes if b["proc"] is not None for p in _tree(b["proc"])}
+            _cont([p for p in self._stopped if p in mine])
+            self._stopped = [p for p in self._stopped if p not in mine]
+        for b in boxes:
+            h = b["h"]
+            if h is not None:
+                b["h"] = None
+                h.close()
+        self._ending.extend(b for b in boxes if b["thread"].is_alive())
+
+    def close(self, wait_s: float = 60.0) -> None:
+        """Discard every spare and wait (up to ``wait_s``) for those still starting."""
+        with self._lock:
+            self.closed = True
+        self.discard()
+        deadline = time.monotonic() + wait_s
+        for b in self._ending:
+            b["thread"].join(timeout=max(0.0, deadline - time.monotonic()))
+        with process._SPAWN_LOCK:
+            self._resume()
+            _POOLS.discard(self)
+
+
+def _tree(proc) -> list[int]:
+    pid = proc.pid if not isinstance(proc, int) else proc
+    return [pid, *sorted(guards.descendants(pid))]
 
 
 def _build_request(problem: Problem, solution: Solution, cfg: EvalConfig) -> protocol.Build:
@@ -25,12 +278,33 @@ def _build_request(problem: Problem, solution: Solution, cfg: EvalConfig) -> pro
                           init_seed=problem.init_seed, build_timeout_s=cfg.build_timeout_s)
 
 
-def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig) -> tuple[WorkerHandle | None, Failure | None]:
-    """Start a worker and build ``solution`` in it. Returns (handle, None) or (None, failure):
-    RUNTIME_ERROR when the worker did not start or replied garbage, COMPILE_ERROR when the
-    build failed, timed out or the worker died while building (with the log tail)."""
+def new_worker(device: str, spares: SparePool | None = None) -> WorkerHandle:
+    """A started worker with its profiler warmed, no candidate code in it: a spare from
+    ``spares`` when one is there, else started now. The first torch.profiler session of a
+    process loads CUPTI and Kineto (4 s on the H200): paid here, before any candidate code,
+    beside the reference's start, instead of inside the first timed block. Raises WorkerDied
+    / WorkerTimeout / ProtocolError."""
+    h = spares.take() if spares is not None else None
+    if h is not None:
+        return h
+    h = WorkerHandle(device)
     try:
-        h = WorkerHandle(cfg.device)
+        protocol.request(h, protocol.WarmProfiler(), timeout_s=120)
+    except protocol.ReplyInvalid as e:
+        h.kill()
+        raise ProtocolError(f"warm_profiler: {e}") from None
+    h.profiler_warm = True
+    return h
+
+
+def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
+                    spares: SparePool | None = None) -> tuple[WorkerHandle | None, Failure | None]:
+    """Start a worker (or take one of ``spares``) and build ``solution`` in it. Returns
+    (handle, None) or (None, failure): RUNTIME_ERROR when the worker did not start or replied
+    garbage, COMPILE_ERROR when the build failed, timed out or the worker died while building
+    (with the log tail)."""
+    try:
+        h = new_worker(cfg.device, spares)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
         return None, Failure(Status.RUNTIME_ERROR, f"worker failed to start: {e}")
     try:
@@ -68,9 +342,10 @@ class ReferenceWorkers:
     the H200, phases_s ref_timing.worker + ref_timing.profiler); it is built before any
     candidate code runs; :meth:`handle` takes it over."""
 
-    def __init__(self, problem: Problem, cfg: EvalConfig):
+    def __init__(self, problem: Problem, cfg: EvalConfig, spares: SparePool | None = None):
         self.problem = problem
         self.cfg = cfg
+        self.spares = spares
         self.worker: WorkerHandle | None = None
         self._thread: threading.Thread | None = None
         self._box: dict = {}
@@ -81,13 +356,12 @@ class ReferenceWorkers:
 
     def _new(self) -> WorkerHandle | None:
         try:
-            h = WorkerHandle(self.cfg.device)
+            h = new_worker(self.cfg.device, self.spares)
             rep = protocol.request(h, _build_request(self.problem, reference_solution(self.problem), self.cfg),
                                    timeout_s=self.cfg.build_timeout_s)
             if not isinstance(rep, protocol.BuildReply):
                 h.close()
                 return None
-            protocol.request(h, protocol.WarmProfiler(), timeout_s=120)
             h.sched0 = self.sched0 or guards.sched_state(h.pid).get(h.pid)
             return h
         except Exception:  # noqa: BLE001 - reference timing is best effort

@@ -284,7 +284,9 @@ class _SharedEvaluator:
     """The default evaluator of :func:`execute`: one ``harness.Evaluator`` per problem, kept
     while consecutive pairs share that problem, so the eager reference's timing worker is
     started once per problem instead of once per candidate (about 4 s each on the H200).
-    The harness drops that worker after a candidate that crashed, hung or cheated."""
+    The harness drops that worker after a candidate that crashed, hung or cheated. One
+    :class:`~solbench.harness.workers.SparePool` serves every problem of the run
+    (``spare_workers``): each pair takes its workers already started."""
 
     #: accepts ``on_trace`` and calls it as each workload finishes
     streams = True
@@ -293,26 +295,40 @@ class _SharedEvaluator:
         self.options = dict(options or {})
         self.key = None
         self.ev = None
+        self.spares = None  # workers started ahead, shared by the run's problems
 
     def __call__(self, problem: Problem, solution: Solution, device: str,
                  uuids: list[str], on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
         from .. import harness
+        from ..harness.workers import SparePool
         from ..pipeline import evaluate_and_score
 
         config = harness.EvalConfig(device=device, workloads=list(uuids), **self.options)
         key = (id(problem), device)
         if self.ev is None or self.key != key:
-            self.close()
-            self.ev = harness.Evaluator(problem, config)
+            self.close_evaluator()
+            if config.spare_workers > 0 and (self.spares is None or self.spares.device != device):
+                self.close_spares()
+                self.spares = SparePool(device, config.spare_workers)
+            self.ev = harness.Evaluator(problem, config, spares=self.spares if config.spare_workers > 0 else None)
             self.key = key
         return list(evaluate_and_score(problem, solution, config, evaluator=self.ev,
                                        on_trace=on_trace))
 
-    def close(self) -> None:
+    def close_evaluator(self) -> None:
         if self.ev is not None:
             self.ev.close()
         self.ev = None
         self.key = None
+
+    def close_spares(self) -> None:
+        if self.spares is not None:
+            self.spares.close()
+        self.spares = None
+
+    def close(self) -> None:
+        self.close_evaluator()
+        self.close_spares()
 
 
 def label_map(plan: RunPlan) -> dict[str, str]:
