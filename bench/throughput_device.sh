@@ -18,7 +18,8 @@
 #   python3 bench/slim_ray_wheel.py .whl/ray-2.60.0-*.whl && du -sh .whl
 # Run (device tool, carry [".whl"]):  bash bench/throughput_device.sh
 # Knobs: N_PROBLEMS (10), SKIP (globs), PROBE_S (100; 0 skips step 1), LOCAL_S (120),
-#   RAY_S (150), KILL_AFTER_S (unset),
+#   RAY_S (150), KILL_AFTER_S (unset), AB_S (0: no spare-pool A/B; e.g. 240), AB_PROBLEMS (4),
+#   AB_COPIES (8),
 #   DATA (../shared/datasets/sol-execbench-dev), DEVICE (cuda; cpu for a dry run with
 #   DATA=l1 ONLY='relu_*' EXTRA='--tag cpu').
 set -uo pipefail
@@ -64,6 +65,16 @@ CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" python3 bench/throughput.py "$
   > "$R/local.log" 2>&1
 echo "local done at $(( $(date +%s) - T0 )) s"
 
+# 2b. optional (AB_S=seconds): the spare-worker pool before / after, AB_PROBLEMS problems x
+#     AB_COPIES copies of their first workload, one pair each (bench/throughput_ab.py)
+if [ "${AB_S:-0}" -gt 0 ]; then
+  CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" timeout "$AB_S" python3 bench/throughput_ab.py \
+    --live "$DATA" --device "$DEVICE" --seed 0x5eed --skip "$SKIP" ${ONLY:+--only "$ONLY"} \
+    --max-problems "${AB_PROBLEMS:-4}" --copies "${AB_COPIES:-8}" --reps 1 \
+    --budget-s "$(( AB_S / 2 ))" --out "$R/ab" > "$R/ab.log" 2>&1
+  echo "spares A/B done at $(( $(date +%s) - T0 )) s"
+fi
+
 # 3. ray, one worker per GPU; optionally kill one worker mid-run
 if [ -n "${KILL_AFTER_S:-}" ]; then
   # from KILL_AFTER_S on, the first actor process seen evaluating a pair (Ray titles it
@@ -83,7 +94,7 @@ echo "ray done at $(( $(date +%s) - T0 )) s"
 python3 bench/executor_compare.py "$R/local_run/results.jsonl" "$R/ray_run/results.jsonl" \
   --out "$R/compare" --wall "$R/local.json" "$R/ray.json" > "$R/compare.log" 2>&1
 rm -rf "$R"/*_run/solutions
-for f in env.txt probes.md local.md ray.md compare.log kill.log; do
+for f in env.txt probes.md local.md ab.md ray.md compare.log kill.log; do
   [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }
 done
 tail -3 "$R"/local_run/run.log "$R"/ray_run/run.log 2>/dev/null
