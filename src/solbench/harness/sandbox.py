@@ -141,10 +141,14 @@ def _code_paths(hidden: list[str]) -> list[str]:
 def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
     cuda = _is_cuda(device)
     a = [bwrap, "--ro-bind", "/", "/"]
-    # the driver's device nodes on CUDA, a minimal /dev otherwise; either way a private
-    # world-writable /dev/shm (POSIX semaphores: multiprocessing's locks, a ThreadPool's)
+    # the driver's device nodes on CUDA, a minimal /dev otherwise. On CPU a private
+    # world-writable /dev/shm (POSIX semaphores: multiprocessing's locks, a ThreadPool's). On
+    # CUDA the host's /dev/shm stays: legacy CUDA IPC fails to open the parent's buffers
+    # behind a private one (bench/sandbox_ipc_matrix.py on the H200: every other layer can
+    # stay; docs/isolation.md says what that exposes and why it is bounded)
     a += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
-    a += ["--perms", "1777", "--size", str(1 << 30), "--tmpfs", "/dev/shm"]
+    if not cuda:
+        a += ["--perms", "1777", "--size", str(1 << 30), "--tmpfs", "/dev/shm"]
     a += ["--proc", "/proc"]
     hidden = _hidden_dirs()
     for d in hidden:
