@@ -106,6 +106,9 @@ class SlotPool:
         return [p for p, g in zip(pos, got) if g != value]
 
     def close(self) -> None:
+        """Release the buffers and the pristine inputs (the SlotPool may stay referenced by
+        the workload's evidence; its memory must not)."""
+        self.pristine = [None] * self.k
         if self.arena is not None:
             self.arena.close()
         if self._pool is not None:
