@@ -183,6 +183,8 @@ class Evaluator:
                           phases=self._phases, call_timeout_s=cfg.later_call_timeout(0.0))
 
         def done(failure: Failure | None, corr: Correctness | None = None, **kw) -> Trace:
+            h.check_channels("the end of the workload", full=True)  # the parent's own look
+            run.findings.extend(h.tamper_findings())
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 

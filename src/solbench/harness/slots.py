@@ -35,6 +35,7 @@ class SlotPool:
         self.out_specs = [(d.shape_of(s, env), to_torch(s.dtype)) for s in d.outputs.values()]
         self.k = k
         self.device = device
+        self._make = (problem, w, k, device, first)
         self.slots: list[dict] = []
         self.wire: list[dict] = []  # what the worker receives: CUDA tensors or /dev/shm descriptors
         self.pristine: list[dict | None] = [None] * k
@@ -77,6 +78,25 @@ class SlotPool:
                 wouts.append(wt)
             self.slots.append({"inputs": ins, "outputs": outs})
             self.wire.append({"inputs": wins, "outputs": wouts})
+
+    def twin(self) -> "SlotPool":
+        """A pool of the same K slots and shapes in buffers of its own (new memfds / device
+        tensors), holding copies of this pool's pristine inputs, with a flush buffer of the
+        same size: the trusted reference's worker is handed these, never the buffers the
+        candidate's worker mapped (a mapping it keeps could rewrite the reference's inputs
+        between the parent's fill and the reference's read). The caller closes it."""
+        problem, w, k, device, first = self._make
+        t = SlotPool(problem, w, k, device, first)
+        try:
+            for i, values in enumerate(self.pristine):
+                if values is not None:
+                    t.fill(i, values)
+            if self.flush is not None:
+                t.ensure_flush(self.flush.numel() * 4)
+        except BaseException:
+            t.close()
+            raise
+        return t
 
     def ensure_flush(self, nbytes: int) -> None:
         """Allocate the flush buffer (int32, ``nbytes`` rounded down to 4) once."""
