@@ -1,4 +1,7 @@
-"""Hostile (issue 11, reply fuzz): rewrites one field of the worker's reply to one op.
+"""Hostile (issue 11, reply fuzz): rewrites one field of the worker's reply to one op, in
+the bytes the worker's connection sends (``Connection.send_bytes`` of the class, which no
+tripwire of the worker covers: the rewrite itself is never reported, so the timed ops are
+reached too).
 
 ``OP`` names the op (read from the worker's own ``loop`` frame when the reply is encoded, so
 time_begin and time_end, alike on the CPU, are told apart), ``FIELD`` a path into the
@@ -9,13 +12,14 @@ The tests set the three constants; the kernel itself is an honest matmul.
 """
 import json
 import sys
+from multiprocessing.connection import Connection
 
 import torch
 
 OP = "call"
 FIELD = "payload.returned.0.shape"
 VALUE = "None"
-_orig = json.JSONEncoder.encode
+_orig = Connection.send_bytes
 _done = []
 
 
@@ -47,19 +51,21 @@ def _set(frame, path, value):
     return [root["seq"], root["status"], root["payload"]]
 
 
-def _encode(self, o):
-    if not _done and isinstance(o, list) and len(o) == 3 and _op() == OP:
+def _send_bytes(self, buf, *a, **kw):
+    if not _done and _op() == OP:
         _done.append(1)
         try:
-            o = _set(o, FIELD, VALUE)
-        except (KeyError, IndexError, TypeError):
+            o = json.loads(bytes(buf))
+            if VALUE == "DEEP":  # the stdlib encoder recurses: write the nesting as text
+                buf = ("[" * 100_000 + "]" * 100_000).encode()
+            else:
+                buf = json.dumps(_set(o, FIELD, VALUE)).encode()
+        except (KeyError, IndexError, TypeError, ValueError):
             pass
-        if VALUE == "DEEP":  # the stdlib encoder recurses: write the nesting as text
-            return "[" * 100_000 + "]" * 100_000
-    return _orig(self, o)
+    return _orig(self, buf, *a, **kw)
 
 
-json.JSONEncoder.encode = _encode
+Connection.send_bytes = _send_bytes
 
 
 def run(a, b):

@@ -106,6 +106,23 @@ def test_forged_replies_and_a_worker_that_stops_reading_end_in_a_status(tmp_path
     assert "reply_channel_tampered" not in _checks(ev)
 
 
+def test_a_worker_stalled_in_its_integrity_check_ends_within_the_call_limit(tmp_path, solbench_cache):
+    """cand_stall_guards stops its own process when the integrity check starts. Before: the
+    check waited its own 60 s under --timeout 3 (about 66 s for this run); now the harness's
+    own ops are capped at max(--timeout, 10 s)."""
+    p = _mm(tmp_path, n=64)
+    cfg = EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False)
+    cfg.set_timeout(3)
+    t0 = time.monotonic()
+    (t,) = evaluate(p, _cand(p, "cand_stall_guards.py"), cfg)
+    took = time.monotonic() - t0
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
+    f = next(x for x in ev.findings if x.check == "guard_check_failed")
+    assert "no answer within 10 s during guards" in f.message, f.message
+    assert took < process.HARNESS_OP_FLOOR_S + 30, took
+
+
 def test_honest_worker_channels_are_intact(tmp_path, solbench_cache):
     """The check itself: an honest evaluation's worker holds exactly the parent's sockets."""
     p = _mm(tmp_path)
@@ -154,6 +171,43 @@ def test_the_reference_never_reads_buffers_the_candidate_mapped(tmp_path, solben
     assert cand and ref and not (cand & ref), (cand, ref)
     # its own calls are an honest topk on intact inputs: no finding of the candidate's
     assert ev.status == Status.PASSED, (ev.status, ev.findings)
+
+
+def test_many_buffers_cross_in_few_messages_without_blocking(monkeypatch):
+    """600 buffers of one load: one message per buffer filled the socket's queue after about
+    270 (the parent blocked before the worker read any); in batches they all cross and the
+    worker side maps each id to its own memfd."""
+    import os
+    import socket
+
+    from solbench.harness import shm
+
+    arena = shm.ShmArena()
+    parent, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        descs = []
+        for i in range(600):
+            t, d = arena.tensor((2,), None, torch.int32)
+            t.fill_(i)
+            descs.append(d)
+        ids = shm.memfd_ids({"slots": descs})
+        parent.setblocking(False)  # a send that would block raises here
+        shm.send_memfds(parent, ids)
+        monkeypatch.setattr(shm, "FD_CHANNEL", worker)
+        monkeypatch.setattr(shm, "_RECEIVED", {})
+        assert sorted(ids) == sorted(d["path"][6:] for d in descs)
+        for i, d in enumerate(descs):
+            buf_id = d["path"][6:]
+            fd = shm._received_fd(buf_id)
+            assert os.fstat(fd).st_ino == os.fstat(shm.MEMFDS[buf_id]).st_ino
+            raw = torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=8, dtype=torch.uint8)
+            assert raw.view(torch.int32).tolist() == [i, i]  # the same buffer, not a copy
+        for fd in shm._RECEIVED.values():
+            os.close(fd)
+    finally:
+        arena.close()
+        parent.close()
+        worker.close()
 
 
 # ------------------------------------------------------------------ 3. malformed replies

@@ -189,6 +189,7 @@ class Evaluator:
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 
         t_phase = time.perf_counter()
+        h.cap_harness_ops(cfg.call_timeout_s)  # --timeout bounds the harness's own ops too
         plan = round_plan(cfg.rounds)
         first = make_set(run, plan[0])
         if isinstance(first, Failure):

@@ -21,6 +21,10 @@ SEND_TIMEOUT_S = 10.0
 #: ops after whose reply every fd of the worker is read (the other replies: its two channel
 #: fds only, about 20 us)
 FULL_CHANNEL_CHECK_OPS = frozenset({"build", "load", "guards", "time_end"})
+#: the harness's own ops (no candidate call inside): with ``--timeout`` their limits are
+#: capped at the larger of that limit and HARNESS_OP_FLOOR_S (:meth:`WorkerHandle.cap_harness_ops`)
+CAPPED_OPS = frozenset({"ping", "load", "noop", "guards", "time_begin"})
+HARNESS_OP_FLOOR_S = 10.0
 
 
 def socket_module():
@@ -311,9 +315,11 @@ class WorkerHandle:
                          for name, sk in (("reply", theirs), ("buffers", fd_theirs))}
         self.tampered: dict[str, Any] | None = None
         self._tamper_reported = False
+        self._unverifiable_reported = False
         self.contradictions: list[dict[str, str]] = []
         self.channel_unverifiable: str | None = None
         self.tids_hello: set[int] = set()
+        self.harness_op_cap_s: float | None = None
         self._sent_fds: set[str] = set()
         env = dict(os.environ)
         env.pop("SOLBENCH_WORKER_AUTHKEY", None)
@@ -507,6 +513,13 @@ class WorkerHandle:
                 raise ChannelTampered(during, self.tampered)
             return status, payload
 
+    def cap_harness_ops(self, call_timeout_s: float | None) -> None:
+        """With a call limit set (``--timeout``), no harness op of :data:`CAPPED_OPS` waits
+        longer than ``max(call_timeout_s, HARNESS_OP_FLOOR_S)`` (their own limits, 60-120 s,
+        otherwise): a worker stalled in an integrity check ends within the user's limit's
+        order, not a minute later. None: the ops' own limits."""
+        self.harness_op_cap_s = None if call_timeout_s is None else max(float(call_timeout_s), HARNESS_OP_FLOOR_S)
+
     def check_channels(self, during: str, full: bool = False) -> dict[str, Any] | None:
         """Compare the worker's channel fds with the sockets the parent handed it (read from
         /proc/<worker>/fd by the parent; the candidate can rewrite what the worker says, not
@@ -562,6 +575,11 @@ class WorkerHandle:
                                f"the worker's channel to the parent was replaced (seen during "
                                f"{self.tampered['during']}): {'; '.join(self.tampered['problems'][:3])}",
                                dict(self.tampered)))
+        if self.channel_unverifiable is not None and not self._unverifiable_reported:
+            self._unverifiable_reported = True  # said once per worker, never silently
+            out.append(finding("reply_channel_unverified",
+                               f"the parent could not check the worker's channel: {self.channel_unverifiable}",
+                               {"reason": self.channel_unverifiable}))
         if self.contradictions:
             c = self.contradictions[0]
             out.append(finding("reply_contradiction", f"{c['op']} reply: {c['reason']}",
@@ -593,16 +611,14 @@ class WorkerHandle:
             view = view[n:]
 
     def _send_fds_bounded(self, ids: list[str], deadline: float, limit: float, during: str) -> None:
-        """:func:`shm.send_memfds` with the same deadline as :meth:`_send_all`."""
+        """The buffers' memfds (:func:`shm.memfd_batches`) with the same deadline as
+        :meth:`_send_all`."""
         import select
 
-        from .shm import MEMFDS
+        from .shm import memfd_batches
 
         sk = socket_module()
-        for i in ids:
-            fd = MEMFDS.get(i)
-            if fd is None:
-                raise KeyError(f"buffer memfd:{i} is closed")
+        for tag, fds in memfd_batches(ids):
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -614,7 +630,7 @@ class WorkerHandle:
                         self._dead(during)
                     continue
                 try:
-                    sk.send_fds(self._fdchan, [i.encode()], [fd], sk.MSG_DONTWAIT)
+                    sk.send_fds(self._fdchan, [tag], fds, sk.MSG_DONTWAIT)
                     break
                 except BlockingIOError:
                     continue
@@ -638,6 +654,8 @@ class WorkerHandle:
         import struct
         from multiprocessing.reduction import ForkingPickler
 
+        if op in CAPPED_OPS and self.harness_op_cap_s is not None:
+            timeout_s = min(timeout_s, self.harness_op_cap_s)
         self.seq += 1
         # the whole request, sends included, within its limit (sends get at most
         # SEND_TIMEOUT_S of it: an honest worker reads a request at once)
