@@ -14,13 +14,9 @@ the parent. The worker's Python objects are never touched, so no in-process trip
 - ``"stall"``: after the correctness rounds, stops reading the parent's requests and
   answers every request the parent sends afterwards with nothing at all, while keeping
   both ends open (a hang on the worker that only the parent's own deadline can end).
-- ``"flood"``: after the correctness rounds, answers each timed call at once with a forged
-  reply of its own (0.001 ms) and drops the worker's real one: the parent's window sees a
-  call that returned before its kernel ran.
 """
 import json
 import os
-import pickle
 import socket
 import struct
 import sys
@@ -71,10 +67,6 @@ def _to_worker(parent, worker):
         if MODE == "stall" and _state["calls"] >= 2:
             while True:  # never read again, never answer
                 time.sleep(3600)
-        if MODE == "flood" and _state["calls"] >= 2 and b"time_iter" in data:
-            seq = pickle.loads(data)[0]
-            _state["drop"] = _state.get("drop", 0) + 1
-            _send(parent, json.dumps([seq, "ok", {"host_ms": 0.001, "event_ms": None}]).encode())
         _state["t_req"] = time.perf_counter()
         _send(worker, data)
 
@@ -84,9 +76,6 @@ def _to_parent(worker, parent):
         data = _frame(worker)
         if b'"returned"' in data:
             _state["calls"] += 1
-        if MODE == "flood" and _state.get("drop") and b'"host_ms"' in data and b'"event_ms"' in data:
-            _state["drop"] -= 1
-            continue  # the parent already got the forged reply
         _send(parent, _rewrite(data))
 
 

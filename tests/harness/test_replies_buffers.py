@@ -108,8 +108,8 @@ def test_forged_replies_and_a_worker_that_stops_reading_end_in_a_status(tmp_path
 
 def test_a_worker_stalled_in_its_integrity_check_ends_within_the_call_limit(tmp_path, solbench_cache):
     """cand_stall_guards stops its own process when the integrity check starts. Before: the
-    check waited its own 60 s under --timeout 3 (about 66 s for this run); now the harness's
-    own ops are capped at max(--timeout, 10 s)."""
+    check waited its own 60 s under --timeout 3; now the harness's own ops are capped at
+    max(--timeout, 10 s)."""
     p = _mm(tmp_path, n=64)
     cfg = EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False)
     cfg.set_timeout(3)
@@ -238,21 +238,22 @@ def test_fuzzed_replies_are_refused_or_safe_for_the_parent():
     stub = SimpleNamespace(slots=SimpleNamespace(names_out=["c"], out_specs=[((4, 4), torch.float32)]),
                            findings=[], cfg=SimpleNamespace(device="cpu"))
     accepted = 0
+    ops = sorted(_VALID)
     for _ in range(4000):
-        op = rng.choice(sorted(_VALID))
+        # half the cases on the replies whose outputs the parent judges
+        op = rng.choice(["call", "time_iter"]) if rng.random() < 0.5 else rng.choice(ops)
         payload = {k: v for k, v in _VALID[op].items()}
-        for _ in range(rng.randint(1, 3)):
-            keys = list(payload) + ["extra"]
-            k = rng.choice(keys)
-            if k in payload and rng.random() < 0.15:
-                del payload[k]
-                continue
-            v = rng.choice(_JUNK)
-            if k == "returned" and rng.random() < 0.6:  # mutate inside an output record
-                rec = dict(_VALID["call"]["returned"][0])
-                rec[rng.choice(list(rec) + ["extra"])] = rng.choice(_JUNK)
-                v = [rec]
-            payload[k] = v
+        if op in ("call", "time_iter") and rng.random() < 0.5:  # one field of an output record
+            rec = dict(_VALID["call"]["returned"][0])
+            rec[rng.choice(list(rec) + ["extra"])] = rng.choice(_JUNK)
+            payload["returned"] = [rec]
+        else:
+            for _ in range(rng.randint(1, 3)):
+                k = rng.choice(list(payload) + ["extra"])
+                if k in payload and rng.random() < 0.15:
+                    del payload[k]
+                else:
+                    payload[k] = rng.choice(_JUNK)
         status = rng.choice(["ok"] * 8 + ["error", "compile_error", "weird"])
         try:
             rep = protocol.parse_reply(op, status, payload)
@@ -276,13 +277,13 @@ CASES = [
     ("call", "payload.returned", "'x'", Status.RUNTIME_ERROR, "malformed_reply"),
     ("call", "payload.returned", "DELETE", Status.RUNTIME_ERROR, "malformed_reply"),
     ("call", "payload.surprise", "1", Status.RUNTIME_ERROR, "malformed_reply"),
-    ("call", "payload", "DEEP", Status.RUNTIME_ERROR, None),  # reader thread died: TIMEOUT after the limit
+    ("call", "payload", "DEEP", Status.RUNTIME_ERROR, None),  # reader thread died: TIMEOUT at the call limit
     ("call", "status", "'weird'", Status.RUNTIME_ERROR, "malformed_reply"),
     ("call", "seq", "10**6", Status.RUNTIME_ERROR, None),
     ("time_iter", "payload.host_ms", "1e300", Status.RUNTIME_ERROR, "malformed_reply"),
     ("time_iter", "payload.host_ms", "5000.0", Status.REWARD_HACK, "reported_time_contradiction"),
     ("time_iter", "payload.event_ms", "0.001", Status.REWARD_HACK, "reply_contradiction"),  # PASSED
-    ("time_begin", "payload.cupti", "True", Status.REWARD_HACK, "reply_contradiction"),  # RUNTIME_ERROR
+    ("time_begin", "payload.cupti", "True", Status.REWARD_HACK, "reply_contradiction"),  # PASSED
     ("time_end", "payload.cupti", "1", Status.RUNTIME_ERROR, "malformed_reply"),
     ("noop", "payload.host_ms", "'fast'", Status.RUNTIME_ERROR, "malformed_reply"),
     ("guards", "payload.changed", "5", Status.REWARD_HACK, "guard_reply_invalid"),

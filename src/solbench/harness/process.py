@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -25,12 +26,6 @@ FULL_CHANNEL_CHECK_OPS = frozenset({"build", "load", "guards", "time_end"})
 #: capped at the larger of that limit and HARNESS_OP_FLOOR_S (:meth:`WorkerHandle.cap_harness_ops`)
 CAPPED_OPS = frozenset({"ping", "load", "noop", "guards", "time_begin"})
 HARNESS_OP_FLOOR_S = 10.0
-
-
-def socket_module():
-    import socket
-
-    return socket
 
 
 #: pids of workers alive in this process (anything else the parent adopts is a stray)
@@ -275,7 +270,10 @@ class WorkerHandle:
     Trust boundary: requests go parent -> worker pickled (the worker may unpickle what the
     parent sends); replies come back as length-prefixed **JSON only**, at most
     :data:`MAX_REPLY_BYTES`, read by a reader thread so a stalled or garbage reply can never
-    block or execute code in the parent. Tensors are never sent back: the parent owns every
+    block or execute code in the parent; requests are sent non-blocking with a deadline, so a
+    worker that stops reading cannot block it either. After every reply the parent checks
+    from /proc that the worker still holds exactly the sockets it was handed
+    (:meth:`check_channels`). Tensors are never sent back: the parent owns every
     buffer (sealed memfds on CPU, CUDA IPC on GPU). stdout/stderr of the worker are drained
     by a parent thread into a log file that keeps at most ``log_cap_bytes``.
 
@@ -605,7 +603,7 @@ class WorkerHandle:
                     self._dead(during)
                 continue
             try:
-                n = self._sock.send(view, socket_module().MSG_DONTWAIT)
+                n = self._sock.send(view, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 continue
             view = view[n:]
@@ -617,7 +615,6 @@ class WorkerHandle:
 
         from .shm import memfd_batches
 
-        sk = socket_module()
         for tag, fds in memfd_batches(ids):
             while True:
                 left = deadline - time.monotonic()
@@ -630,7 +627,7 @@ class WorkerHandle:
                         self._dead(during)
                     continue
                 try:
-                    sk.send_fds(self._fdchan, [tag], fds, sk.MSG_DONTWAIT)
+                    socket.send_fds(self._fdchan, [tag], fds, socket.MSG_DONTWAIT)
                     break
                 except BlockingIOError:
                     continue
