@@ -77,7 +77,10 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     paths = [DATA_ROOT / "l1" / "relu_fp32"]
     plan = R.plan_run(paths, tmp_path / "sols", set(), tags=["cpu"])
     assert len(plan.pairs) == 3
-    out = R.execute(plan, tmp_path / "r.jsonl", "cpu", eval_options={"iters": 3, "rounds": 2})
+    # every worker started is counted: no spares (started ahead, some never used; their
+    # handing out is tests/harness/test_spare_workers.py's)
+    opts = {"iters": 3, "rounds": 2, "spare_workers": 0}
+    out = R.execute(plan, tmp_path / "r.jsonl", "cpu", eval_options=opts)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED"] * 3
     assert all(t.evaluation.reference_timing is not None for t in out.traces)
     assert len(started) == 4
@@ -86,6 +89,6 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     (sols / "b.py").write_text("import time\nimport torch\n\ndef run(x):\n"
                                "    time.perf_counter = lambda: 0.0\n    return torch.relu(x)\n")
     plan = R.plan_run(paths, tmp_path / "sols", set(), tags=["cpu"])
-    out = R.execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options={"iters": 3, "rounds": 2})
+    out = R.execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options=opts)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED", "REWARD_HACK", "PASSED"]
     assert len(started) == 5  # a, ref, b, c, a fresh ref for c
