@@ -229,7 +229,8 @@ class Evaluator:
             if cfg.timing and not run.hack():
                 try:
                     self._phases["reference_timing"] = 0.0
-                    timing, ref_timing, tele = TimedBlocks(run, self.oracle, self.refs, self.telemetry).time()
+                    timing, ref_timing, tele = TimedBlocks(run, self.oracle, self.refs, self.telemetry,
+                                                         dps=solution.spec.destination_passing_style).time()
                     self._phases["timing"] = round(time.perf_counter() - t_phase, 3)
                 except WorkerTimeout as e:
                     return done(Failure(Status.TIMEOUT, f"timing: {e}"), corr)
