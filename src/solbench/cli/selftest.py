@@ -110,7 +110,7 @@ def _print(report) -> None:
             kd = r.kd_status
         else:
             kd = (f"{1 / r.kd_speedup:.2f}x {_fmt_iv(r.kd_interval, inv=True)} "
-                  + ("ok" if r.kd_ok else "FAIL") + ("" if r.kd_resolvable else " (sign only)"))
+                  + ("ok" if r.kd_ok else "FAIL") + ("" if r.kd_resolvable else " (unresolved)"))
         ag = "-" if r.agree is None else (f"{_fmt(r.fresh_ms, '.4g')} / {_fmt(r.reused_ms, '.4g')} ms, A/A "
                                           f"{_fmt(r.fresh_speedup)} / {_fmt(r.reused_speedup)} "
                                           + ("ok" if r.agree else "FAIL"))
@@ -118,7 +118,7 @@ def _print(report) -> None:
                   kd, ag, escape(", ".join(r.findings)))
     t.caption = (f"~ : the A/A speedup lies within the run's noise (speedup interval from the two "
                  f"latency interquartile ranges holds 1.0); known difference expected {KD_EXPECTED:.0f}x "
-                 "(sign only: below the resolvable floor or inside the run's noise)")
+                 "(unresolved: below the resolvable floor or inside the run's noise; the expected band then only has to lie within the noise)")
     console.print(t)
     s = Table(title="A/A distribution per suite (speedup of the reference against itself)")
     for col in ("suite", "workloads", "p5", "p50", "p95", "within noise", "geomean interval",
