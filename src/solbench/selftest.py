@@ -42,6 +42,9 @@ KD_HIGH = 2.6
 #: (below it only its sign: the harness's per-call floor dominates; on CUDA the 20 us of
 #: the timing-fidelity goal)
 MIN_MS = {"cpu": 0.2, "cuda": 0.02}
+#: an A/A noise interval wider than this (hi / lo) tests nothing: the run is reported as too
+#: noisy to be conclusive there (not a failure; a loaded CPU host reads 0.01-5x)
+AA_MAX_WIDTH = 2.0
 #: share of a suite's A/A workloads that must lie within noise (by chance alone a few of a
 #: large suite fall outside their interquartile intervals; a bias moves them all)
 AA_MIN_SHARE = 0.9
@@ -158,6 +161,8 @@ class Row:
     aa_speedup: float | None = None
     aa_interval: tuple[float, float] | None = None
     aa_within_noise: bool = False
+    #: the noise interval is narrow enough (hi / lo <= AA_MAX_WIDTH) for the A/A to test anything
+    aa_conclusive: bool = False
     ref_ms: float | None = None
     kd_status: str | None = None
     kd_speedup: float | None = None
@@ -180,6 +185,8 @@ class SuiteSummary:
     p50: float | None
     p95: float | None
     within_noise: int
+    #: workloads whose A/A noise interval is narrow enough to test anything
+    conclusive: int
     geomean_interval: tuple[float, float] | None
     aa_ok: bool
     kd_n: int
@@ -205,7 +212,8 @@ class SelfTestReport:
                 "failures": self.failures, "suites": [asdict(s) for s in self.suites],
                 "rows": [asdict(r) for r in self.rows],
                 "criteria": {"aa": f"speedup interval holds 1.0 on >= {AA_MIN_SHARE:.0%} of a suite's "
-                                   "workloads and the geomean interval holds 1.0",
+                                   "workloads and the geomean interval holds 1.0; conclusive where the "
+                                   f"interval's hi / lo <= {AA_MAX_WIDTH}",
                              "known_difference": f"a slowdown in [{KD_LOW}, {KD_HIGH}] (expected {KD_EXPECTED}) "
                                                  "within the noise interval; the reading itself in that band "
                                                  f"where the reference median (ms) >= {MIN_MS} and the noise "
@@ -265,6 +273,8 @@ def run_selftest(problems: list[tuple[str, Problem, list]], cfg, *, known_differ
                 r.aa_speedup = _speedup(t)
                 r.aa_interval = _interval(t)
                 r.aa_within_noise = r.aa_interval is not None and r.aa_interval[0] <= 1.0 <= r.aa_interval[1]
+                r.aa_conclusive = r.aa_interval is not None and r.aa_interval[0] > 0 \
+                    and r.aa_interval[1] / r.aa_interval[0] <= AA_MAX_WIDTH
                 rt = t.evaluation.reference_timing
                 r.ref_ms = rt.median_ms if rt is not None else None
             if i < len(kd):
@@ -334,7 +344,8 @@ def run_selftest(problems: list[tuple[str, Problem, list]], cfg, *, known_differ
         ag_rows = [r for r in rs if r.agree is not None]
         suites.append(SuiteSummary(
             suite=name, n=len(rs), p5=quantile(ratios, 0.05), p50=quantile(ratios, 0.5),
-            p95=quantile(ratios, 0.95), within_noise=within, geomean_interval=gi, aa_ok=aa_ok,
+            p95=quantile(ratios, 0.95), within_noise=within, conclusive=sum(r.aa_conclusive for r in rs),
+            geomean_interval=gi, aa_ok=aa_ok,
             kd_n=len(kd_rows), kd_ok=sum(r.kd_ok for r in kd_rows),
             agree_n=len(ag_rows), agree_ok=sum(bool(r.agree) for r in ag_rows)))
     return SelfTestReport(device=cfg.device, iters=cfg.n_iters(), rows=rows, suites=suites, failures=failures)

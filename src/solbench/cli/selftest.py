@@ -94,14 +94,15 @@ def _print(report) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..selftest import KD_EXPECTED, _fmt, _fmt_iv
+    from ..selftest import AA_MAX_WIDTH, KD_EXPECTED, _fmt, _fmt_iv
 
     t = Table(title=f"selftest per workload ({report.device}, {report.iters} timed iterations)")
     for col in ("problem", "workload", "A/A speedup", "noise interval", "ref ms",
                 "known diff. slowdown", "fresh / reused worker", "findings"):
         t.add_column(col, overflow="fold")
     for r in report.rows:
-        aa = "-" if r.aa_speedup is None else f"{r.aa_speedup:.3f}x" + (" ~" if r.aa_within_noise else " OUT")
+        aa = "-" if r.aa_speedup is None else f"{r.aa_speedup:.3f}x" + (" ~" if r.aa_within_noise else " OUT") \
+            + ("" if r.aa_conclusive else " (too noisy)")
         if r.aa_speedup is None:
             aa = r.aa_status
         if r.kd_status is None:
@@ -117,16 +118,17 @@ def _print(report) -> None:
         t.add_row(escape(r.problem), escape(r.workload), aa, _fmt_iv(r.aa_interval), _fmt(r.ref_ms, ".4g"),
                   kd, ag, escape(", ".join(r.findings)))
     t.caption = (f"~ : the A/A speedup lies within the run's noise (speedup interval from the two "
-                 f"latency interquartile ranges holds 1.0); known difference expected {KD_EXPECTED:.0f}x "
+                 f"latency interquartile ranges holds 1.0); too noisy: its interval spans more than "
+                 f"{AA_MAX_WIDTH:g}x and tests nothing; known difference expected {KD_EXPECTED:.0f}x "
                  "(unresolved: below the resolvable floor or inside the run's noise; the expected band then only has to lie within the noise)")
     console.print(t)
     s = Table(title="A/A distribution per suite (speedup of the reference against itself)")
-    for col in ("suite", "workloads", "p5", "p50", "p95", "within noise", "geomean interval",
+    for col in ("suite", "workloads", "p5", "p50", "p95", "within noise", "conclusive", "geomean interval",
                 "A/A", "known difference", "fresh vs reused"):
         s.add_column(col)
     for x in report.suites:
         s.add_row(escape(x.suite), str(x.n), _fmt(x.p5, ".3f"), _fmt(x.p50, ".3f"), _fmt(x.p95, ".3f"),
-                  f"{x.within_noise}/{x.n}", _fmt_iv(x.geomean_interval), "ok" if x.aa_ok else "FAIL",
+                  f"{x.within_noise}/{x.n}", f"{x.conclusive}/{x.n}", _fmt_iv(x.geomean_interval), "ok" if x.aa_ok else "FAIL",
                   f"{x.kd_ok}/{x.kd_n}", f"{x.agree_ok}/{x.agree_n}")
     console.print(s)
     for f in report.failures:
