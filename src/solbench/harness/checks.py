@@ -132,6 +132,14 @@ register("guard_reply_invalid", H, """The worker's integrity-check reply is miss
 # ---- evidence the parent observes itself
 register("reported_time_contradiction", H, """A time the worker reported is impossible given the
     parent's own round-trip window around the same call (longer than the window).""")
+register("reply_channel_tampered", H, """The worker's ends of its channels to the parent are not the
+    sockets the parent handed it, or a second reference to one is held (read by the parent from
+    /proc/<worker>/fd after every reply): a man in the middle rewrites what the parent reads.""")
+register("reply_channel_unverified", A, """The parent could not read the worker's fds from /proc,
+    so the reply channel's identity was not checked for this worker.""")
+register("reply_contradiction", H, """A well-formed worker reply that is impossible for that worker
+    (CUPTI figures, CUDA-event times or stream evidence from a CPU worker): the reply was made
+    up.""")
 register("flush_skipped", H, """The cache flush did not happen: the flush buffer is owned by the
     parent, which reads random words of it (chosen after the call) and finds other values than the
     ones the flush of that iteration writes.""")

@@ -183,10 +183,13 @@ class Evaluator:
                           phases=self._phases, call_timeout_s=cfg.later_call_timeout(0.0))
 
         def done(failure: Failure | None, corr: Correctness | None = None, **kw) -> Trace:
+            h.check_channels("the end of the workload", full=True)  # the parent's own look
+            run.findings.extend(h.tamper_findings())
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 
         t_phase = time.perf_counter()
+        h.cap_harness_ops(cfg.call_timeout_s)  # --timeout bounds the harness's own ops too
         plan = round_plan(cfg.rounds)
         first = make_set(run, plan[0])
         if isinstance(first, Failure):

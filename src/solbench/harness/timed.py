@@ -147,6 +147,7 @@ class TimedBlocks:
         #: the candidate's calling convention (destination passing: no copy-out on its path)
         self.dps = dps
         self._set = 1000  # timed input sets are numbered from here (their seeds under --seed)
+        self._ref_pool = None  # the reference's own buffers (SlotPool.twin), made at first use
 
     def fresh(self) -> dict:
         """A new input set for a timed call (a fresh seed each)."""
@@ -173,6 +174,9 @@ class TimedBlocks:
         try:
             return self._body()
         finally:
+            if self._ref_pool is not None:
+                self._ref_pool.close()
+                self._ref_pool = None
             if n is not None:
                 torch.set_num_threads(n)
             if self.refs.worker is not None and self.refs.worker.alive:
@@ -300,7 +304,13 @@ class TimedBlocks:
                 thaw(h, frozen)
                 raise CandidateError("a process of the candidate ran beside the reference")
             rh.resume()
+            # the reference computes in buffers of its own, filled by the parent (never ones
+            # the candidate's worker mapped); run.slots is the candidate's pool again after
+            cand_slots = run.slots
             try:
+                if self._ref_pool is None:
+                    self._ref_pool = cand_slots.twin()
+                run.slots = self._ref_pool
                 _load(run, rh)
                 if ref_overhead is None:
                     # the no-op baselines measured with trusted code (the reference's worker),
@@ -315,6 +325,7 @@ class TimedBlocks:
                 self.refs.worker = None
                 findings.append(finding("reference_timing_failed", f"{type(e).__name__}: {e}"))
             finally:
+                run.slots = cand_slots
                 # reference outputs must not be left where the candidate can read them
                 for sl in range(k):
                     for o in slots.outputs(sl):

@@ -1,9 +1,12 @@
 """The worker: the only process where candidate code runs.
 
-Started as a fresh interpreter by :mod:`solbench.harness.process`. It receives input and
-output tensors as shared memory (CPU) or CUDA IPC handles through a torch.multiprocessing
-pipe, calls the candidate, and reports what it did. It never sees reference outputs,
-tolerances or seeds; its stdout/stderr go to a capped log file, never to the result channel.
+Started as a fresh interpreter by :mod:`solbench.harness.process`. It receives its input
+and output buffers as memfds over a socket pair (CPU, :mod:`solbench.harness.shm`) or CUDA
+IPC handles inside the requests, calls the candidate, and reports what it did. It never
+sees reference outputs, tolerances or seeds; its stdout/stderr go to a capped log file,
+never to the result channel. Its replies are data to the parent, which also checks from
+/proc that the worker's channel fds are still the sockets it handed over
+(:meth:`solbench.harness.process.WorkerHandle.check_channels`).
 
 Messages are ``(seq, op, payload)``; replies are ``(seq, status, payload)`` with status
 "ok" | "error" | "compile_error". One request is answered by exactly one reply.
