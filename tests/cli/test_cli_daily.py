@@ -385,6 +385,9 @@ def test_5_run_table_marks_noisy_geomean():
     out = rec.export_text()
     # medians (upper middle of 4 samples): reference 1.05, candidate 1.02 -> 1.03x, inside noise
     assert f"{1.05 / 1.02:.3g}x ~" in out and "timing noise" in out
+    # the summary says how many speedups the run cannot tell from 1.0 (its median and
+    # fast_p figures do not)
+    assert "1 ~ / 0 ! of 1" in out
 
 
 # --- 6: validate never runs KernelBench code ----------------------------------------------

@@ -239,7 +239,8 @@ class Evaluator:
             if cfg.timing and not run.hack():
                 try:
                     self._phases["reference_timing"] = 0.0
-                    blocks = TimedBlocks(run, self.oracle, self.refs, self.telemetry)
+                    blocks = TimedBlocks(run, self.oracle, self.refs, self.telemetry,
+                                         dps=solution.spec.destination_passing_style)
                     if cfg.reference_timing:  # its start (a spare's, maybe) ends outside the window
                         t_ref = time.perf_counter()
                         self.refs.handle()

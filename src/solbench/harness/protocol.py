@@ -92,8 +92,12 @@ class Call(Request):
 
 
 class Noop(Request):
+    """The timed path without the call; ``dps``: the path to measure (True: destination
+    passing, no copy-out; False: the copy-out of returned outputs; None: the worker's own)."""
+
     op: Literal["noop"] = "noop"
     slot: int | None = 0
+    dps: bool | None = None
 
 
 class TimeBegin(Request):
