@@ -117,6 +117,7 @@ def compare(old: dict, new: dict) -> dict:
     worst = (0.0, None)
     n = 0
     mismatches = []
+    per_problem: dict[str, float] = {}
     for prob in sorted(set(old) | set(new)):
         o, w = old.get(prob, {}), new.get(prob, {})
         for uuid in sorted(set(o) | set(w)):
@@ -131,6 +132,7 @@ def compare(old: dict, new: dict) -> dict:
                     mismatches.append(f"{prob} {uuid} {k}: only in {'new' if k not in fa else 'old'}")
                     continue
                 d = abs(fb[k] - fa[k]) / max(abs(fa[k]), 1e-300) if fa[k] != fb[k] else 0.0
+                per_problem[prob] = max(per_problem.get(prob, 0.0), d)
                 if d > worst[0]:
                     worst = (d, f"{prob} {uuid} {k}: {fa[k]!r} -> {fb[k]!r}")
             for model_hw in (k for k in a if "/" in k):
@@ -139,7 +141,8 @@ def compare(old: dict, new: dict) -> dict:
                                       f"{a[model_hw].get('bottleneck')} -> {b.get(model_hw, {}).get('bottleneck')}")
             if a.get("error") != b.get("error") and (a.get("error") or b.get("error")):
                 mismatches.append(f"{prob} {uuid} error: {a.get('error')!r} -> {b.get('error')!r}")
-    return {"workloads": n, "max_rel_diff": worst[0], "where": worst[1], "mismatches": mismatches}
+    return {"workloads": n, "max_rel_diff": worst[0], "where": worst[1], "mismatches": mismatches,
+            "per_problem": dict(sorted(per_problem.items(), key=lambda kv: -kv[1]))}
 
 
 def main(argv=None) -> int:
@@ -151,6 +154,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default=None, help="comma-separated substrings of problem paths")
     ap.add_argument("--tol", type=float, default=1e-9)
+    ap.add_argument("--save-new", type=Path, default=None, help="with --compare: also save the new bounds")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     got = collect(args.data, args.jobs, args.only)
@@ -166,6 +170,10 @@ def main(argv=None) -> int:
     res = compare(old, got)
     print(f"{res['workloads']} workloads compared; max relative difference {res['max_rel_diff']:.3g}"
           + (f" ({res['where']})" if res["where"] else ""))
+    for prob, d in list(res["per_problem"].items())[:5]:
+        print(f"  {prob}: max relative difference {d:.3g}")
+    if args.save_new:
+        args.save_new.write_text(json.dumps(got, indent=0, sort_keys=True))
     for m in res["mismatches"][:20]:
         print("  mismatch:", m)
     return 0 if res["max_rel_diff"] <= args.tol and not res["mismatches"] else 1

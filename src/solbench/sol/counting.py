@@ -115,6 +115,9 @@ _MMA_PACKETS = {
 }
 
 
+_SEQUENCES = (tuple, list, type({}.values()))
+
+
 def flat_tensors(*trees) -> list:
     """The tensors in ``trees`` (args tuples, kwargs dicts, outputs), in order: one or two
     levels of tuple/list/dict, as aten schemas allow (Tensor[] arguments, tuple results);
@@ -126,7 +129,7 @@ def flat_tensors(*trees) -> list:
             out.append(tree)
             continue
         items = tree.values() if isinstance(tree, dict) else tree
-        if not isinstance(items, (tuple, list, type({}.values()))):
+        if not isinstance(items, _SEQUENCES):
             continue
         for x in items:
             if isinstance(x, Tensor):
@@ -147,8 +150,10 @@ def map_tree(fn, tree):
     (plain tuples, lists, dicts) are rebuilt, every other value is a leaf (``torch.Size``
     included), as ``torch.utils._pytree.tree_map`` treats them; several times cheaper per op."""
     tp = type(tree)
-    if tp is tuple or tp is list:
-        return tp(map_tree(fn, x) for x in tree)
+    if tp is tuple:
+        return tuple([map_tree(fn, x) for x in tree])
+    if tp is list:
+        return [map_tree(fn, x) for x in tree]
     if tp is dict:
         return {k: map_tree(fn, v) for k, v in tree.items()}
     if isinstance(tree, (tuple, list, dict)):  # namedtuples, OrderedDicts, ...: as pytree does
@@ -348,6 +353,9 @@ class _CountingMode(TorchDispatchMode):
         #: id(tensor) -> (weak reference, rank); the reference tells a live entry from one
         #: whose id a later tensor reuses (cheaper per op than a WeakIdKeyDictionary)
         self.prec: dict[int, tuple] = {}
+        #: tensors registered in input_storages after the run began (copies of inputs): held
+        #: for the run, so no later tensor gets their storage's address and passes for an input
+        self._keep_alive: list = []
         self._writes_arg0: dict = {}
 
     # -- precision provenance -------------------------------------------------------------
@@ -417,6 +425,7 @@ class _CountingMode(TorchDispatchMode):
             if dkey not in self.input_storages and xname is not None and self._is_full(src, xname) \
                     and dst.dtype == src.dtype and dst.numel() == src.numel():
                 self.input_storages[dkey] = xname
+                self._keep_alive.append(dst)
                 self.changed[dkey] = self.changed.get(skey_, 0.0)
                 return {1}
         if self.writes_arg0(func):
@@ -437,11 +446,13 @@ class _CountingMode(TorchDispatchMode):
         if name in _PURE_WRITES and not _accumulates(name, args, kwargs) and self._is_full(dst, xname) \
                 and o.dtype == dst.dtype and o.numel() == dst.numel():
             self.input_storages[okey] = xname
+            self._keep_alive.append(o)
             self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, dst)
             skip.add(0)
         elif name in _COPIES and self._is_full(dst, xname) and o.dtype == dst.dtype \
                 and o.numel() == dst.numel():
             self.input_storages[okey] = xname
+            self._keep_alive.append(o)
             self.changed[okey] = self.changed.get(dkey, 0.0)
             skip.add(0)
         return skip
@@ -526,16 +537,16 @@ class _CountingMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _packet(func)
+        flat_in = flat_tensors(args, kwargs)
         if self.short_circuit and name in _MMA_PACKETS:
             out = self._fake_output(func, args, kwargs)
         elif self.short_circuit:
-            out = _stand_in(func, args, kwargs)
+            out = _stand_in(func, args, kwargs, flat_in)
             if out is None:
                 out = func(*args, **kwargs)
         else:
             out = func(*args, **kwargs)
         try:
-            flat_in = flat_tensors(args, kwargs)
             flat_out = flat_tensors(out)
             self.propagate(name, args, flat_in, flat_out)
         except Exception as e:  # noqa: BLE001 - provenance is best effort; the dtype rank stands
@@ -672,7 +683,7 @@ STAND_IN_BYTES = 64 << 20
 
 def _is_stand_in(t) -> bool:
     """A stand-in: one value broadcast to the whole shape (all strides 0)."""
-    return isinstance(t, torch.Tensor) and t.numel() > 1 and all(st == 0 for st in t.stride())
+    return isinstance(t, torch.Tensor) and t.numel() > 1 and not any(t.stride())
 
 
 def stand_in(shape, dtype: torch.dtype) -> torch.Tensor:
@@ -696,14 +707,16 @@ def _written_args(func):
     return got
 
 
-def _stand_in(func, args, kwargs):
+def _stand_in(func, args, kwargs, flat=None):
     """In a real-tensor run, skip work whose result only matters by its shape: an in-place
     write into a stand-in, and any op whose floating-point outputs are all large (each is
-    returned as a stand-in). Returns None when the op must really run."""
+    returned as a stand-in). Returns None when the op must really run. ``flat``: the tensors
+    of ``args`` and ``kwargs`` (:func:`flat_tensors`) when the caller has them."""
     written = _written_args(func)
     if written is None:
         return None
-    flat = flat_tensors(args, kwargs)
+    if flat is None:
+        flat = flat_tensors(args, kwargs)
     if not any(_is_stand_in(x) for x in flat):
         # every rule below but the last needs a stand-in operand; the last (a large result)
         # only applies to a non-writing op with 1 MiB of inputs or more, or none at all
