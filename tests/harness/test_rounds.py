@@ -130,3 +130,44 @@ def test_reference_failing_the_stress_round_is_reported_not_failed(tmp_path, sol
         assert r["passed"] is None and r["round"] == STRESS_SET and "NaN/Inf" in r["skipped"]
     finally:
         ev.close()
+
+
+TOPK_DEF = {
+    "name": "topk_bf16", "axes": {"m": {"type": "var"}, "n": {"type": "const", "value": 64}},
+    "inputs": {"logits": {"shape": ["m", "n"], "dtype": "bfloat16"}},
+    "outputs": {"values": {"shape": ["m", 8], "dtype": "bfloat16"},
+                "indices": {"shape": ["m", 8], "dtype": "int64"}},
+    "reference": "import torch\n\ndef run(logits):\n    v, i = torch.topk(logits, 8, dim=-1)\n    return v, i\n"}
+#: honest: a stable descending sort picks the lowest index among tied values (bf16 randn has
+#: many ties), torch.topk need not
+SORT_TOPK = """import torch
+
+
+def run(logits):
+    v, i = torch.sort(logits, dim=-1, descending=True, stable=True)
+    return v[:, :8].contiguous(), i[:, :8].contiguous()
+"""
+#: hostile: ids off by one (the values are right)
+OFF_BY_ONE = """import torch
+
+
+def run(logits):
+    v, i = torch.topk(logits, 8, dim=-1)
+    return v, (i + 1) % logits.shape[-1]
+"""
+
+
+@pytest.mark.slow
+def test_topk_ids_compare_as_sets_in_every_round(tmp_path, solbench_cache):
+    p = load_problem(write_problem(tmp_path / "tk", TOPK_DEF, [
+        {"uuid": "w", "axes": {"m": 256}, "inputs": {"logits": {"type": "random"}}}]))
+    ev = Evaluator(p, EvalConfig(**CFG))
+    try:
+        (t,) = ev.evaluate(py_solution("sort", SORT_TOPK, p.name))
+        e = t.evaluation
+        assert e.status == Status.PASSED, (e.log, e.findings)
+        (t,) = ev.evaluate(py_solution("off_by_one", OFF_BY_ONE, p.name))
+        e = t.evaluation
+        assert e.status == Status.INCORRECT_NUMERICAL and "index_set" in e.log, (e.log, e.findings)
+    finally:
+        ev.close()

@@ -108,6 +108,10 @@ register("strict_round_failed", I, """The candidate passed every upstream-compat
     failed the strict round (random norm weights and biases where upstream's inputs are exactly
     1 and 0, -inf in a causal mask described so): it is correct only with the default values.
     Decides INCORRECT_STRICT; SOL-ExecBench's own verdict would be PASSED.""")
+register("stress_exact_mismatch", A, """On the stress round only integer/bool outputs differed
+    from the reference's (every float output passed): ties in the stress inputs (exact zeros,
+    bf16 near-ties) let an honest kernel pick other indices, so it decides nothing (the
+    upstream rounds compare them exactly).""")
 register("stress_reference_failed", A, """The problem's reference gives NaN/Inf, raises, or
     misses its own fp64 truth by the tolerance on the stress round's inputs: the round does not
     apply to this workload and the candidate is not judged on it.""")
