@@ -44,6 +44,8 @@ def test_plan_follows_the_inputs():
     plan = round_plan(5, sm, sm.workloads[0])
     assert [(s.index, s.profile, s.label) for s in plan][5:] == [(STRESS_SET, "stress", "stress:softmax")]
     assert len(round_plan(5)) == 5 and len(round_plan(5, ln, ln.workloads[0], extra=False)) == 5
+    with pytest.raises(ValueError, match="rounds"):
+        round_plan(0)
 
 
 def test_verdict_strict_status():
@@ -86,6 +88,7 @@ def test_layernorm_strict_and_stress(solbench_cache):
             assert [(r["profile"], r["passed"]) for r in rounds] == [("strict", True), ("stress", True)]
             # the figures stay those of the last upstream-compatible round
             assert e.correctness.extra["round"] == 2 and e.correctness.extra["rounds"] == 3
+            assert e.correctness.extra["rounds_judged"] == 5  # 3 upstream + strict + stress
     finally:
         ev.close()
 
@@ -128,6 +131,7 @@ def test_reference_failing_the_stress_round_is_reported_not_failed(tmp_path, sol
         assert f.severity == "advisory" and "NaN/Inf" in f.message
         (r,) = e.correctness.extra["extra_rounds"]
         assert r["passed"] is None and r["round"] == STRESS_SET and "NaN/Inf" in r["skipped"]
+        assert e.correctness.extra["rounds_judged"] == 3  # the skipped round is not counted
     finally:
         ev.close()
 

@@ -262,7 +262,7 @@ def evaluate(problem: Problem, solution: Solution, config: EvalConfig | None = N
     Returns:
         One Trace per selected workload, in order. Never raises for candidate behaviour
         (crash, hang, wrong output, malformed replies, tampering): those are statuses. Raises
-        SpecError for a bad workload selection.
+        SpecError for a bad workload selection, ValueError for ``config.rounds < 1``.
     """
     ev = Evaluator(problem, config or EvalConfig())
     try:

@@ -69,8 +69,10 @@ def round_plan(rounds: int, problem: Problem | None = None, workload=None,
                extra: bool = True) -> list[RoundSpec]:
     """The plan of one workload (module doc): ``rounds`` upstream rounds, then a strict and
     a stress round where :func:`solbench.inputs.differing_profiles` lists them for
-    ``workload`` of ``problem`` (both given, ``extra`` true). Raises SpecError from the input
-    rules (an unknown role)."""
+    ``workload`` of ``problem`` (both given, ``extra`` true). Raises ValueError for
+    ``rounds < 1``, SpecError from the input rules (an unknown role)."""
+    if rounds < 1:
+        raise ValueError(f"rounds: must be >= 1 (got {rounds}): a verdict needs a judged round")
     plan = [RoundSpec(r) for r in range(rounds)]
     if not extra or problem is None or workload is None:
         return plan
@@ -419,9 +421,11 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
         if spec.profile == "upstream":
             last_upstream = (report, n)
     run.call_timeout_s = cfg.later_call_timeout(run.reference_call_s)
-    if last_upstream is None:
-        return None, None
-    return None, figures(last_upstream[0], plan[last_upstream[1]])
+    if last_upstream is None:  # never PASSED without a judged round
+        return Failure(Status.INVALID_REFERENCE, "no upstream-compatible correctness round was judged"), None
+    c = figures(last_upstream[0], plan[last_upstream[1]])
+    c.extra["rounds_judged"] = n_upstream + sum(x["passed"] is not None for x in extra_rounds)
+    return None, c
 
 
 def _exact_only(report: CheckReport, slots: SlotPool) -> bool:
