@@ -385,6 +385,9 @@ def test_5_run_table_marks_noisy_geomean():
     out = rec.export_text()
     # medians (upper middle of 4 samples): reference 1.05, candidate 1.02 -> 1.03x, inside noise
     assert f"{1.05 / 1.02:.3g}x ~" in out and "timing noise" in out
+    # the summary says how many speedups the run cannot tell from 1.0 (its median and
+    # fast_p figures do not)
+    assert "1 ~ / 0 ! of 1" in out
 
 
 # --- 6: validate never runs KernelBench code ----------------------------------------------
@@ -605,3 +608,18 @@ def test_1_demo_streams_progress_and_traces(prob, tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["demo", "--device", "cpu", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert seen == [1] and "[1/1] add2 / " in r.stderr and "as expected" in r.stdout
+
+
+def test_demo_counts_a_hostile_caught_only_by_its_check():
+    """A hostile demo candidate that crashed or failed to build is not 'caught': only the
+    statuses named for it count; honest jobs need every workload PASSED."""
+    from solbench.demo.run import CAUGHT_BY, DemoJob
+
+    hostile = DemoJob(problem=None, solution=None, expect="caught", workloads=[],
+                      caught_by=CAUGHT_BY["softmax_timer_patch.py"])
+    assert hostile.as_expected(["REWARD_HACK", "REWARD_HACK"])
+    assert not hostile.as_expected(["COMPILE_ERROR"])
+    assert not hostile.as_expected(["RUNTIME_ERROR", "REWARD_HACK"])
+    assert not hostile.as_expected([])
+    honest = DemoJob(problem=None, solution=None, expect="PASSED", workloads=[])
+    assert honest.as_expected(["PASSED"]) and not honest.as_expected(["PASSED", "TIMEOUT"])

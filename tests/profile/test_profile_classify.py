@@ -1,6 +1,6 @@
 """Kernel classification rules on hand-labelled kernel names.
 
-The names are ones seen on our test H200 (torch 2.11; listed in ../shared/docs/profiling.md)
+The names are ones seen on our test H200 (torch 2.11; listed in docs/profiling.md)
 and standard ATen / cuBLAS / cuDNN / CUB / NCCL / Triton kernel names; each label is what the
 kernel is (which library wrote it), decided by hand, not by running the rules.
 """

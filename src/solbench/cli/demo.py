@@ -25,7 +25,6 @@ def register(app: typer.Typer) -> None:
         from ..harness import EvalConfig
         from ..pipeline import evaluate_and_score
         from ..report.tables import trace_table
-        from ..spec.trace import Status
         from . import lifetime
 
         check_output(output)
@@ -48,14 +47,15 @@ def register(app: typer.Typer) -> None:
                 cfg = EvalConfig(device=dev, workloads=job.workloads, iters=iters)
                 ts = evaluate_and_score(job.problem, job.solution, cfg, on_trace=on_trace)
                 traces += ts
-                ok = all(t.evaluation.status == Status.PASSED for t in ts)
-                verdicts.append((job, ok if job.expect == "PASSED" else not any(
-                    t.evaluation.status == Status.PASSED for t in ts)))
+                got = [t.evaluation.status.value for t in ts]
+                verdicts.append((job, job.as_expected(got), got))
         console.print(trace_table(traces, title=f"solbench demo ({dev})"))
-        bad = [j for j, ok in verdicts if not ok]
-        for j, ok in verdicts:
+        bad = [j for j, ok, _ in verdicts if not ok]
+        for j, ok, got in verdicts:
             mark = "[green]as expected[/green]" if ok else "[red]UNEXPECTED[/red]"
-            console.print(f"  {j.problem.name} / {j.solution.name}: expected {j.expect} -> {mark}")
+            want = j.expect if j.expect == "PASSED" else f"caught ({' or '.join(j.caught_by)})"
+            console.print(f"  {j.problem.name} / {j.solution.name}: expected {want}, got "
+                          f"{', '.join(sorted(set(got))) or 'nothing'} -> {mark}", highlight=False)
         if output:
             console.print(f"traces appended to {output}", highlight=False)
         raise typer.Exit(1 if bad else 0)

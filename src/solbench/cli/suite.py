@@ -309,7 +309,7 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
 
     from rich.table import Table
 
-    from ..report.tables import NOISE_LEGEND, geomean_interval_text
+    from ..report.tables import NOISE_LEGEND, geomean_interval_text, timing_unstable, within_noise
 
     groups: dict = defaultdict(list)
     for t in traces:
@@ -330,7 +330,7 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
     s = Table(title="summary (unit: %s)" % next(iter(summaries.values())).unit
               if summaries else "summary")
     cols = ("candidate", "units", "correct", "win rate", "median speedup", "geomean speedup",
-            "fast_0", "fast_1", "fast_1.5", "fast_2", "mean SOL score")
+            "fast_0", "fast_1", "fast_1.5", "fast_2", "mean SOL score", "speedups in noise ~ / unstable !")
     for col in cols:
         s.add_column(col)
     by_label: dict = defaultdict(list)
@@ -340,5 +340,18 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
         s.add_row(lab, str(x.units), _fmt(x.correct_rate, pct=True), _fmt(x.win_rate, pct=True),
                   _fmt(x.median_speedup), geomean_interval_text(by_label.get(lab, []), x.geomean_speedup),
                   *(_fmt(x.fast_p.get(k), pct=True) for k in ("0", "1", "1.5", "2")),
-                  _fmt(x.mean_sol_score) + (f" (n={x.sol_units})" if x.sol_units else ""))
+                  _fmt(x.mean_sol_score) + (f" (n={x.sol_units})" if x.sol_units else ""),
+                  _noise_cell(by_label.get(lab, []), within_noise, timing_unstable))
     console.print(s)
+
+
+def _noise_cell(traces, within_noise, timing_unstable) -> str:
+    """How many of a candidate's speedups the run cannot tell from 1.0 (``~``) or timed on
+    an unquiet machine (``!``), of those with a speedup: its fast_p figures and median say
+    nothing about those (issue 13: the eager baseline read a median 2.05x on the CPU)."""
+    timed = [t for t in traces if t.evaluation.performance is not None
+             and t.evaluation.performance.speedup_factor is not None]
+    if not timed:
+        return "-"
+    return (f"{sum(within_noise(t) for t in timed)} ~ / {sum(timing_unstable(t) for t in timed)} ! "
+            f"of {len(timed)}")

@@ -15,12 +15,31 @@ HERE = Path(__file__).resolve().parent
 SOLUTIONS = HERE.parent / "suites" / "solutions"
 
 
+#: the statuses that count as catching each hostile demo candidate (a crash or a build
+#: failure is not a catch: the hostile must be stopped by the check meant for it)
+CAUGHT_BY = {
+    "softmax_uniform.py": ("INCORRECT_NUMERICAL",),
+    "softmax_replay.py": ("INCORRECT_NUMERICAL", "REWARD_HACK"),
+    "softmax_timer_patch.py": ("REWARD_HACK",),
+}
+
+
 @dataclass
 class DemoJob:
     problem: Problem
     solution: Solution
     expect: str  # "PASSED" or "caught"
     workloads: list[str]
+    caught_by: tuple[str, ...] = ()  # for "caught": the statuses that count as caught
+
+    def as_expected(self, statuses: list[str]) -> bool:
+        """Every workload PASSED (expect PASSED), or every workload ended in one of
+        ``caught_by`` (expect caught)."""
+        if not statuses:
+            return False
+        if self.expect == "PASSED":
+            return all(s == "PASSED" for s in statuses)
+        return all(s in self.caught_by for s in statuses)
 
 
 def _problem(suite: str, name: str) -> Problem:
@@ -53,6 +72,7 @@ def demo_jobs(device: str) -> list[DemoJob]:
 
             jobs.append(DemoJob(p, compile_baseline(p), "PASSED", wl(p)))
     jobs.append(DemoJob(softmax, load_solution(HERE / "softmax_online.py", softmax), "PASSED", wl(softmax)))
-    for hostile in ("softmax_uniform.py", "softmax_replay.py", "softmax_timer_patch.py"):
-        jobs.append(DemoJob(softmax, load_solution(HERE / hostile, softmax), "caught", wl(softmax)))
+    for hostile, statuses in CAUGHT_BY.items():
+        jobs.append(DemoJob(softmax, load_solution(HERE / hostile, softmax), "caught", wl(softmax),
+                            statuses))
     return jobs

@@ -118,6 +118,9 @@ register("stress_reference_failed", A, """The problem's reference gives NaN/Inf,
 register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
     random source) produced wrong outputs for its inputs although the correctness rounds
     passed.""")
+register("late_output_mismatch", I, """One more call after the whole timed loop, on fresh inputs,
+    produced wrong outputs although the correctness rounds and the verified timed iterations
+    passed (a candidate correct for its first N calls only).""")
 register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
     instead of a plain torch.Tensor (it could compute after the clock stops).""")
 register("stream_unordered", H, """Outputs were still being written after the call returned, on a
@@ -145,6 +148,14 @@ register("guard_reply_invalid", H, """The worker's integrity-check reply is miss
 # ---- evidence the parent observes itself
 register("reported_time_contradiction", H, """A time the worker reported is impossible given the
     parent's own round-trip window around the same call (longer than the window).""")
+register("reply_channel_tampered", H, """The worker's ends of its channels to the parent are not the
+    sockets the parent handed it, or a second reference to one is held (read by the parent from
+    /proc/<worker>/fd after every reply): a man in the middle rewrites what the parent reads.""")
+register("reply_channel_unverified", A, """The parent could not read the worker's fds from /proc,
+    so the reply channel's identity was not checked for this worker.""")
+register("reply_contradiction", H, """A well-formed worker reply that is impossible for that worker
+    (CUPTI figures, CUDA-event times or stream evidence from a CPU worker): the reply was made
+    up.""")
 register("flush_skipped", H, """The cache flush did not happen: the flush buffer is owned by the
     parent, which reads random words of it (chosen after the call) and finds other values than the
     ones the flush of that iteration writes.""")
@@ -167,6 +178,9 @@ register("work_after_clock", H, """Device work after the end marker that is not 
 register("kernel_set_inconsistent", A, """Iterations launched different kernel sets (CUPTI).""")
 register("foreign_work_in_copy_out", A, """Device work inside the harness's copy-out range that is
     not a PyTorch copy or fill; its time is added to the samples.""")
+register("first_call_outlier", A, """The first call of a timed block was far slower than the block's
+    other calls (above Q3 + 3 IQR and 1.25x their median): a cost paid once per block (page
+    faults, lazy initialisation, a warmed cache) that the median hides.""")
 register("timing_unstable", A, """IQR above half the median: the machine was not quiet; rerun
     before trusting the time.""")
 register("throttled", A, """NVML clock throttle reasons were set during timing.""")

@@ -184,10 +184,13 @@ class Evaluator:
                           phases=self._phases, call_timeout_s=cfg.later_call_timeout(0.0))
 
         def done(failure: Failure | None, corr: Correctness | None = None, **kw) -> Trace:
+            h.check_channels("the end of the workload", full=True)  # the parent's own look
+            run.findings.extend(h.tamper_findings())
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 
         t_phase = time.perf_counter()
+        h.cap_harness_ops(cfg.call_timeout_s)  # --timeout bounds the harness's own ops too
         try:  # upstream rounds, then the strict and stress rounds the inputs call for
             plan = round_plan(cfg.rounds, self.problem, w)
         except SpecError as e:
@@ -234,7 +237,8 @@ class Evaluator:
             if cfg.timing and not run.hack():
                 try:
                     self._phases["reference_timing"] = 0.0
-                    timing, ref_timing, tele = TimedBlocks(run, self.oracle, self.refs, self.telemetry).time()
+                    timing, ref_timing, tele = TimedBlocks(run, self.oracle, self.refs, self.telemetry,
+                                                         dps=solution.spec.destination_passing_style).time()
                     self._phases["timing"] = round(time.perf_counter() - t_phase, 3)
                 except WorkerTimeout as e:
                     return done(Failure(Status.TIMEOUT, f"timing: {e}"), corr)

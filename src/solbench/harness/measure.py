@@ -16,6 +16,7 @@ Every method's samples are then cross-checked against the parent's round trip
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -27,6 +28,13 @@ from .timing import kernel_set_consistency, stats
 
 #: device ms after the end marker, outside the harness's copy-out, that count as late work
 LATE_WORK_MS = 0.002
+
+#: a block's first call is an outlier above Q3 + FIRST_CALL_FENCE x IQR of the block's other
+#: calls (Tukey's "far out" fence) and above FIRST_CALL_RATIO x their median
+FIRST_CALL_FENCE = 3.0
+FIRST_CALL_RATIO = 1.25
+#: blocks with fewer calls than this are not judged (too few others to compare with)
+FIRST_CALL_MIN_BLOCK = 4
 
 
 @dataclass
@@ -116,6 +124,41 @@ def perf_counter_samples(blocks: list[Block], overhead: float, notes: list[str],
     if candidate and sum(r - overhead > 1.5 * hm + 1.0 for hm, r in zip(host, rt)) * 2 > len(host):
         notes.append("parent round trip used: the worker's clock missed part of the work on most iterations")
     return [max(hm, r - overhead) for hm, r in zip(host, rt)]
+
+
+def _q(xs: list[float], p: float) -> float:
+    """Quantile ``p`` of sorted ``xs`` with linear interpolation (numpy's default)."""
+    pos = p * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def first_call_outliers(samples: list[float], sizes: list[int]) -> list[dict]:
+    """Blocks whose first call is an outlier against the block's other calls.
+
+    ``samples``: one side's samples (ms), blocks concatenated in order; ``sizes``: the
+    number of calls of each block. A first call above both Q3 + 3 IQR (Tukey's far-out
+    fence) and 1.25x the median of the block's other calls is one (blocks of fewer than 4
+    calls are not judged). Such a call paid a cost once per block that the others did not
+    (page faults of buffers mapped anew, lazy initialisation, a cache a call warms): with
+    the harness's steady state (pages populated at load, mappings kept, flush before every
+    call) an honest kernel has none. Returns one dict per such block: block, first_ms,
+    median_ms, limit_ms."""
+    out, pos = [], 0
+    if sum(sizes) != len(samples):
+        return out
+    for b, n in enumerate(sizes):
+        xs = samples[pos:pos + n]
+        pos += n
+        if n < FIRST_CALL_MIN_BLOCK or any(x is None or not math.isfinite(x) for x in xs):
+            continue
+        rest = sorted(xs[1:])
+        med, q1, q3 = _q(rest, 0.5), _q(rest, 0.25), _q(rest, 0.75)
+        limit = max(q3 + FIRST_CALL_FENCE * (q3 - q1), FIRST_CALL_RATIO * med)
+        if xs[0] > limit:
+            out.append({"block": b, "first_ms": xs[0], "median_ms": med, "limit_ms": limit})
+    return out
 
 
 def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes: int,

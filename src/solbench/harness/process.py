@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -14,6 +15,17 @@ from typing import Any
 
 #: largest reply the parent accepts from a worker (bytes of JSON)
 MAX_REPLY_BYTES = 16 << 20
+#: most seconds the parent waits to hand one request (and its buffers' fds) to a worker;
+#: an honest worker is blocked reading its channel, so a send that waits at all means the
+#: other end stopped reading (the rest of the request's limit is for the reply)
+SEND_TIMEOUT_S = 10.0
+#: ops after whose reply every fd of the worker is read (the other replies: its two channel
+#: fds only, about 20 us)
+FULL_CHANNEL_CHECK_OPS = frozenset({"build", "load", "guards", "time_end"})
+#: the harness's own ops (no candidate call inside): with ``--timeout`` their limits are
+#: capped at the larger of that limit and HARNESS_OP_FLOOR_S (:meth:`WorkerHandle.cap_harness_ops`)
+CAPPED_OPS = frozenset({"ping", "load", "noop", "guards", "time_begin"})
+HARNESS_OP_FLOOR_S = 10.0
 
 
 #: pids of workers alive in this process (anything else the parent adopts is a stray)
@@ -225,6 +237,30 @@ class ProtocolError(Exception):
     """A reply did not match its request (sequence number), or came unasked."""
 
 
+class ChannelTampered(ProtocolError):
+    """The worker's ends of its channels to the parent are no longer the sockets the parent
+    handed it (a man in the middle: the candidate dup2()ed another socket over the reply fd
+    and proxies the replies). ``evidence`` is what the parent read from /proc."""
+
+    def __init__(self, during: str, evidence: dict[str, Any]):
+        self.during = during
+        self.evidence = evidence
+        super().__init__(f"the worker's channel to the parent was replaced during {during}: "
+                         f"{evidence.get('problems')}")
+
+
+def _fd_target(pid: int, fd: int) -> str | None:
+    """``readlink /proc/<pid>/fd/<fd>`` ("socket:[inode]" for a socket); None when the fd is
+    closed; raises PermissionError when /proc of ``pid`` cannot be read, ProcessLookupError
+    when the process is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except FileNotFoundError:
+        if not os.path.exists(f"/proc/{pid}"):
+            raise ProcessLookupError(pid) from None
+        return None
+
+
 class WorkerHandle:
     """One worker process (a fresh ``python -m solbench.harness.worker``) inside the sandbox
     of :mod:`solbench.harness.sandbox`, connected through a private AF_UNIX socket pair (no
@@ -234,7 +270,10 @@ class WorkerHandle:
     Trust boundary: requests go parent -> worker pickled (the worker may unpickle what the
     parent sends); replies come back as length-prefixed **JSON only**, at most
     :data:`MAX_REPLY_BYTES`, read by a reader thread so a stalled or garbage reply can never
-    block or execute code in the parent. Tensors are never sent back: the parent owns every
+    block or execute code in the parent; requests are sent non-blocking with a deadline, so a
+    worker that stops reading cannot block it either. After every reply the parent checks
+    from /proc that the worker still holds exactly the sockets it was handed
+    (:meth:`check_channels`). Tensors are never sent back: the parent owns every
     buffer (sealed memfds on CPU, CUDA IPC on GPU). stdout/stderr of the worker are drained
     by a parent thread into a log file that keeps at most ``log_cap_bytes``.
 
@@ -267,6 +306,18 @@ class WorkerHandle:
                         "seccomp": mode != "none" and sandbox._seccomp_available()}
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._fdchan, fd_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # what the worker's ends are, recorded here, before the worker (let alone a candidate)
+        # exists: after every reply the parent reads the worker's fds from /proc and compares
+        # (the fd numbers survive the spawn: pass_fds keeps them)
+        self.channels = {name: (sk.fileno(), f"socket:[{os.fstat(sk.fileno()).st_ino}]")
+                         for name, sk in (("reply", theirs), ("buffers", fd_theirs))}
+        self.tampered: dict[str, Any] | None = None
+        self._tamper_reported = False
+        self._unverifiable_reported = False
+        self.contradictions: list[dict[str, str]] = []
+        self.channel_unverifiable: str | None = None
+        self.tids_hello: set[int] = set()
+        self.harness_op_cap_s: float | None = None
         self._sent_fds: set[str] = set()
         env = dict(os.environ)
         env.pop("SOLBENCH_WORKER_AUTHKEY", None)
@@ -315,6 +366,9 @@ class WorkerHandle:
                 raise WorkerDied(self._exitcode(), "start (the sandbox did not start: see the log)")
             self.init_pid = pid  # the sandbox's pid 1 (bwrap's reaper): the worker is its child
             LIVE_WORKERS.add(pid)
+        # a duplicate for the parent's own sends (MSG_DONTWAIT + a deadline: a worker that
+        # stops reading can never block the parent); the Connection reads replies
+        self._sock = socket.socket(fileno=os.dup(mine.fileno()))
         self.conn = Connection(mine.detach())
         self.seq = 0
         self.alive = True
@@ -328,6 +382,12 @@ class WorkerHandle:
                 raise WorkerDied(self._exitcode(), f"start: sandbox init has children {kids}")
             self.pid = kids[0]
             LIVE_WORKERS.add(self.pid)
+        if status == "ok":
+            from .guards import thread_ids
+
+            # the worker's threads before any candidate code was imported (evidence for a
+            # tampering finding: a proxy thread started at import is among the later ones)
+            self.tids_hello = thread_ids(self.pid)
         try:  # bwrap --new-session: the worker is in its init's session and process group
             self.pgid = os.getpgid(self.pid)
         except OSError:
@@ -398,12 +458,12 @@ class WorkerHandle:
                 if not (isinstance(msg, list) and len(msg) == 3 and isinstance(msg[0], int)
                         and isinstance(msg[1], str) and isinstance(msg[2], dict)):
                     raise ValueError("not a [seq, status, payload] reply")
-            except (ValueError, UnicodeDecodeError) as e:
-                self._replies.put(("garbage", f"{type(e).__name__}: {e}"))
+            except Exception as e:  # noqa: BLE001 - ValueError, UnicodeDecodeError, RecursionError (deep nesting)
+                self._replies.put(("garbage", f"{type(e).__name__}: {str(e)[:200]}"))
                 return
             self._replies.put(("msg", msg))
 
-    def _wait(self, seq: int, timeout_s: float, during: str):
+    def _wait(self, seq: int, timeout_s: float, during: str, started: float | None = None):
         if not hasattr(self, "_replies"):
             # before the reader exists (hello): read one reply directly, JSON only
             if not self.conn.poll(timeout_s):
@@ -418,7 +478,7 @@ class WorkerHandle:
                 tail = " | ".join(self.log_since_last(1200).strip().splitlines()[-6:])
                 raise ProtocolError(f"no hello from the worker (exit {self._exitcode()}): "
                                     f"{type(e).__name__}: {e}" + (f"; log: {tail}" if tail else "")) from None
-        deadline = time.monotonic() + timeout_s
+        deadline = (started if started is not None else time.monotonic()) + timeout_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -441,7 +501,136 @@ class WorkerHandle:
             if rseq != seq:
                 self.kill()
                 raise ProtocolError(f"reply #{rseq} to request #{seq} during {during}")
+            # the reply's content is data; where it came from is checked by the parent itself
+            self.check_channels(during, full=during in FULL_CHANNEL_CHECK_OPS)
+            if self.tampered is not None and during != "build":
+                # nothing from this worker is read any more (the build reply only names the
+                # entry's kind: the evaluation's first request then ends the workload, where
+                # the finding is recorded)
+                self.kill()
+                raise ChannelTampered(during, self.tampered)
             return status, payload
+
+    def cap_harness_ops(self, call_timeout_s: float | None) -> None:
+        """With a call limit set (``--timeout``), no harness op of :data:`CAPPED_OPS` waits
+        longer than ``max(call_timeout_s, HARNESS_OP_FLOOR_S)`` (their own limits, 60-120 s,
+        otherwise): a worker stalled in an integrity check ends within the user's limit's
+        order, not a minute later. None: the ops' own limits."""
+        self.harness_op_cap_s = None if call_timeout_s is None else max(float(call_timeout_s), HARNESS_OP_FLOOR_S)
+
+    def check_channels(self, during: str, full: bool = False) -> dict[str, Any] | None:
+        """Compare the worker's channel fds with the sockets the parent handed it (read from
+        /proc/<worker>/fd by the parent; the candidate can rewrite what the worker says, not
+        what the kernel says the worker holds). ``full``: also every other fd of the worker,
+        since no honest worker holds a second reference to either socket (a proxy that swaps
+        the fd back while it forwards must keep one somewhere). The first tampering seen is
+        kept in :attr:`tampered` (and returned); later calls return it again. When /proc of
+        the worker cannot be read the check says so once (:attr:`channel_unverifiable`)."""
+        if self.tampered is not None or not self.alive:
+            return self.tampered
+        problems: list[str] = []
+        try:
+            for name, (fd, want) in self.channels.items():
+                got = _fd_target(self.pid, fd)
+                if got != want:
+                    problems.append(f"{name} fd {fd} is {got or 'closed'}, the parent's socket is {want}")
+            if full:
+                wanted = {want: fd for fd, want in self.channels.values()}
+                for entry in os.listdir(f"/proc/{self.pid}/fd"):
+                    try:
+                        n = int(entry)
+                        target = _fd_target(self.pid, n)
+                    except (ValueError, ProcessLookupError):
+                        continue
+                    if target in wanted and wanted[target] != n:
+                        problems.append(f"fd {n} is a second reference to {target} (fd {wanted[target]})")
+        except ProcessLookupError:
+            return None  # gone: the caller sees it die
+        except OSError as e:  # PermissionError (no ptrace-read access), or anything else odd
+            if self.channel_unverifiable is None:
+                self.channel_unverifiable = f"/proc/{self.pid}/fd unreadable: {type(e).__name__}: {e}"
+            return None
+        if problems:
+            from .guards import thread_ids
+
+            now = thread_ids(self.pid)
+            self.tampered = {"problems": problems, "during": during,
+                             "threads_at_hello": len(self.tids_hello),
+                             "threads_since_hello": sorted(now - self.tids_hello)[:20]}
+        return self.tampered
+
+    def tamper_findings(self) -> list:
+        """Findings of what the parent saw at this worker's boundary: ``reply_channel_tampered``
+        when :meth:`check_channels` saw tampering, ``reply_contradiction`` for each reply that
+        was well-formed but impossible for this worker (recorded in :attr:`contradictions` by
+        :func:`solbench.harness.protocol.request`). Each is returned once."""
+        from .checks import finding
+
+        out = []
+        if self.tampered is not None and not self._tamper_reported:
+            self._tamper_reported = True
+            out.append(finding("reply_channel_tampered",
+                               f"the worker's channel to the parent was replaced (seen during "
+                               f"{self.tampered['during']}): {'; '.join(self.tampered['problems'][:3])}",
+                               dict(self.tampered)))
+        if self.channel_unverifiable is not None and not self._unverifiable_reported:
+            self._unverifiable_reported = True  # said once per worker, never silently
+            out.append(finding("reply_channel_unverified",
+                               f"the parent could not check the worker's channel: {self.channel_unverifiable}",
+                               {"reason": self.channel_unverifiable}))
+        if self.contradictions:
+            c = self.contradictions[0]
+            out.append(finding("reply_contradiction", f"{c['op']} reply: {c['reason']}",
+                               {"op": c["op"], "reason": c["reason"], "count": len(self.contradictions)}))
+            self.contradictions = []
+        return out
+
+    def _send_all(self, data: bytes, deadline: float, limit: float, during: str) -> None:
+        """Write ``data`` to the worker's socket without ever blocking past ``deadline``: a
+        worker (or a proxy of the candidate's) that stops reading fills the socket buffer,
+        and a blocking send would hold the parent for ever."""
+        import select
+
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout(limit, f"{during} (the worker stopped reading requests)")
+            _, w, _ = select.select([], [self._sock], [], min(left, 0.25))
+            if not w:
+                if self.proc.poll() is not None:
+                    self._dead(during)
+                continue
+            try:
+                n = self._sock.send(view, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            view = view[n:]
+
+    def _send_fds_bounded(self, ids: list[str], deadline: float, limit: float, during: str) -> None:
+        """The buffers' memfds (:func:`shm.memfd_batches`) with the same deadline as
+        :meth:`_send_all`."""
+        import select
+
+        from .shm import memfd_batches
+
+        for tag, fds in memfd_batches(ids):
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise WorkerTimeout(limit, f"{during} (the worker stopped reading its buffers)")
+                _, w, _ = select.select([], [self._fdchan], [], min(left, 0.25))
+                if not w:
+                    if self.proc.poll() is not None:
+                        self._dead(during)
+                    continue
+                try:
+                    socket.send_fds(self._fdchan, [tag], fds, socket.MSG_DONTWAIT)
+                    break
+                except BlockingIOError:
+                    continue
 
     def _dead(self, during: str):
         try:
@@ -456,18 +645,35 @@ class WorkerHandle:
         ProtocolError; the worker is unusable after any of them."""
         if not self.alive:
             raise WorkerDied(self._exitcode(), op)
+        if self.tampered is not None:
+            self.kill()
+            raise ChannelTampered(op, self.tampered)
+        import struct
+        from multiprocessing.reduction import ForkingPickler
+
+        if op in CAPPED_OPS and self.harness_op_cap_s is not None:
+            timeout_s = min(timeout_s, self.harness_op_cap_s)
         self.seq += 1
+        # the whole request, sends included, within its limit (sends get at most
+        # SEND_TIMEOUT_S of it: an honest worker reads a request at once)
+        t0 = time.monotonic()
+        send_limit = min(timeout_s, SEND_TIMEOUT_S)
+        send_deadline = t0 + send_limit
         try:
-            from .shm import memfd_ids, send_memfds
+            from .shm import memfd_ids
 
             new = [i for i in memfd_ids(payload) if i not in self._sent_fds]
             if new:  # before the request: the worker maps them while it handles it
-                send_memfds(self._fdchan, new)
+                self._send_fds_bounded(new, send_deadline, send_limit, op)
                 self._sent_fds.update(new)
-            self.conn.send((self.seq, op, payload or {}))
-        except (BrokenPipeError, OSError):
+            # multiprocessing.Connection's framing (what the worker's conn.recv() reads)
+            # (ForkingPickler: torch's reductions turn CUDA tensors into IPC handles)
+            body = bytes(ForkingPickler.dumps((self.seq, op, payload or {})))
+            head = struct.pack("!i", len(body)) if len(body) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(body))
+            self._send_all(head + body, send_deadline, send_limit, op)
+        except (BrokenPipeError, ConnectionError, OSError):
             self._dead(op)
-        return self._wait(self.seq, timeout_s, op)
+        return self._wait(self.seq, timeout_s, op, started=t0)
 
     def log_since_last(self, cap: int = 8192) -> str:
         """New log text since the previous call, keeping the last ``cap`` characters."""
@@ -537,24 +743,28 @@ class WorkerHandle:
         self.uid = None
         if not _SHUTTING_DOWN:
             kill_strays()
-        for f in (getattr(self, "_fdchan", None), self._logf):
+        for f in (getattr(self, "_fdchan", None), getattr(self, "_sock", None), self._logf):
             try:
                 f.close()
             except Exception:  # noqa: BLE001
                 pass
 
     def pause(self) -> None:
-        """SIGSTOP the worker's process group (no thread of it runs until :meth:`resume`)."""
-        try:
-            os.killpg(self.pgid, signal.SIGSTOP)
-        except OSError:
-            pass
+        """SIGSTOP the worker's process group and the worker itself by pid (no thread of it
+        runs until :meth:`resume`): a candidate can take the worker out of the group it
+        started in (``setpgid(0, 0)``), and a stop of the group alone would then miss it."""
+        for stop in (lambda: os.killpg(self.pgid, signal.SIGSTOP), lambda: os.kill(self.pid, signal.SIGSTOP)):
+            try:
+                stop()
+            except OSError:
+                pass
 
     def resume(self) -> None:
-        try:
-            os.killpg(self.pgid, signal.SIGCONT)
-        except OSError:
-            pass
+        for cont in (lambda: os.killpg(self.pgid, signal.SIGCONT), lambda: os.kill(self.pid, signal.SIGCONT)):
+            try:
+                cont()
+            except OSError:
+                pass
 
     def close(self) -> None:
         if self.alive:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .process import ProtocolError
 
@@ -92,8 +92,12 @@ class Call(Request):
 
 
 class Noop(Request):
+    """The timed path without the call; ``dps``: the path to measure (True: destination
+    passing, no copy-out; False: the copy-out of returned outputs; None: the worker's own)."""
+
     op: Literal["noop"] = "noop"
     slot: int | None = 0
+    dps: bool | None = None
 
 
 class TimeBegin(Request):
@@ -160,6 +164,15 @@ class ReturnedOutput(_Msg):
     shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] | None
     dtype: Annotated[str, Field(max_length=64)] | None
     device: Annotated[str, Field(max_length=64)] | None = None
+
+    @model_validator(mode="after")
+    def _plain_tensor_has_shape(self):
+        # the worker fills shape and dtype for every plain tensor; the parent compares them
+        # with the definition's, so a plain output without them is not a reply an honest
+        # worker makes
+        if self.plain and (self.shape is None or self.dtype is None):
+            raise ValueError("a plain tensor output needs its shape and dtype")
+        return self
 
 
 Returned = Annotated[list[ReturnedOutput], Field(max_length=MAX_ITEMS)]
@@ -270,8 +283,37 @@ def parse_reply(op: str, status: str, payload: Any) -> _Msg:
         raise ReplyInvalid(op, status, _reason(e)) from None
 
 
+class ReplyContradiction(ReplyInvalid):
+    """A well-formed reply that is impossible for the worker that sent it, given what the
+    parent knows of that worker (its device): recorded on the handle, which makes it a
+    ``reply_contradiction`` finding (REWARD_HACK) of the workload."""
+
+
+def contradiction(device: str, rep: _Msg) -> str | None:
+    """Why ``rep`` cannot come from an honest worker on ``device``, or None. A CPU worker has
+    no CUDA events, no CUPTI and no stream evidence (the worker's own code makes those only
+    on CUDA, whatever the candidate does; a returned CUDA tensor is the candidate's and is
+    judged as an output, not here)."""
+    if device.split(":")[0] != "cpu":
+        return None
+    if getattr(rep, "cupti", False):
+        return "CUPTI figures from a CPU worker"
+    if getattr(rep, "event_ms", None) is not None:
+        return "a CUDA-event time from a CPU worker"
+    if getattr(rep, "stream_unordered", None) is not None or getattr(rep, "stream_changed", None) is not None:
+        return "CUDA stream evidence from a CPU worker"
+    return None
+
+
 def request(handle, req: Request, timeout_s: float) -> _Msg:
     """Send ``req`` to the worker ``handle`` and return its parsed reply (raises WorkerDied,
-    WorkerTimeout, ProtocolError or ReplyInvalid)."""
+    WorkerTimeout, ProtocolError, ReplyInvalid or ReplyContradiction; the last is also
+    recorded in ``handle.contradictions``)."""
     status, payload = handle.request(req.op, req.payload(), timeout_s=timeout_s)
-    return parse_reply(req.op, status, payload)
+    rep = parse_reply(req.op, status, payload)
+    why = contradiction(getattr(handle, "device", "cuda"), rep)
+    if why is not None:
+        if isinstance(getattr(handle, "contradictions", None), list):
+            handle.contradictions.append({"op": req.op, "reason": why})
+        raise ReplyContradiction(req.op, status, why)
+    return rep

@@ -15,7 +15,7 @@ Modes (:func:`sandbox_status` reports the one in use; every trace should carry i
   ptrace and cgroupfs then refuse it even where a mount would not.
 - ``userns`` (CUDA, or a harness that is not root): bwrap with a new user namespace whose
   only uid maps to the harness's own (legacy CUDA IPC refuses a process of another uid:
-  measured on the H200, shared/docs/threats.md principle 6), every capability dropped,
+  measured on the H200, docs/threats.md principle 6), every capability dropped,
   nested user namespaces disabled, the same other namespaces.
 - ``none``: bwrap missing or the OS refuses the namespaces (or ``SOLBENCH_SANDBOX=off``): the
   worker runs unsandboxed and :func:`sandbox_status` carries a warning. Never silently.

@@ -59,13 +59,34 @@ def memfd_ids(payload: Any) -> list[str]:
     return out
 
 
+#: most memfds in one message (ids joined by commas, fds in the same order); the kernel
+#: allows 253 per SCM_RIGHTS message
+FDS_PER_MESSAGE = 128
+
+
+def memfd_batches(ids: list[str]) -> list[tuple[bytes, list[int]]]:
+    """Parent: (tag, fds) messages for ``ids``, at most :data:`FDS_PER_MESSAGE` each (one
+    message per buffer filled a socket's queue after about 270, before the worker reads any:
+    it reads them while it handles the request that follows). Raises KeyError for a closed
+    buffer."""
+    out = []
+    for j in range(0, len(ids), FDS_PER_MESSAGE):
+        part = ids[j:j + FDS_PER_MESSAGE]
+        fds = []
+        for i in part:
+            fd = MEMFDS.get(i)
+            if fd is None:
+                raise KeyError(f"buffer memfd:{i} is closed")
+            fds.append(fd)
+        out.append((",".join(part).encode(), fds))
+    return out
+
+
 def send_memfds(chan: socket.socket, ids: list[str]) -> None:
-    """Parent: send each buffer's memfd, tagged with its id, one message each."""
-    for i in ids:
-        fd = MEMFDS.get(i)
-        if fd is None:
-            raise KeyError(f"buffer memfd:{i} is closed")
-        socket.send_fds(chan, [i.encode()], [fd])
+    """Parent: send the buffers' memfds, tagged with their ids (blocking; the harness uses
+    :meth:`solbench.harness.process.WorkerHandle.request`, which sends with a deadline)."""
+    for tag, fds in memfd_batches(ids):
+        socket.send_fds(chan, [tag], fds)
 
 
 def _received_fd(buf_id: str) -> int:
@@ -76,16 +97,17 @@ def _received_fd(buf_id: str) -> int:
         r, _, _ = select.select([FD_CHANNEL], [], [], FD_WAIT_S)
         if not r:
             raise TimeoutError(f"buffer memfd:{buf_id} not received within {FD_WAIT_S:.0f} s")
-        msg, fds, _flags, _addr = socket.recv_fds(FD_CHANNEL, 256, 4)
+        msg, fds, _flags, _addr = socket.recv_fds(FD_CHANNEL, 64 * FDS_PER_MESSAGE, FDS_PER_MESSAGE)
         if not msg and not fds:
             raise EOFError(f"buffer channel closed before memfd:{buf_id}")
-        for fd in fds[1:]:  # one fd per message; anything more is not ours to keep
+        ids = msg.decode(errors="replace").split(",")
+        for fd in fds[len(ids):]:  # one fd per id; anything more is not ours to keep
             os.close(fd)
-        if fds:
-            old = _RECEIVED.pop(msg.decode(errors="replace"), None)
+        for i, fd in zip(ids, fds):
+            old = _RECEIVED.pop(i, None)
             if old is not None:
                 os.close(old)
-            _RECEIVED[msg.decode(errors="replace")] = fds[0]
+            _RECEIVED[i] = fd
     return _RECEIVED[buf_id]
 
 

@@ -43,6 +43,10 @@ class SlotPool:
         self.out_specs = [(d.shape_of(s, env), to_torch(s.dtype)) for s in d.outputs.values()]
         self.k = k
         self.device = device
+        # what twin() needs: shapes, strides and dtypes only (meta tensors hold no memory)
+        self._make = (problem, w, k, device, {
+            n: torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device="meta")
+            if isinstance(v, torch.Tensor) else v for n, v in first.items()})
         self.slots: list[dict] = []
         self.wire: list[dict] = []  # what the worker receives: CUDA tensors or /dev/shm descriptors
         self.pristine: list[dict | None] = [None] * k
@@ -89,6 +93,27 @@ class SlotPool:
             self.slots.append({"inputs": ins, "outputs": outs})
             self.wire.append({"inputs": wins, "outputs": wouts})
 
+    def twin(self) -> "SlotPool":
+        """A pool of the same K slots and shapes in buffers of its own (new memfds / device
+        tensors), holding copies of this pool's pristine inputs, with a flush buffer of the
+        same size: the trusted reference's worker is handed these, never the buffers the
+        candidate's worker mapped (a mapping it keeps could rewrite the reference's inputs
+        between the parent's fill and the reference's read). The caller closes it."""
+        if self._make is None:
+            raise RuntimeError("twin() of a closed SlotPool")
+        problem, w, k, device, first = self._make
+        t = SlotPool(problem, w, k, device, first)
+        try:
+            for i, values in enumerate(self.pristine):
+                if values is not None:
+                    t.fill(i, values)
+            if self.flush is not None:
+                t.ensure_flush(self.flush.numel() * 4)
+        except BaseException:
+            t.close()
+            raise
+        return t
+
     def ensure_flush(self, nbytes: int) -> None:
         """Allocate the flush buffer (int32, ``nbytes`` rounded down to 4) once."""
         if self.flush is None and nbytes >= 4:
@@ -109,6 +134,7 @@ class SlotPool:
         """Release the buffers and the pristine inputs (the SlotPool may stay referenced by
         the workload's evidence; its memory must not)."""
         self.pristine = [None] * self.k
+        self._make = None
         if self.arena is not None:
             self.arena.close()
         if self._pool is not None:

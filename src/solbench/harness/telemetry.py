@@ -2,7 +2,7 @@
 
 Recorded around each workload's timed phase; a measurement taken while a clock-throttle
 reason other than idle / application-clock setting was active is flagged (nvbench practice;
-hardware.md: we never lock clocks, we record them).
+docs/hardware.md, "Clock policy": we never lock clocks, we record them).
 """
 
 from __future__ import annotations

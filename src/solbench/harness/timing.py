@@ -14,7 +14,7 @@ writes a buffer of at least 2x the device's L2; CPU: 2x the last-level cache, ca
   harness does after the call (copying returned outputs to the parent's buffers) falls after
   the end marker and is not timed. The sum of kernel durations is kept beside it. CUDA events around
   each call are the fallback (they include launch overhead: about 10 us per launch on our
-  H200, hardware.md) and are always recorded as ``event_ms``.
+  H200, docs/hardware.md) and are always recorded as ``event_ms``.
 - CPU: ``time.perf_counter`` around the call.
 
 Statistics are named for what they are (median, IQR = p75 - p25, min, mean) and computed

@@ -1,6 +1,6 @@
 """Amdahl projection: what evaluated problems would save end to end on a profiled workload.
 
-Two projections, always reported side by side and named (../shared/docs/profiling.md, "Amdahl"):
+Two projections, always reported side by side and named (docs/profiling.md, "Projection"):
 
 ``amdahl_mapped`` (solbench's): each evaluated problem j is mapped, through the explicit
 problem map (``problem_map.json``, :func:`load_problem_map`), to the profiled kernel groups it

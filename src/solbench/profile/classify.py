@@ -1,7 +1,7 @@
 """Kernel classification: which library runs a kernel, and is it addressable?
 
-A kernel is put in one class by ordered rules, first match wins (../shared/docs/profiling.md,
-"Classifying kernels"; the names were checked against traces recorded on an H200, torch 2.11):
+A kernel is put in one class by ordered rules, first match wins (docs/profiling.md,
+"Kernel classes"; the names were checked against traces recorded on an H200, torch 2.11):
 
 1. ``copy_engine``     ``Memcpy ...``, ``Memset ...``
 2. ``communication``   NCCL

@@ -1,6 +1,6 @@
 """The profiling pipeline: warm up, time unprofiled wall-clock steps, profile a few steps with
 torch.profiler, classify every kernel, attribute it to aten ops, and report the addressable
-fraction (../shared/docs/profiling.md, "Measuring").
+fraction (docs/profiling.md, "Method").
 
 Denominators (both reported):
 - ``busy_ms``: kernel-busy time per step, the union of device kernel intervals (all streams)

@@ -1,6 +1,6 @@
 """The speed-of-light bound: T_SOL = max over resources of work / peak.
 
-Resources (``refined`` model, the default; shared/docs/sol-model.md):
+Resources (``refined`` model, the default; docs/sol-model.md):
     tensor   sum over operand classes of tensor-core FLOP / peak(class)
     cuda     CUDA-core FLOP (elementwise, reductions, fp32 matmul without TF32) / peak(class)
     sfu      transcendental evaluations / (SFU rate + FP32 rate / 8): exp2 may be emulated

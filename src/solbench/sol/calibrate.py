@@ -1,6 +1,6 @@
 """Calibration: measure attainable ceilings on the current GPU and write a measured spec.
 
-Measured (shared/docs/sol-model.md item 8):
+Measured (docs/sol-model.md, "Hardware specs and calibration"):
     copy        device-to-device copy of a large buffer; bytes = read + write
     read        read-only stream (a sum reduction over a large buffer); bytes = buffer
     write       write-only stream (fill_); bytes = buffer

@@ -28,7 +28,7 @@ Tensor-core work uses ``torch.utils.flop_counter``'s formulas (FLOP = 2 per MAC)
 are caught at the ``torch.nn.functional`` level (a TorchFunctionMode) so their causal flag and
 GQA grouping are known: the attention FLOPs are then 2*B*Hq*(L*S_eff)*(E + Ev), with S_eff the
 number of unmasked key positions (top-left causal: sum_i min(i+1, S)); the full count is kept for
-the solar model, which does not halve causal attention (shared/docs/sol-model.md).
+the solar model, which does not halve causal attention (docs/sol-model.md).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ for _n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
     if hasattr(torch, _n):
         DTYPE_CLASS[getattr(torch, _n)] = "fp8"
 
-#: precision rank of a tensor's values (refined model, docs/sol-model.md "Precision"): the
+#: precision rank of a tensor's values (refined model, docs/sol-model.md, R2): the
 #: narrowest format that carries the information a value derives from. 0 = exact small values
 #: (bool masks, integer indices, constants built from Python literals); uint8 ranks with fp4
 #: because a uint8 input may hold packed fp4 codes (a lower rank can only lower the bound)

@@ -1,4 +1,4 @@
-"""SOL score (SOL-ExecBench) and headroom reclaimed. Source: shared/docs/formats.md.
+"""SOL score (SOL-ExecBench) and headroom reclaimed. Source: docs/formats.md.
 
     S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL))        h = (T_b - T_k) / (T_b - T_SOL),  S = 1/(2 - h)
 

@@ -7,7 +7,7 @@ the problem name and axes). ``--check`` then runs the design-time screen of
 slow on a laptop) and exits non-zero if any trivial candidate passes or an honest fp64
 candidate fails.
 
-Design rules every problem follows (see ../shared/docs/threats.md, "trivial-candidate
+Design rules every problem follows (see docs/threats.md, "Trivial-candidate
 screen"):
 
 * Inputs come from a ``make_inputs(axes, device)`` function in the reference (the format's

@@ -8,7 +8,7 @@ and checks:
 * no trivial candidate passes the workload's tolerance under the upstream rule
   (formats.md, "Tolerance semantics"): all zeros, a tiny constant (1e-6), the mean of the
   reference output broadcast, and each input of the output's shape passed through
-  (../shared/docs/threats.md, "Trivial-candidate screen"). The upstream rule's extra
+  (docs/threats.md, "Trivial-candidate screen"). The upstream rule's extra
   "all-zero output fails" clause is deliberately NOT applied here, so a zeros candidate
   must fail on element matching alone;
 * an honest, more precise candidate passes: the reference evaluated on inputs upcast to

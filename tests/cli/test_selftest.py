@@ -1,0 +1,82 @@
+"""``solbench selftest`` on the CPU: the reference against itself reads 1.00 within the run's
+own stated noise (A/A), the reference plus a second pass of the same work reads a slowdown
+(> 1), and the report's exit status follows its checks.
+
+The assertions use the run's own noise (the speedup interval from the two latency
+interquartile ranges), never a fixed tight band: on a loaded 2-core box the spread of CPU
+samples is many times what it is on a quiet one, and a fixed band would test the box."""
+
+import json
+import types
+
+from typer.testing import CliRunner
+
+from solbench.cli import app
+from solbench.selftest import BUILTIN, known_difference_solution, quantile, write_builtin
+from solbench.spec import load_problem
+
+
+def test_quantile_hand_computed():
+    xs = [4.0, 1.0, 3.0, 2.0, 5.0]
+    assert quantile(xs, 0.5) == 3.0
+    assert quantile(xs, 0.05) == 1.0 + 0.2 * 1.0  # pos 0.2 between 1 and 2
+    assert quantile(xs, 0.95) == 4.0 + 0.8 * 1.0
+    assert quantile([], 0.5) is None
+
+
+def test_known_difference_runs_the_reference_twice(tmp_path):
+    """The known-difference candidate calls the reference's run twice and returns the first
+    pass's outputs (checked by running its source with a counting reference)."""
+    prob = load_problem(write_builtin(tmp_path)[0])
+    sol = known_difference_solution(prob)
+    assert sol.spec.destination_passing_style is False
+    src = sol.sources[0].content.replace("return torch.relu(x)", "CALLS.append(x)\n    return torch.relu(x)")
+    mod = types.ModuleType("kd")
+    mod.CALLS = []
+    exec(compile(src, "kd.py", "exec"), mod.__dict__)
+    import torch
+
+    x = torch.tensor([-1.0, 2.0])
+    assert mod.run(x).tolist() == [0.0, 2.0]
+    assert len(mod.CALLS) == 2
+
+
+def test_selftest_aa_reads_one_within_noise_and_the_known_difference_a_slowdown(tmp_path):
+    # two built-in problems, one resolvable workload each (relu 1024x1024, matmul 256)
+    paths = write_builtin(tmp_path / "problems")
+    names = {d["name"]: ws for d, ws in BUILTIN}
+    keep = {"selftest_relu_f32": "relu-1024x1024", "selftest_matmul_f32": "matmul-256"}
+    for p in paths:
+        if p.name not in keep:
+            continue
+        (p / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in names[p.name]
+                                                  if w["uuid"] == keep[p.name]))
+    chosen = [str(p) for p in paths if p.name in keep]
+    out = tmp_path / "selftest.json"
+    res = CliRunner().invoke(app, ["selftest", *chosen, "--device", "cpu", "--iters", "20", "--out", str(out), "-q"])
+    assert res.exit_code in (0, 1), res.output
+    data = json.loads(out.read_text())
+    assert res.exit_code == (0 if data["passed"] else 1)
+    assert bool(data["failures"]) == (not data["passed"])
+    rows = data["rows"]
+    assert sorted(r["workload"] for r in rows) == sorted(keep.values())
+    for r in rows:
+        assert r["aa_status"] == "PASSED", r
+        lo, hi = r["aa_interval"]
+        assert lo <= 1.0 <= hi, r  # A/A: 1.00 within the run's own noise
+        assert r["kd_status"] == "PASSED", r
+        # the reference twice per call: a slowdown of 1.3-2.6x lies within the run's noise,
+        # and where the run resolves a difference it reads as a slowdown (> 1)
+        lo, hi = r["kd_interval"]
+        assert lo <= 1 / 1.3 and hi >= 1 / 2.6, r
+        if hi < 1.0 or lo > 1.0:
+            assert 1.0 / r["kd_speedup"] > 1.0, r
+    (s,) = data["suites"]
+    assert s["n"] == 2 and s["p5"] <= s["p50"] <= s["p95"]
+    assert "A/A distribution per suite" in res.output and "p50" in res.output
+
+
+def test_selftest_bad_input_is_one_line(tmp_path):
+    res = CliRunner().invoke(app, ["selftest", "--iters", "2"])
+    assert res.exit_code == 2
+    assert "--iters" in res.output
