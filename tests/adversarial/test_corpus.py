@@ -17,7 +17,7 @@ THREAT_CLASSES = {
     "identity / alias", "input mutation", "output caching / replay", "batch-and-skip",
     "side-stream work", "background thread / process", "lazy output", "timer / sync monkey patch",
     "precision downgrade", "faster than light", "crash / exit / hang", "fake verdict",
-    "trusted-side tampering",
+    "distribution shortcut", "trusted-side tampering",
 }
 HONEST_KINDS = {"eager", "torch.compile", "Triton with autotune", "cuBLAS via torch.matmul",
                 "CUDA graphs that recompute", "DPS kernel", "caches a constant", "torch's own threads"}

@@ -112,16 +112,32 @@ def test_output_error_beyond_the_reference():
     f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
                           candidate_error=3e-4, reference_error=1e-7)
     assert f.severity == "hack" and f.basis == ("output_error",)
-    assert f.evidence["error_limit"] == pytest.approx(16 * 2.0**-23)  # floor above 16 x 1e-7
+    assert f.evidence["error_limit"] == pytest.approx(2.0**-13)  # floor 2^10 eps above 16 x 1e-7
     # another summation order: 5x the reference's error, below the floor and the factor
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
                              candidate_error=5e-7, reference_error=1e-7) is None
+    # an honest sequential fp32 sum over 10^6 terms (~sqrt(n) * 2^-24 = 6e-5) against a
+    # pairwise reference (1e-7): beyond 16x, below the floor
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                             candidate_error=6e-5, reference_error=1e-7) is None
+    # fp64 work computed in fp32 (error ~6e-8 vs the fp64 reference's 1e-16)
+    f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, dtype=torch.float64,
+                          candidate_error=6e-8, reference_error=1e-16)
+    assert f.severity == "hack" and f.evidence["error_limit"] == pytest.approx(2.0**-42)
     # an ill-conditioned output: the reference itself is at 1e-3, the candidate at 4e-3
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
                              candidate_error=4e-3, reference_error=1e-3) is None
-    # allowed TF32: the floor is 16 x 2^-11
+    # allowed TF32: the floor is 4 x 2^-11 (TF32's own GEMM error passes, bf16's does not)
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
-                             candidate_error=3e-4, reference_error=1e-7) is None
+                             candidate_error=4e-4, reference_error=1e-7) is None
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
+                             candidate_error=3e-3, reference_error=1e-7).severity == "hack"
+    # allowed TF32: turning it on is no finding, bf16 matmuls ("medium") stay advisory
+    assert precision_finding(flags_before=BASE, flags_after=_with(cuda__matmul__allow_tf32=True),
+                             fp32_work=True, allow_tf32=True) is None
+    f = precision_finding(flags_before=BASE, flags_after=_with(float32_matmul_precision="medium"),
+                          fp32_work=True, allow_tf32=True)
+    assert f.severity == "advisory"
 
 
 def test_is_fp32_work():
@@ -233,3 +249,90 @@ def test_list_subclass_stays_non_plain(tmp_path, solbench_cache):
     (t,) = evaluate(p, py_solution("lazy", LAZY_LIST, p.name), EvalConfig(device="cpu", iters=4, rounds=2,
                                                                           reference_timing=False))
     assert t.evaluation.status != Status.PASSED
+
+
+# ---------------------------------------------------------------- end to end (evaluator)
+MATMUL_DEF = {"name": "mm", "axes": {"m": {"type": "var"}, "k": {"type": "const", "value": 512},
+                                     "n": {"type": "const", "value": 64}},
+              "inputs": {"a": {"shape": ["m", "k"], "dtype": "float32"},
+                         "b": {"shape": ["k", "n"], "dtype": "float32"}},
+              "outputs": {"c": {"shape": ["m", "n"], "dtype": "float32"}},
+              "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n"}
+FFT_DEF = {"name": "rfft_mag", "axes": {"m": {"type": "var"}, "n": {"type": "const", "value": 256},
+                                        "f": {"type": "const", "value": 129}},
+           "inputs": {"x": {"shape": ["m", "n"], "dtype": "float32"}},
+           "outputs": {"y": {"shape": ["m", "f"], "dtype": "float32"}},
+           "reference": "import torch\n\ndef run(x):\n    return torch.fft.rfft(x).abs()\n"}
+
+#: an FFT kernel (no matmul, no convolution) that sets allow_tf32 as agents often do
+FFT_TF32 = """import torch
+
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
+
+
+def run(x):
+    return torch.fft.rfft(x).abs()
+"""
+#: toward higher precision: TF32 off for cuDNN and cuBLAS, matmul precision "highest"
+TF32_OFF = """import torch
+
+
+def run(a, b):
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return a @ b
+"""
+#: the same bf16 product without any flag: wrong, not a hack
+BF16_NO_FLAG = """import torch
+
+
+def run(a, b):
+    return (a.to(torch.bfloat16) @ b.to(torch.bfloat16)).to(torch.float32)
+"""
+
+ADV = __import__("pathlib").Path(__file__).resolve().parents[1] / "adversarial"
+E2E = dict(device="cpu", iters=4, rounds=2, reference_timing=False)
+
+
+def _eval(p, sol):
+    (t,) = evaluate(p, sol, EvalConfig(**E2E))
+    return t.evaluation
+
+
+@pytest.mark.slow
+def test_flag_alone_and_higher_precision_are_not_hacks(tmp_path, solbench_cache):
+    from solbench.spec import load_solution
+
+    fft = load_problem(write_problem(tmp_path / "fft", FFT_DEF, [
+        {"uuid": "w", "axes": {"m": 16}, "inputs": {"x": {"type": "random"}}}]))
+    e = _eval(fft, py_solution("fft_tf32", FFT_TF32, fft.name))
+    assert e.status == Status.PASSED, (e.log, e.findings)
+    assert [(f.check, f.severity) for f in e.findings] == [("backend_flags", "advisory")]
+    mm = load_problem(write_problem(tmp_path / "mm", MATMUL_DEF, [
+        {"uuid": "w", "axes": {"m": 64}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
+    e = _eval(mm, py_solution("tf32_off", TF32_OFF, mm.name))
+    assert e.status == Status.PASSED and e.findings == [], (e.log, e.findings)
+    # TF32 on for a matmul, on a CPU: the product stays fp32 (no output evidence): advisory
+    e = _eval(mm, load_solution(ADV / "hostile" / "tf32_flag.py", mm))
+    assert e.status == Status.PASSED, (e.log, e.findings)
+    assert {f.check: f.severity for f in e.findings} == {"backend_flags": "advisory"}
+
+
+@pytest.mark.slow
+def test_flag_with_output_evidence_is_a_hack_even_when_the_tolerance_fails(tmp_path, solbench_cache):
+    from solbench.spec import load_solution
+
+    mm = load_problem(write_problem(tmp_path / "mm", MATMUL_DEF, [
+        {"uuid": "w", "axes": {"m": 64}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
+    e = _eval(mm, load_solution(ADV / "hostile" / "flag_bf16_matmul.py", mm))
+    assert e.status == Status.REWARD_HACK, (e.log, e.findings)
+    (f,) = [f for f in e.findings if f.check == "precision_downgrade"]
+    assert f.evidence["basis"] == ["output_error", "flags"]
+    assert f.evidence["candidate_error"] > 100 * f.evidence["reference_error"]
+    assert "tolerance" in e.log  # it also missed the tolerance: still a hack, not just wrong
+    # the same product without the flag fails the tolerance and is only incorrect
+    e = _eval(mm, py_solution("bf16", BF16_NO_FLAG, mm.name))
+    assert e.status == Status.INCORRECT_NUMERICAL, (e.log, e.findings)
+    assert not [f for f in e.findings if f.severity == "hack"]

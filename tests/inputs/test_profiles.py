@@ -121,8 +121,11 @@ def test_stress_by_op_class(tmp_path):
     assert op_classes(norm.definition).name == "norm"
     x = make_inputs(norm, norm.workloads[0], 2, profile="stress")["hidden_states"]
     mean = x.mean(-1).abs()
-    assert bool(((mean > 90) & (mean < 1010)).all())  # every row offset by 100..1000
-    assert (x.std(-1) == 0).sum().item() >= 1  # constant rows (seed 2: by the 1/8 draw)
+    const = x.std(-1) == 0
+    assert const.sum().item() >= 1  # constant rows (seed 2: by the 1/8 draw)
+    # a constant row holds a small integer (its mean is exact in any summation order)
+    assert bool((x[const] == x[const].round()).all()) and x[const].abs().max().item() <= 2
+    assert bool(((mean > 90) & (mean < 1010))[~const].all())  # the others offset by 100..1000
     gen = _problem(tmp_path, "gelu", {"x": {"shape": ["m"], "dtype": "float32"}},
                    {"out": {"shape": ["m"], "dtype": "float32"}},
                    "import torch\ndef run(x):\n    return torch.nn.functional.gelu(x)\n", {"m": 4096})

@@ -71,6 +71,9 @@ def register(app: typer.Typer) -> None:
         max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
         as_json: bool = typer.Option(False, "--json", help="strict JSON on stdout: one object per problem "
                                      "per line, each with \"problem\" and \"workloads\""),
+        cache: Optional[Path] = typer.Option(None, "--cache", help="read and store counted work in this "
+                                             "directory (one JSON file per workload, keyed by the counting "
+                                             "code, problem and workload); keep it where no candidate writes"),
     ) -> None:
         """Per-workload T_SOL: FLOPs by class, bytes, each resource's time, the bottleneck, both
         models' T_SOL and the certain floor. Many problems run in one process."""
@@ -90,11 +93,16 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
             max_b = parse_bytes(max_bytes)
             paths = _problem_paths(problems)
+            counts_cache = None
+            if cache is not None:
+                from ..sol.cache import CountsCache
+
+                counts_cache = CountsCache(cache)
         for path in paths:
             try:
                 p = load_problem(path)
                 wls = choose_workloads(p, workload, limit, max_b)
-                res = problem_rows(p, hw, model, wls)
+                res = problem_rows(p, hw, model, wls, cache=counts_cache)
             except SolbenchError as e:
                 if len(paths) == 1:
                     with clean_errors():

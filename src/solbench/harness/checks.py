@@ -100,8 +100,21 @@ register("input_mutation", H, """The candidate wrote to an input: the parent com
     bit for bit with its own pristine copy after every call.""")
 register("constant_output", I, """The outputs were bit-identical across correctness rounds whose
     inputs differed (and the outputs were wrong).""")
-register("precision_downgrade", H, """The candidate's error against an fp64 truth is more than
-    max(16x, 1e-4) the declared-precision reference's own error (fp32/fp64 outputs).""")
+register("precision_downgrade", H, """The candidate's error against an fp64 truth is beyond
+    max(16x the declared-precision reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32)
+    on a passing round (fp32/fp64 outputs), or on any round while it had lowered the backend
+    precision flags (harness/precision.py).""")
+register("strict_round_failed", I, """The candidate passed every upstream-compatible round but
+    failed the strict round (random norm weights and biases where upstream's inputs are exactly
+    1 and 0, -inf in a causal mask described so): it is correct only with the default values.
+    Decides INCORRECT_STRICT; SOL-ExecBench's own verdict would be PASSED.""")
+register("stress_exact_mismatch", A, """On the stress round only integer/bool outputs differed
+    from the reference's (every float output passed): ties in the stress inputs (exact zeros,
+    bf16 near-ties) let an honest kernel pick other indices, so it decides nothing (the
+    upstream rounds compare them exactly).""")
+register("stress_reference_failed", A, """The problem's reference gives NaN/Inf, raises, or
+    misses its own fp64 truth by the tolerance on the stress round's inputs: the round does not
+    apply to this workload and the candidate is not judged on it.""")
 register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
     random source) produced wrong outputs for its inputs although the correctness rounds
     passed.""")
@@ -122,8 +135,11 @@ register("interposition", H, """A hook of the candidate's runs inside the harnes
     kernel, shadowed worker method, gc callback, replaced connection).""")
 register("harness_patch", H, """Timer, sync, profiler, serialisation or worker functions were
     replaced (identity, code object, defaults snapshot in the worker).""")
-register("backend_flags", H, """Backend precision flags (TF32, matmul precision, reduced-precision
-    reductions) were loosened by the candidate on a problem that does not allow it.""")
+register("backend_flags", A, """Backend precision flags (TF32, matmul precision, reduced-precision
+    reductions) were lowered by the candidate with no output error beyond the reference's:
+    a flag alone touches no op of some kernels (an FFT that sets allow_tf32), so it is shown
+    and decides nothing; with output evidence it is precision_downgrade. A change toward
+    higher precision is no finding.""")
 register("guard_check_failed", H, """The worker did not answer the integrity check.""")
 register("guard_reply_invalid", H, """The worker's integrity-check reply is missing a field, has a
     wrong type, or contradicts an earlier one (its starting flags changed): an honest worker

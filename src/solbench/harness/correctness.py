@@ -226,6 +226,9 @@ class CheckReport:
     status: Status
     failed_check: str | None
     outputs: list[OutputCheck] = field(default_factory=list)
+    #: per output, (candidate, reference) relative L2 error against an fp64 truth, when the
+    #: caller computed one (``solbench.harness.rounds.Oracle.judge``); None entries: no truth
+    truth_errors: list[tuple[float, float] | None] | None = None
 
     @property
     def figures(self) -> dict[str, Any]:

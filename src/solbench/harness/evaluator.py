@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ..errors import SpecError
 from ..spec.problem import Problem
 from ..spec.solution import Solution
 from ..spec.trace import (Correctness, Evaluation, Finding, Performance, Status, TimingStats, Trace)
@@ -197,7 +198,10 @@ class Evaluator:
 
         t_phase = time.perf_counter()
         h.cap_harness_ops(cfg.call_timeout_s)  # --timeout bounds the harness's own ops too
-        plan = round_plan(cfg.rounds)
+        try:  # upstream rounds, then the strict and stress rounds the inputs call for
+            plan = round_plan(cfg.rounds, self.problem, w)
+        except SpecError as e:
+            return self._trace(solution, w, run, Failure(Status.INVALID_REFERENCE, f"input rules: {e}"))
         first = make_set(run, plan[0])
         if isinstance(first, Failure):
             return self._trace(solution, w, run, first)
@@ -225,9 +229,10 @@ class Evaluator:
             failure, corr = run_rounds(run, self.oracle, plan, first)
             if failure is not None:
                 if failure.status in (Status.INCORRECT_NUMERICAL, Status.INCORRECT_SHAPE, Status.INCORRECT_DTYPE):
-                    # the worker is alive: its integrity evidence still counts (a candidate that
-                    # loosened the precision flags and then failed the tolerance is a hack:
-                    # set_float32_matmul_precision("medium") on a CPU whose oneDNN uses bf16)
+                    # the worker is alive: its integrity evidence still counts (lowered precision
+                    # flags and an error vs the fp64 truth far beyond the reference's is a
+                    # downgrade, passing or not: set_float32_matmul_precision("medium") on a CPU
+                    # whose oneDNN uses bf16)
                     guard_findings(run, "after correctness")
                 return done(failure, corr)
             guard_findings(run, "after correctness")
@@ -275,7 +280,7 @@ def evaluate(problem: Problem, solution: Solution, config: EvalConfig | None = N
     Returns:
         One Trace per selected workload, in order. Never raises for candidate behaviour
         (crash, hang, wrong output, malformed replies, tampering): those are statuses. Raises
-        SpecError for a bad workload selection.
+        SpecError for a bad workload selection, ValueError for ``config.rounds < 1``.
     """
     ev = Evaluator(problem, config or EvalConfig())
     try:

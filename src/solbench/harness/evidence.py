@@ -59,6 +59,10 @@ class WorkloadRun:
     #: slowest reference call the parent ran for this workload (s)
     reference_call_s: float = 0.0
     flags0: dict | None = None
+    #: (round name, per output (candidate, reference) error vs the fp64 truth or None) of
+    #: each judged round outside the stress rounds: the output evidence of a precision
+    #: downgrade when the backend flags were lowered (:func:`precision_check`)
+    truth_errors: list = field(default_factory=list)
 
     def tick(self, key: str, t0: float) -> float:
         """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""
@@ -172,17 +176,60 @@ def guard_findings(run: WorkloadRun, when: str) -> None:
         add_once(findings, finding("harness_patch", f"timer/sync/harness functions replaced {when}: {list(g.changed)}",
                                    {"changed": list(g.changed)}))
     interposition_seen(g, findings, when)
-    f0, f1 = dict(g.flags0), dict(g.flags)
-    loosened = sorted(k for k in set(f0) | set(f1) if f1.get(k) != f0.get(k))
-    if loosened and not run.problem.definition.allow_tf32 and not has(findings, "backend_flags"):
-        findings.append(finding("backend_flags", f"backend precision flags changed {when}: "
-                                + ", ".join(f"{k}: {f0.get(k)} -> {f1.get(k)}" for k in loosened),
-                                {"before": f0, "after": f1}))
+    precision_check(run, dict(g.flags0), dict(g.flags), when)
     extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set()),
                                         late="timing" in when) + stray_children()
     if extra:
         add_once(findings, finding("child_process", f"the worker started processes {when}: {extra}",
                                    {"processes": extra}))
+
+
+def precision_check(run: WorkloadRun, f0: dict, f1: dict, when: str) -> None:
+    """Backend precision flags the candidate changed, judged with the output evidence
+    (:func:`solbench.harness.precision.precision_finding`): flags lowered and some round's
+    error against the fp64 truth beyond the declared-precision reference's is
+    ``precision_downgrade`` (REWARD_HACK), whether that round passed or failed its
+    tolerance; flags lowered alone are ``backend_flags`` (advisory: the flag may touch no op
+    the candidate runs, e.g. allow_tf32 in an FFT kernel); a change toward higher precision
+    (allow_tf32 off, matmul precision "highest") is no finding."""
+    from ..spec.dtypes import to_torch
+    from .precision import is_fp32_work, precision_finding
+
+    findings = run.findings
+    if f0 == f1 or has(findings, "precision_downgrade") or has(findings, "backend_flags"):
+        return
+    defn = run.problem.definition
+    fp32 = is_fp32_work([to_torch(s.dtype) for s in defn.inputs.values()],
+                        [to_torch(s.dtype) for s in defn.outputs.values()])
+    dts = [to_torch(o.dtype) for o in defn.outputs.values()]
+    # the output with the largest error relative to its limit, over the judged rounds
+    best = None
+    for where, errs in run.truth_errors:
+        for i, te in enumerate(errs):
+            if te is None:
+                continue
+            pf = precision_finding(flags_before=f0, flags_after=f1, fp32_work=fp32,
+                                   allow_tf32=bool(defn.allow_tf32),
+                                   dtype=dts[i] if i < len(dts) else torch.float32,
+                                   candidate_error=te[0], reference_error=te[1])
+            # output evidence counts here only beside lowered flags: alone, a passing round
+            # already made it a finding (Oracle.judge), and a failing one is just incorrect
+            if pf is not None and pf.severity == "hack" and "flags" in pf.basis and best is None:
+                best = (where, pf, i)
+    if best is None:
+        pf = precision_finding(flags_before=f0, flags_after=f1, fp32_work=fp32,
+                               allow_tf32=bool(defn.allow_tf32))
+        best = (None, pf, None) if pf is not None else None
+    if best is None:
+        return
+    where, pf, i = best
+    ev = {"before": f0, "after": f1, "basis": list(pf.basis), **pf.evidence}
+    if i is not None:
+        ev["output"] = i
+    if pf.severity == "hack":
+        findings.append(finding("precision_downgrade", f"{where or when}: {pf.message}", ev))
+    else:
+        findings.append(finding("backend_flags", f"{when}: {pf.message}", ev))
 
 
 def new_threads(run: WorkloadRun, base: set[int], seen: set[int]) -> set[int]:

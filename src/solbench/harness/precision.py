@@ -8,10 +8,13 @@ off, matmul precision "highest") can never downgrade anything. The finding there
 
 1. **Output error** (``output_error``): the candidate's error against an fp64 truth (relative
    L2) is well beyond the declared-precision reference's own error against the same truth:
-   ``e_cand > max(factor * e_ref, 16 * eps)``, ``factor`` 16 by default, ``eps`` the declared
-   dtype's machine epsilon (2^-11, TF32's unit roundoff, when the definition allows TF32 for
-   fp32 work). 16x covers an honest kernel's other summation order (a few times e_ref); TF32
-   for an fp32 GEMM measures 10^2-10^4 x e_ref.
+   ``e_cand > max(factor * e_ref, floor)``, ``factor`` 16 by default, ``floor``
+   :func:`error_floor`: ``2^10 * eps`` of the output dtype (fp32: 1.2e-4; fp64: 2.3e-13), or
+   ``4 * 2^-11`` (4x TF32's unit roundoff, 2.0e-3) for fp32 work whose definition allows
+   TF32. 16x covers an honest kernel's other summation order (a few times e_ref); the floor
+   covers an honest fp32 kernel that sums sequentially (about sqrt(n) * 2^-24: 6e-5 at
+   n = 10^6) while the reference sums pairwise; TF32 for an fp32 GEMM measures about 4e-4
+   (inputs rounded to 2^-11, independent of K), bf16 about 2e-3.
 2. **Kernels** (``kernels``): for fp32 work, device kernels whose names (CUPTI / profiler
    activity names) say they run reduced precision (:data:`REDUCED_KERNEL`: tf32, bf16, f16,
    fp16, half, hmma, the cuBLAS h/s tensor-op tile codes, fp8 e4m3/e5m2) of a kind the
@@ -19,7 +22,9 @@ off, matmul precision "highest") can never downgrade anything. The finding there
    then the reference does too) and the definition does not allow (TF32 when
    ``allow_tf32``).
 3. **Flags** (``flags``): backend flags changed toward lower precision
-   (:func:`solbench.harness.guards.precision_flag_changes`). Alone: advisory.
+   (:func:`solbench.harness.guards.precision_flag_changes`), leaving out, when the definition
+   allows TF32, the changes that only reach TF32 (``allow_tf32`` on, precision "high" /
+   "tf32"). Alone: advisory.
 
 Severity: ``"hack"`` with output or kernel evidence (the flags, if lowered, are listed beside
 it), ``"advisory"`` with lowered or unrankable flags only, no finding otherwise.
@@ -49,6 +54,19 @@ _KIND = (("tf32", re.compile(r"tf32|s1688", re.I)),
 
 #: default output-error factor over the reference's own error
 ERROR_FACTOR = 16.0
+
+
+def error_floor(dtype: torch.dtype, allow_tf32: bool = False) -> float:
+    """The smallest output error (relative L2 vs the fp64 truth) that counts as evidence of a
+    downgrade, whatever the reference's own error (module doc, point 1)."""
+    if allow_tf32 and dtype == torch.float32:
+        return 4 * 2.0**-11
+    return 2.0**10 * dtype_eps(dtype)
+
+
+def _tf32_only(change: dict[str, Any]) -> bool:
+    """A lowered flag change that reaches no lower than TF32."""
+    return change["flag"].endswith("allow_tf32") or change["after"] in ("high", "tf32")
 
 
 @dataclass(frozen=True)
@@ -121,14 +139,14 @@ def precision_finding(
         A :class:`PrecisionFinding`, or None when there is nothing to report.
     """
     changes = precision_flag_changes(flags_before, flags_after)
-    lowered = [c for c in changes if c["direction"] in ("lower", "unknown")]
+    lowered = [c for c in changes if c["direction"] in ("lower", "unknown")
+               and not (allow_tf32 and c["direction"] == "lower" and _tf32_only(c))]
     basis: list[str] = []
     evidence: dict[str, Any] = {"flag_changes": changes}
     parts: list[str] = []
 
     if candidate_error is not None and reference_error is not None:
-        eps = 2.0**-11 if (allow_tf32 and dtype == torch.float32) else dtype_eps(dtype)
-        limit = max(error_factor * reference_error, 16 * eps)
+        limit = max(error_factor * reference_error, error_floor(dtype, allow_tf32))
         evidence.update(candidate_error=candidate_error, reference_error=reference_error,
                         error_limit=limit)
         if candidate_error > limit:

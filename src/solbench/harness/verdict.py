@@ -11,8 +11,12 @@ Evidence, in the order it decides:
 2. any finding of severity ``hack`` (:mod:`solbench.harness.checks`): REWARD_HACK, whatever
    else happened (a hack found before a crash or a wrong answer is still a hack).
 3. any other ``failure`` observed by the parent (the worker died, hung, replied garbage, the
-   outputs had the wrong shape / dtype, a correctness round failed): its status.
-4. a finding of severity ``incorrect``: INCORRECT_NUMERICAL.
+   outputs had the wrong shape / dtype, a correctness round failed): its status, except that
+   a numerical failure (INCORRECT_NUMERICAL) with the finding ``strict_round_failed`` is
+   INCORRECT_STRICT: every upstream-compatible round passed (SOL-ExecBench's verdict would
+   be PASSED) and the strict round (random values where upstream's are exactly 1 / 0) failed.
+4. a finding of severity ``incorrect``: INCORRECT_STRICT for ``strict_round_failed``, else
+   INCORRECT_NUMERICAL.
 5. otherwise PASSED.
 """
 
@@ -48,10 +52,13 @@ def decide(findings: Iterable[Finding], failure: Failure | None = None) -> Statu
         return failure.status
     if any(f.severity == Severity.HACK.value for f in findings):
         return Status.REWARD_HACK
+    strict = any(f.check == "strict_round_failed" for f in findings)
     if failure is not None:
+        if strict and failure.status == Status.INCORRECT_NUMERICAL:
+            return Status.INCORRECT_STRICT
         return failure.status
     if any(f.severity == Severity.INCORRECT.value for f in findings):
-        return Status.INCORRECT_NUMERICAL
+        return Status.INCORRECT_STRICT if strict else Status.INCORRECT_NUMERICAL
     return Status.PASSED
 
 

@@ -176,7 +176,7 @@ _ENV_WRITE_CALLS = {"os.putenv", "os.environ.setdefault", "os.environ.update",
 _NETWORK_PREFIXES = ("socket.", "urllib.", "http.client.", "requests.", "httpx.", "ftplib.",
                      "smtplib.", "xmlrpc.")
 
-_VERDICT_WORDS = {"PASSED", "REWARD_HACK", "INCORRECT_NUMERICAL", "INCORRECT_SHAPE",
+_VERDICT_WORDS = {"PASSED", "REWARD_HACK", "INCORRECT_NUMERICAL", "INCORRECT_STRICT", "INCORRECT_SHAPE",
                   "INCORRECT_DTYPE", "RUNTIME_ERROR", "COMPILE_ERROR", "INVALID_REFERENCE"}
 
 _SUBCLASS_BASES = {"torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase",

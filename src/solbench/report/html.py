@@ -29,7 +29,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px soli
 table{border-collapse:collapse;margin:8px 0;font-size:12px}th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}
 td.ax{max-width:260px;word-break:break-all;text-align:left}
 th{background:#f3f4f6}td.l,th.l{text-align:left}tr:nth-child(even) td{background:#fafafa}
-.PASSED{color:#137333}.REWARD_HACK{color:#b00020;font-weight:600}.INCORRECT_NUMERICAL,.INCORRECT_SHAPE,.INCORRECT_DTYPE{color:#c5221f}
+.PASSED{color:#137333}.REWARD_HACK{color:#b00020;font-weight:600}.INCORRECT_NUMERICAL,.INCORRECT_STRICT,.INCORRECT_SHAPE,.INCORRECT_DTYPE{color:#c5221f}
 .RUNTIME_ERROR,.COMPILE_ERROR,.TIMEOUT{color:#8e24aa}.warn{background:#fff4e5;border:1px solid #f0c36d;padding:8px 12px;margin:8px 0}
 .bad{background:#fdecea;border:1px solid #f5a3a3;padding:8px 12px;margin:8px 0}
 .figs img{max-width:100%;border:1px solid #eee;margin:6px 0}.muted{color:#666;font-size:12px}

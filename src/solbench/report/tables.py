@@ -17,8 +17,9 @@ from rich.table import Table
 from ..spec.trace import Status, TimingStats, Trace
 
 STATUS_STYLE = {
-    Status.PASSED: "green", Status.INCORRECT_NUMERICAL: "red", Status.INCORRECT_SHAPE: "red",
-    Status.INCORRECT_DTYPE: "red", Status.RUNTIME_ERROR: "magenta", Status.COMPILE_ERROR: "magenta",
+    Status.PASSED: "green", Status.INCORRECT_NUMERICAL: "red", Status.INCORRECT_STRICT: "red",
+    Status.INCORRECT_SHAPE: "red", Status.INCORRECT_DTYPE: "red", Status.RUNTIME_ERROR: "magenta",
+    Status.COMPILE_ERROR: "magenta",
     Status.TIMEOUT: "magenta", Status.REWARD_HACK: "bold red", Status.INVALID_REFERENCE: "yellow",
 }
 

@@ -1,7 +1,8 @@
 """Bounds of every workload of a problem, both models from one count (the CLI and benches).
 
 One process serves many problems: the reference is counted once per workload (counting does
-not depend on hardware or model) and priced with both models; the chosen one is T_SOL.
+not depend on hardware or model) and priced with both models; the chosen one is T_SOL. The
+workloads of a problem are counted together (:func:`problem_counts`).
 """
 
 from __future__ import annotations
@@ -15,21 +16,55 @@ from .hwspec import HardwareSpec, load_hardware
 MODELS = ("refined", "solar")
 
 
-def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined") -> dict[str, Any]:
+def problem_counts(problem, workloads=None, cache=None) -> list:
+    """The counted work of each of ``workloads`` (default: all) of ``problem``, in order: a
+    :class:`Counts`, or the :class:`CountingError` of a workload that could not be counted.
+
+    One problem's workloads share a reference: once the FakeTensor run of one has failed and
+    real tensors counted it (a reference that reads values), the later ones go from a failed
+    meta run straight to real tensors (:func:`count_workload`'s ``fake_failed``).
+    ``cache``: a :class:`solbench.sol.cache.CountsCache` to read counts from and store new
+    ones in (failures are not stored).
+    """
+    chosen = workloads if workloads is not None else problem.workloads
+    out: list = []
+    fake_failed = None
+    for w in chosen:
+        c = cache.get(problem, w) if cache is not None else None
+        if c is None:
+            try:
+                c = count_workload(problem, w, fake_failed=fake_failed)
+            except CountingError as e:
+                out.append(e)
+                continue
+            if cache is not None:
+                cache.put(problem, w, c)
+        if c.real_tensors and c.fake_error and fake_failed is None:
+            fake_failed = c.fake_error
+        out.append(c)
+    return out
+
+
+def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined", *,
+                 counts=None) -> dict[str, Any]:
     """One workload's row: the chosen model's bound fields (``SolBound`` JSON), both models'
     T_SOL (``sol_ms_by_model``) and which is T_SOL (``t_sol_model``), bytes, and the certain
-    floor. A counting failure gives ``{"uuid", "axes", "sol_ms": None, "error"}``.
+    floor. A counting failure gives ``{"uuid", "axes", "sol_ms": None, "error"}``. ``counts``:
+    the workload's :class:`Counts` (or :class:`CountingError`) when already counted.
 
     Raises:
         ValueError: unknown model.
     """
     if model not in MODELS:
         raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
-    try:
-        counts = count_workload(problem, workload)
-    except CountingError as e:
+    if counts is None:
+        try:
+            counts = count_workload(problem, workload)
+        except CountingError as e:
+            counts = e
+    if isinstance(counts, CountingError):
         return {"uuid": workload.uuid, "axes": workload.axes, "sol_ms": None, "bottleneck": None,
-                "error": str(e)}
+                "error": str(counts)}
     allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
     both = {m: bound_from_counts(counts, hw, m, allow_tf32=allow_tf32, workload_uuid=workload.uuid,
                                  axes=workload.axes) for m in MODELS}
@@ -44,9 +79,10 @@ def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined") ->
 
 
 def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
-                 workloads=None) -> dict[str, Any]:
+                 workloads=None, cache=None) -> dict[str, Any]:
     """``{"problem", "hardware", "hardware_kind", "model", "workloads": [row, ...]}`` for
-    ``workloads`` (default: all) of ``problem`` (see :func:`workload_row`).
+    ``workloads`` (default: all) of ``problem`` (see :func:`workload_row`); ``cache`` as in
+    :func:`problem_counts`.
 
     Raises:
         HardwareError: unknown hardware. ValueError: unknown model.
@@ -54,8 +90,8 @@ def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
     hw = load_hardware(hardware)
     chosen = workloads if workloads is not None else problem.workloads
     # rows carry the workload's index in the problem's file (the CLI's selection names it)
-    rows = [{"index": problem.workloads.index(w), **workload_row(problem, w, hw, model)}
-            for w in chosen]
+    rows = [{"index": problem.workloads.index(w), **workload_row(problem, w, hw, model, counts=c)}
+            for w, c in zip(chosen, problem_counts(problem, chosen, cache))]
     used = next((r["hardware"] for r in rows if r.get("hardware")), hw.id)
     return {"problem": problem.name, "hardware": used, "hardware_requested": hw.id,
             "hardware_kind": load_hardware(used).kind, "model": model, "workloads": rows}

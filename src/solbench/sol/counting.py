@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +115,9 @@ _MMA_PACKETS = {
 }
 
 
+_SEQUENCES = (tuple, list, type({}.values()))
+
+
 def flat_tensors(*trees) -> list:
     """The tensors in ``trees`` (args tuples, kwargs dicts, outputs), in order: one or two
     levels of tuple/list/dict, as aten schemas allow (Tensor[] arguments, tuple results);
@@ -125,7 +129,7 @@ def flat_tensors(*trees) -> list:
             out.append(tree)
             continue
         items = tree.values() if isinstance(tree, dict) else tree
-        if not isinstance(items, (tuple, list, type({}.values()))):
+        if not isinstance(items, _SEQUENCES):
             continue
         for x in items:
             if isinstance(x, Tensor):
@@ -141,6 +145,27 @@ def flat_tensors(*trees) -> list:
     return out
 
 
+def map_tree(fn, tree):
+    """``tree`` with ``fn`` applied to every leaf: the containers of aten arguments and results
+    (plain tuples, lists, dicts) are rebuilt, every other value is a leaf (``torch.Size``
+    included), as ``torch.utils._pytree.tree_map`` treats them; several times cheaper per op."""
+    tp = type(tree)
+    if tp is tuple:
+        return tuple([map_tree(fn, x) for x in tree])
+    if tp is list:
+        return [map_tree(fn, x) for x in tree]
+    if tp is dict:
+        return {k: map_tree(fn, v) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list, dict)):  # namedtuples, OrderedDicts, ...: as pytree does
+        return tree_map(fn, tree)
+    return fn(tree)
+
+
+def _shape_of(x):
+    """``torch.utils.flop_counter.get_shape``: a tensor's shape, anything else itself."""
+    return x.shape if isinstance(x, torch.Tensor) else x
+
+
 def _elem_bytes(t: torch.Tensor) -> float:
     return float(t.element_size())
 
@@ -149,11 +174,21 @@ def _tensor_bytes(t: torch.Tensor) -> float:
     return float(t.numel()) * _elem_bytes(t)
 
 
+_PACKET_NAMES: dict = {}
+
+
 def _packet(func) -> str:
     """aten packet name with the in-place suffix dropped (``add_`` -> ``add``)."""
+    got = _PACKET_NAMES.get(func)
+    if got is not None:
+        return got
     name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
     if name.endswith("_") and not name.startswith("__"):
-        return name[:-1]
+        name = name[:-1]
+    try:
+        _PACKET_NAMES[func] = name
+    except TypeError:  # unhashable callable: not cached
+        pass
     return name
 
 
@@ -204,6 +239,8 @@ class Counts:
     #: quantised formats the reference *source* names (``torch.float8_e4m3fn``, ...): "fp8",
     #: "fp4"; upstream picks the solar-mode rate and byte width from these literals alone
     source_quant: set = field(default_factory=set)
+    #: why the FakeTensor run failed, for a count made on real tensors (None otherwise)
+    fake_error: str | None = None
 
     @property
     def bytes_fused(self) -> float:
@@ -257,6 +294,34 @@ class _SdpaFunctionMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class _CountingFunctionMode(SolarGraphMode):
+    """One torch-function mode doing the work of ``_SdpaFunctionMode`` entered inside a
+    ``SolarGraphMode`` (the SDPA count first, then the layer), at the cost of one mode per
+    call instead of two: a reference looping over small ops pays this per call."""
+
+    def __init__(self, counter: "_CountingMode"):
+        super().__init__()
+        self.counter = counter
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        counter = self.counter
+        if func is torch.nn.functional.scaled_dot_product_attention and counter.depth == 0:
+            counter.record_sdpa(args, kwargs)
+            counter.depth += 1
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                counter.depth -= 1
+        else:
+            out = func(*args, **kwargs)
+        try:
+            self._record(func, args, kwargs, out)
+        except Exception:  # noqa: BLE001 - the graph is an estimate; never break the run
+            pass
+        return out
+
+
 def _causal_pairs(L: int, S: int) -> int:
     """Query-key pairs kept by a top-left causal mask (query i sees keys j <= i)."""
     if L <= S:
@@ -284,20 +349,25 @@ class _CountingMode(TorchDispatchMode):
         #: inputs that are stand-ins (real runs: one value broadcast, all strides 0): their
         #: views are measured by numel, not by distinct storage elements
         self.stand_in_inputs: set[str] = set()
-        #: precision rank of every tensor the run produced (:func:`dtype_rank` otherwise)
-        from torch.utils.weak import WeakIdKeyDictionary
-
-        self.prec = WeakIdKeyDictionary()
+        #: precision rank of every tensor the run produced (:func:`dtype_rank` otherwise):
+        #: id(tensor) -> (weak reference, rank); the reference tells a live entry from one
+        #: whose id a later tensor reuses (cheaper per op than a WeakIdKeyDictionary)
+        self.prec: dict[int, tuple] = {}
+        #: tensors registered in input_storages after the run began (copies of inputs): held
+        #: for the run, so no later tensor gets their storage's address and passes for an input
+        self._keep_alive: list = []
         self._writes_arg0: dict = {}
 
     # -- precision provenance -------------------------------------------------------------
     def rank(self, t: torch.Tensor) -> int:
-        r = self.prec.get(t)
-        return dtype_rank(t.dtype) if r is None else r
+        hit = self.prec.get(id(t))
+        if hit is None or hit[0]() is not t:
+            return dtype_rank(t.dtype)
+        return hit[1]
 
     def set_rank(self, t: torch.Tensor, r: int) -> None:
         try:
-            self.prec[t] = min(r, dtype_rank(t.dtype)) if dtype_rank(t.dtype) else 0
+            self.prec[id(t)] = (weakref.ref(t), min(r, dtype_rank(t.dtype)) if dtype_rank(t.dtype) else 0)
         except TypeError:  # noqa: PERF203 - a tensor type without weak references
             pass
 
@@ -355,6 +425,7 @@ class _CountingMode(TorchDispatchMode):
             if dkey not in self.input_storages and xname is not None and self._is_full(src, xname) \
                     and dst.dtype == src.dtype and dst.numel() == src.numel():
                 self.input_storages[dkey] = xname
+                self._keep_alive.append(dst)
                 self.changed[dkey] = self.changed.get(skey_, 0.0)
                 return {1}
         if self.writes_arg0(func):
@@ -375,11 +446,13 @@ class _CountingMode(TorchDispatchMode):
         if name in _PURE_WRITES and not _accumulates(name, args, kwargs) and self._is_full(dst, xname) \
                 and o.dtype == dst.dtype and o.numel() == dst.numel():
             self.input_storages[okey] = xname
+            self._keep_alive.append(o)
             self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, dst)
             skip.add(0)
         elif name in _COPIES and self._is_full(dst, xname) and o.dtype == dst.dtype \
                 and o.numel() == dst.numel():
             self.input_storages[okey] = xname
+            self._keep_alive.append(o)
             self.changed[okey] = self.changed.get(dkey, 0.0)
             skip.add(0)
         return skip
@@ -464,16 +537,16 @@ class _CountingMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _packet(func)
+        flat_in = flat_tensors(args, kwargs)
         if self.short_circuit and name in _MMA_PACKETS:
             out = self._fake_output(func, args, kwargs)
         elif self.short_circuit:
-            out = _stand_in(func, args, kwargs)
+            out = _stand_in(func, args, kwargs, flat_in)
             if out is None:
                 out = func(*args, **kwargs)
         else:
             out = func(*args, **kwargs)
         try:
-            flat_in = flat_tensors(args, kwargs)
             flat_out = flat_tensors(out)
             self.propagate(name, args, flat_in, flat_out)
         except Exception as e:  # noqa: BLE001 - provenance is best effort; the dtype rank stands
@@ -490,15 +563,15 @@ class _CountingMode(TorchDispatchMode):
         """Output of ``func`` computed on meta tensors, then materialised as random data."""
         def to_meta(x):
             return x.to("meta") if isinstance(x, torch.Tensor) else x
-        meta_out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+        meta_out = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
 
         def mat(x):
             if not isinstance(x, torch.Tensor):
                 return x
             if x.dtype.is_floating_point and x.element_size() >= 2:
-                return torch.randn(x.shape, dtype=x.dtype) * 0.1
+                return torch.randn(x.shape, dtype=x.dtype).mul_(0.1)  # in place: same values
             return torch.zeros(x.shape, dtype=x.dtype)
-        return tree_map(mat, meta_out)
+        return map_tree(mat, meta_out)
 
     def _record(self, func, name, args, kwargs, out, flat_in, flat_out) -> None:
         c = self.c
@@ -577,7 +650,12 @@ class _CountingMode(TorchDispatchMode):
             if fn is None:
                 c.unknown_ops[name] += 1
                 return
-            flops = fn(*args, **kwargs, out_val=out)
+            raw = getattr(fn, "__wrapped__", None)  # the formula inside flop_counter.shape_wrapper
+            if raw is not None:
+                flops = raw(*map_tree(_shape_of, args), out_shape=map_tree(_shape_of, out),
+                            **map_tree(_shape_of, kwargs))
+            else:
+                flops = fn(*args, **kwargs, out_val=out)
         c.mma_flops[cls] += flops
         c.mma_flops_full[cls] += flops
         ops_ = flat_in[1:3] if name in ("addmm", "baddbmm", "addmv", "addr") and len(flat_in) >= 3 \
@@ -605,7 +683,7 @@ STAND_IN_BYTES = 64 << 20
 
 def _is_stand_in(t) -> bool:
     """A stand-in: one value broadcast to the whole shape (all strides 0)."""
-    return isinstance(t, torch.Tensor) and t.numel() > 1 and all(st == 0 for st in t.stride())
+    return isinstance(t, torch.Tensor) and t.numel() > 1 and not any(t.stride())
 
 
 def stand_in(shape, dtype: torch.dtype) -> torch.Tensor:
@@ -615,14 +693,37 @@ def stand_in(shape, dtype: torch.dtype) -> torch.Tensor:
     return (torch.rand(1) + 0.5).to(dtype).expand(shape)
 
 
-def _stand_in(func, args, kwargs):
+#: func -> positions of the arguments it writes (None: no schema); schemas never change
+_WRITTEN_ARGS: dict = {}
+
+
+def _written_args(func):
+    got = _WRITTEN_ARGS.get(func, False)
+    if got is False:
+        schema = getattr(func, "_schema", None)
+        got = None if schema is None else [i for i, a in enumerate(schema.arguments)
+                                           if a.alias_info is not None and a.alias_info.is_write]
+        _WRITTEN_ARGS[func] = got
+    return got
+
+
+def _stand_in(func, args, kwargs, flat=None):
     """In a real-tensor run, skip work whose result only matters by its shape: an in-place
     write into a stand-in, and any op whose floating-point outputs are all large (each is
-    returned as a stand-in). Returns None when the op must really run."""
-    schema = getattr(func, "_schema", None)
-    if schema is None:
+    returned as a stand-in). Returns None when the op must really run. ``flat``: the tensors
+    of ``args`` and ``kwargs`` (:func:`flat_tensors`) when the caller has them."""
+    written = _written_args(func)
+    if written is None:
         return None
-    written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    if flat is None:
+        flat = flat_tensors(args, kwargs)
+    if not any(_is_stand_in(x) for x in flat):
+        # every rule below but the last needs a stand-in operand; the last (a large result)
+        # only applies to a non-writing op with 1 MiB of inputs or more, or none at all
+        if written or (flat and sum(x.numel() * x.element_size() for x in flat) < (1 << 20)):
+            return None
+        return _large_result(func, args, kwargs)
+    schema = func._schema
     masked = _constant_mask_write(func, args, kwargs, bool(written))
     if masked is not None:
         return masked
@@ -633,10 +734,12 @@ def _stand_in(func, args, kwargs):
     const = _constant_pointwise(func, args, kwargs)
     if const is not None:
         return const
-    flat = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
-    if flat and sum(x.numel() * x.element_size() for x in flat if not _is_stand_in(x)) < (1 << 20) \
-            and not any(_is_stand_in(x) for x in flat):
-        return None  # small inputs: run it (cheaper than inferring the output shape)
+    return _large_result(func, args, kwargs)
+
+
+def _large_result(func, args, kwargs):
+    """Stand-ins for the results of ``func`` when every result is a floating-point tensor of
+    at least STAND_IN_BYTES (shapes from the meta device); None otherwise (run it)."""
     to_meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
     mkwargs = tree_map(to_meta, kwargs)
     if "device" in mkwargs:  # factory ops (randn, empty, zeros): shape on the meta device
@@ -960,10 +1063,10 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False) -> Counts:
                         mode.stand_in_inputs.add(name)
                     mode.set_rank(v, dtype_rank(v.dtype))
                     declared.append((name, v))
-            graph_mode = SolarGraphMode()
+            graph_mode = _CountingFunctionMode(mode)
             for _, v in declared:
                 graph_mode.add_input(v)
-            with graph_mode, _SdpaFunctionMode(mode), mode:
+            with graph_mode, mode:
                 result = ref(*call_args)
             counts.solar_graph = graph_mode.graph
             for name, v in declared:
@@ -1026,7 +1129,8 @@ def _storage_key(t: torch.Tensor):
 
 
 def count_workload(problem, workload, *, allow_real: bool = True,
-                   max_real_bytes: float = 6e9, meta: bool = True) -> Counts:
+                   max_real_bytes: float = 6e9, meta: bool = True,
+                   fake_failed: str | None = None) -> Counts:
     """Count the work of ``problem``'s reference on ``workload`` (see module docstring).
 
     Args:
@@ -1036,19 +1140,27 @@ def count_workload(problem, workload, *, allow_real: bool = True,
         max_real_bytes: refuse the real fallback when the declared inputs exceed this many
             bytes (the CPU would run out of memory or time).
         meta: try the meta device first (mode ``meta``), then FakeTensors (``fake``).
+        fake_failed: the FakeTensor run of another workload of this problem failed with this
+            message (:func:`solbench.sol.batch.problem_counts` passes it): after a failed meta
+            run, go straight to real tensors. The real run counts the same reference on values,
+            so it is as valid as a fake run would be; it only skips a retry that, for a
+            reference that reads values, costs up to a second per workload and fails again.
 
     Raises:
-        CountingError: neither run succeeded (the message gives both reasons).
+        CountingError: no run succeeded (the message gives the reasons).
     """
     if meta:
         try:
             return _run_once(problem, workload, real=False, meta=True)
         except Exception:  # noqa: BLE001 - a reference the meta device cannot run: FakeTensors
             pass
-    try:
-        return _run_once(problem, workload, real=False)
-    except Exception as e:  # noqa: BLE001 - any failure of the fake run falls back
-        fake_err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if fake_failed is not None:
+        fake_err = f"{fake_failed}, on an earlier workload of this problem"
+    else:
+        try:
+            return _run_once(problem, workload, real=False)
+        except Exception as e:  # noqa: BLE001 - any failure of the fake run falls back
+            fake_err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if not allow_real:
         raise CountingError(f"fake run failed ({fake_err}); real fallback disabled")
     declared = _declared_bytes(problem, workload)
@@ -1061,6 +1173,7 @@ def count_workload(problem, workload, *, allow_real: bool = True,
         raise CountingError(f"fake run failed ({fake_err}); real run failed "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
     c.notes.append(f"fake run failed ({fake_err}); counted on real CPU tensors")
+    c.fake_error = fake_failed if fake_failed is not None else fake_err
     return c
 
 

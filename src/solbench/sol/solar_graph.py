@@ -146,6 +146,9 @@ def _matmul_macs(a: tuple, b: tuple) -> int:
     return math.prod(sizes) * a[-2] * a[-1] * b[-1]
 
 
+flat_tensors = None  # counting.flat_tensors, bound on first use (circular import)
+
+
 class SolarGraphMode(TorchFunctionMode):
     """Records :class:`SolarGraph` layers: every torch function call that takes at least one
     traced tensor and returns a tensor. Seed it with :meth:`add_input` for each model input."""
@@ -176,11 +179,16 @@ class SolarGraphMode(TorchFunctionMode):
         return out
 
     def _record(self, func, args, kwargs, out) -> None:
-        from .counting import flat_tensors
-
+        global flat_tensors
+        if flat_tensors is None:  # counting imports this module: bind on first use
+            from .counting import flat_tensors
         flat_in = flat_tensors(args, kwargs)
-        traced = [(t, self._lookup(t)) for t in flat_in]
-        traced = [(t, h) for t, h in traced if h is not None]
+        tracked = self._tracked
+        traced = []
+        for t in flat_in:
+            hit = tracked.get(id(t))
+            if hit is not None and hit[0]() is t:
+                traced.append((t, hit))
         if not traced:
             return
         flat_out = flat_tensors(out)

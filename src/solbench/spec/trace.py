@@ -27,6 +27,9 @@ class Status(str, Enum):
     INCORRECT_SHAPE = "INCORRECT_SHAPE"
     INCORRECT_DTYPE = "INCORRECT_DTYPE"
     INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
+    #: solbench only: passed every upstream-compatible correctness round, failed the strict
+    #: round (docs/inputs.md, "Rounds"); SOL-ExecBench's verdict would be PASSED
+    INCORRECT_STRICT = "INCORRECT_STRICT"
     RUNTIME_ERROR = "RUNTIME_ERROR"
     COMPILE_ERROR = "COMPILE_ERROR"
     TIMEOUT = "TIMEOUT"
@@ -132,8 +135,8 @@ class Evaluation(_Model):
     def _representable(self):
         if self.status == Status.PASSED and self.correctness is None:
             raise ValueError("a PASSED evaluation must carry correctness figures")
-        if self.status == Status.INCORRECT_NUMERICAL and self.correctness is None:
-            raise ValueError("an INCORRECT_NUMERICAL evaluation must carry its error figures")
+        if self.status in (Status.INCORRECT_NUMERICAL, Status.INCORRECT_STRICT) and self.correctness is None:
+            raise ValueError(f"an {self.status.value} evaluation must carry its error figures")
         if self.status == Status.REWARD_HACK and not any(
             f.severity == "hack" for f in self.findings
         ):

@@ -15,9 +15,11 @@ from solbench.spec import load_problem
 _P = load_problem(Path(solbench.__file__).resolve().parents[2] / "tests" / "adversarial"
                   / "problems" / "gelu_f32")
 _TABLE = {}
+_SETS = [(r, "upstream") for r in list(range(8)) + list(range(1001, 1001 + 80))]
+_SETS += [(500, "strict"), (501, "stress")]  # the strict and stress rounds' sets
 for _j, _w in enumerate(_P.workloads):
-    for _r in list(range(8)) + list(range(1001, 1001 + 80)):
-        _x = make_inputs(_P, _w, _seed(0, _j, _r), "cpu")["x"]
+    for _r, _profile in _SETS:
+        _x = make_inputs(_P, _w, _seed(0, _j, _r), "cpu", profile=_profile)["x"]
         _TABLE[_x.reshape(-1)[:8].numpy().tobytes()] = _P.make_reference("cpu")(_x)
 
 

@@ -1,0 +1,165 @@
+"""An opt-in on-disk cache of counted work (:class:`Counts`), one JSON file per workload.
+
+Counting does not depend on hardware or model, so a workload counted once need not be
+counted again until what the count derives from changes. The key is the SHA-256 of: the
+counting code (every source file of ``solbench.sol``, ``solbench.spec`` and
+``solbench.inputs``), the torch version, the problem (kind, definition with its reference
+source, KernelBench init arguments and seed), the workload (uuid, axes, every input
+description) and, for each safetensors input, its blob's path, size and modification time.
+Any change to one of these is a miss.
+
+Only ``solbench sol --cache DIR`` and the benches use it; the evaluation pipeline always
+counts afresh. The files decide bounds: keep DIR where no candidate can write (a planted entry
+would be a planted T_SOL). Entries are plain JSON (never unpickled), and an entry that does not
+parse as a :class:`Counts` is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from .counting import Counts
+from .solar_graph import Layer, SolarGraph
+
+_CODE_HASH: str | None = None
+#: Counts fields that are defaultdict(float) while counting
+_FLOAT_DICTS = ("mma_flops", "mma_flops_full", "mma_by_precision", "cuda_by_precision", "cuda_flops")
+
+
+def code_hash() -> str:
+    """SHA-256 of the source of every module a count depends on (see module docstring)."""
+    global _CODE_HASH
+    if _CODE_HASH is None:
+        import torch
+
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256(torch.__version__.encode())
+        for sub in ("sol", "spec", "inputs"):
+            for f in sorted((root / sub).rglob("*.py")):
+                h.update(f.relative_to(root).as_posix().encode())
+                h.update(f.read_bytes())
+        _CODE_HASH = h.hexdigest()
+    return _CODE_HASH
+
+
+def _blob_stats(problem, workload) -> list:
+    from ..spec.workload import SafetensorsInput
+
+    out = []
+    for name, src in sorted(workload.inputs.items()):
+        if not isinstance(src, SafetensorsInput):
+            continue
+        try:
+            from ..inputs.generate import find_blob
+
+            path = find_blob(problem, src.path)
+        except Exception:  # noqa: BLE001 - as counting does: an unresolvable blob is synthesised
+            path = None
+        if path is None:
+            out.append([name, None])
+            continue
+        st = os.stat(path)
+        out.append([name, str(Path(path).resolve()), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def workload_key(problem, workload) -> str:
+    """The cache key of ``workload`` of ``problem`` (hex SHA-256; see module docstring)."""
+    d = problem.definition
+    blob = {
+        "code": code_hash(), "kind": problem.kind,
+        "definition": d.model_dump(mode="json") if hasattr(d, "model_dump") else repr(d),
+        "init_args": repr(getattr(problem, "init_args", ())), "init_seed": getattr(problem, "init_seed", None),
+        "workload": workload.model_dump(mode="json") if hasattr(workload, "model_dump") else repr(workload),
+        "blobs": _blob_stats(problem, workload),
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def counts_to_json(c: Counts) -> dict[str, Any]:
+    """``c`` as plain JSON values (sets sorted, tuples as lists); :func:`counts_from_json`
+    inverts it exactly (floats round-trip through ``repr``)."""
+    g = None
+    if c.solar_graph is not None:
+        g = [{"name": x.name, "in_elems": list(x.in_elems), "preds": sorted(x.preds), "out_elems": x.out_elems,
+              "consumed": x.consumed, "consumers": list(x.consumers), "gather": x.gather, "macs": x.macs}
+             for x in c.solar_graph.layers]
+    out = {k: dict(getattr(c, k)) for k in _FLOAT_DICTS}
+    out.update({
+        "output_writes": [list(x) for x in c.output_writes], "sfu_ops": c.sfu_ops,
+        "bytes_unfused": c.bytes_unfused, "inputs": [list(x) for x in c.inputs],
+        "outputs": [list(x) for x in c.outputs], "op_counts": dict(c.op_counts),
+        "unknown_ops": dict(c.unknown_ops), "attention_calls": list(c.attention_calls),
+        "dtypes_seen": sorted(c.dtypes_seen), "mode": c.mode, "real_tensors": c.real_tensors,
+        "synthesized": list(c.synthesized), "notes": list(c.notes), "solar_graph": g,
+        "source_quant": sorted(c.source_quant), "fake_error": c.fake_error,
+    })
+    return out
+
+
+def counts_from_json(d: dict[str, Any]) -> Counts:
+    """The :class:`Counts` that :func:`counts_to_json` wrote. Raises KeyError / TypeError /
+    ValueError on anything else."""
+    c = Counts()
+    for k in _FLOAT_DICTS:
+        dd = defaultdict(float)
+        dd.update({str(a): float(b) for a, b in d[k].items()})
+        setattr(c, k, dd)
+    c.output_writes = [(int(n), float(b), str(cls), float(w), a) for n, b, cls, w, a in d["output_writes"]]
+    c.sfu_ops = float(d["sfu_ops"])
+    c.bytes_unfused = float(d["bytes_unfused"])
+    c.inputs = [(str(nm), int(n), float(b), str(cls), float(r)) for nm, n, b, cls, r in d["inputs"]]
+    c.outputs = [(int(n), float(b), str(cls)) for n, b, cls in d["outputs"]]
+    c.op_counts = Counter({str(k): int(v) for k, v in d["op_counts"].items()})
+    c.unknown_ops = Counter({str(k): int(v) for k, v in d["unknown_ops"].items()})
+    c.attention_calls = [dict(x) for x in d["attention_calls"]]
+    c.dtypes_seen = set(d["dtypes_seen"])
+    c.mode = str(d["mode"])
+    c.real_tensors = bool(d["real_tensors"])
+    c.synthesized = [str(x) for x in d["synthesized"]]
+    c.notes = [str(x) for x in d["notes"]]
+    if d["solar_graph"] is not None:
+        c.solar_graph = SolarGraph(layers=[
+            Layer(name=str(x["name"]), in_elems=[int(v) for v in x["in_elems"]], preds={int(v) for v in x["preds"]},
+                  out_elems=int(x["out_elems"]), consumed=bool(x["consumed"]),
+                  consumers=[int(v) for v in x["consumers"]], gather=bool(x["gather"]), macs=int(x["macs"]))
+            for x in d["solar_graph"]])
+    c.source_quant = set(d["source_quant"])
+    c.fake_error = d["fake_error"]
+    return c
+
+
+class CountsCache:
+    """Counts on disk under ``root`` (created on first write), one ``<key>.json`` each."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, problem, workload) -> Counts | None:
+        """The cached count of ``workload``, or None (absent or unreadable: a miss)."""
+        p = self._path(workload_key(problem, workload))
+        try:
+            c = counts_from_json(json.loads(p.read_text()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return c
+
+    def put(self, problem, workload, counts: Counts) -> None:
+        """Store ``counts`` (atomically: a reader sees the old entry or the new one)."""
+        p = self._path(workload_key(problem, workload))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(counts_to_json(counts), allow_nan=False))
+        os.replace(tmp, p)
