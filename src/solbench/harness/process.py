@@ -282,11 +282,12 @@ class WorkerHandle:
     worker itself when unsandboxed); ``sandbox`` is
     ``{"mode", "uid", "namespaces", "warning", "seccomp"}`` for this worker.
     ``on_spawn(proc)`` is called with the launched process as soon as it exists, under the
-    spawn lock (:class:`~solbench.harness.workers.SparePool` pauses it there).
+    spawn lock (:class:`~solbench.harness.workers.SparePool` pauses it there);
+    ``before_spawn()`` just before the fork, under the same lock (it raises to refuse one).
     Not thread-safe; one request in flight at a time."""
 
     def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180,
-                 on_spawn=None):
+                 on_spawn=None, before_spawn=None):
         import socket
         import sys
         from multiprocessing.connection import Connection
@@ -345,6 +346,8 @@ class WorkerHandle:
         self.log_dropped = 0
         try:
             with _SPAWN_LOCK:
+                if before_spawn is not None:  # may raise: no fork of this process now
+                    before_spawn()
                 self.proc = _spawn(cmd, env=env, pass_fds=passed)
                 LIVE_WORKERS.add(self.proc.pid)
                 if on_spawn is not None:  # under the lock: a worker started ahead is paused
@@ -354,6 +357,7 @@ class WorkerHandle:
             for f in (info_r, info_w):
                 if f is not None:
                     os.close(f)
+            self._logf.close()
             raise
         finally:
             theirs.close()

@@ -120,6 +120,10 @@ def _cont(pids: list[int]) -> None:
             pass
 
 
+class _SpawnDeferred(Exception):
+    """A spare's fork refused because a timed window opened (it waits and tries again)."""
+
+
 class SparePool:
     """Workers of one device started ahead of need, so a pair's start costs a handover and
     a build instead of spawn + import torch + CUDA context + dispatcher baseline + the first
@@ -173,9 +177,23 @@ class SparePool:
             if stop:  # a taken one is waited for by its taker: it must run
                 self._stopped.extend(_stop_tree(proc.pid))
 
+        def before_spawn() -> None:  # under process._SPAWN_LOCK, which windows open under
+            if _OPEN_WINDOWS > 0:
+                raise _SpawnDeferred
+
         h = None
         try:
-            h = WorkerHandle(self.device, start_timeout_s=self.start_timeout_s, on_spawn=on_spawn)
+            while True:
+                # no fork of the parent inside a timed window: copying its page tables and
+                # the copy-on-write faults after it slow the parent's own round trips
+                while _OPEN_WINDOWS > 0 and not (box["discard"] or self.closed):
+                    time.sleep(0.05)
+                try:
+                    h = WorkerHandle(self.device, start_timeout_s=self.start_timeout_s,
+                                     on_spawn=on_spawn, before_spawn=before_spawn)
+                    break
+                except _SpawnDeferred:
+                    continue
             protocol.request(h, protocol.WarmProfiler(), timeout_s=120)
             h.profiler_warm = True
         except Exception:  # noqa: BLE001 - a spare is best effort: the taker starts its own
