@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         spare_workers: Optional[int] = typer.Option(None, "--spare-workers",
                                                     help="workers kept started ahead of need, "
                                                          "stopped while anything is timed "
-                                                         "(default 2; 0: start each when needed)"),
+                                                         "(default 2 on CUDA, 0 on the CPU; 0: start each when needed)"),
         executor: str = typer.Option("local", "--executor",
                                      help="local (this process, the default) or ray (one "
                                           "worker per GPU of a Ray cluster; pip install "

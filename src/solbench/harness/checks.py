@@ -178,9 +178,9 @@ register("work_after_clock", H, """Device work after the end marker that is not 
 register("kernel_set_inconsistent", A, """Iterations launched different kernel sets (CUPTI).""")
 register("foreign_work_in_copy_out", A, """Device work inside the harness's copy-out range that is
     not a PyTorch copy or fill; its time is added to the samples.""")
-register("first_call_outlier", A, """The first call of a timed block was far slower than the block's
-    other calls (above Q3 + 3 IQR and 1.25x their median): a cost paid once per block (page
-    faults, lazy initialisation, a warmed cache) that the median hides.""")
+register("first_call_outlier", A, """The first call of every timed block (two or more) was far
+    slower than the block's other calls (above Q3 + 3 IQR and 1.25x their median): a cost paid
+    once per block (page faults, lazy initialisation, a warmed cache) that the median hides.""")
 register("timing_unstable", A, """IQR above half the median: the machine was not quiet; rerun
     before trusting the time.""")
 register("throttled", A, """NVML clock throttle reasons were set during timing.""")
