@@ -281,3 +281,27 @@ def test_cuda_command_keeps_host_shm_and_cuts_the_network(monkeypatch):
     assert ["--dev-bind", "/dev", "/dev"] == cuda[cuda.index("--dev-bind"):cuda.index("--dev-bind") + 3]
     monkeypatch.setenv("SOLBENCH_SANDBOX_NET", "0")
     assert "--unshare-net" not in sandbox._bwrap_args("userns", "cuda", "/bin/bwrap")
+
+
+def test_every_trace_says_how_its_worker_was_isolated(tmp_path, solbench_cache, monkeypatch):
+    """The trace's environment carries the sandbox status; an unisolated worker's trace has
+    the advisory not_sandboxed (never silently), and the verdict is unchanged by it."""
+    from solbench.harness import sandbox as sb
+
+    prob = _matmul_problem(tmp_path)
+    f = tmp_path / "honest_matmul_env.py"
+    f.write_text("import torch\n\ndef run(a, b):\n    return a @ b\n")
+    honest = load_solution(f, prob)
+    monkeypatch.setenv("SOLBENCH_SANDBOX", "off")
+    (t,) = evaluate(prob, honest, EvalConfig(device="cpu", rounds=1, timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.PASSED, ev.log
+    assert ev.environment.sandbox["mode"] == "none" and "SANDBOX DISABLED" in ev.environment.sandbox["warning"]
+    assert [f.check for f in ev.findings] == ["not_sandboxed"]
+    assert ev.findings[0].severity == "advisory"
+    monkeypatch.delenv("SOLBENCH_SANDBOX")
+    if sb.resolve_mode("cpu")[0] != "none":
+        (t,) = evaluate(prob, honest, EvalConfig(device="cpu", rounds=1, timing=False))
+        assert t.evaluation.environment.sandbox["mode"] in ("uid", "userns")
+        assert t.evaluation.environment.sandbox["warning"] is None
+        assert not [f for f in t.evaluation.findings if f.check == "not_sandboxed"]

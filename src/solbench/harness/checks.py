@@ -181,6 +181,9 @@ register("foreign_work_in_copy_out", A, """Device work inside the harness's copy
 register("first_call_outlier", A, """The first call of every timed block (two or more) was far
     slower than the block's other calls (above Q3 + 3 IQR and 1.25x their median): a cost paid
     once per block (page faults, lazy initialisation, a warmed cache) that the median hides.""")
+register("not_sandboxed", A, """The candidate's worker ran without OS isolation (bubblewrap
+    missing, namespaces refused, or SOLBENCH_SANDBOX=off): it had the harness user's rights and
+    could tamper with the harness; the trace's environment.sandbox says why.""")
 register("timing_unstable", A, """IQR above half the median: the machine was not quiet; rerun
     before trusting the time.""")
 register("throttled", A, """NVML clock throttle reasons were set during timing.""")

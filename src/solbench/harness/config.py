@@ -127,7 +127,12 @@ def environment(device: str) -> Environment:
         hw = torch.cuda.get_device_name(torch.device(device))
     else:
         hw = f"CPU {platform.machine()} ({platform.processor() or 'unknown'})"
-    return Environment(hardware=hw, libs=libs)
+    from .sandbox import sandbox_status
+
+    st = sandbox_status(device)
+    box = {"mode": st["mode"], "namespaces": st["namespaces"], "seccomp": st["seccomp"],
+           "warning": st["warning"]}
+    return Environment(hardware=hw, libs=libs, sandbox=box)
 
 
 def select_workloads(problem: Problem, cfg: EvalConfig) -> list[Workload]:

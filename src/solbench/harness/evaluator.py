@@ -161,6 +161,10 @@ class Evaluator:
                telemetry: dict | None = None) -> Trace:
         """The trace of one workload; its status comes from :func:`verdict.decide` alone."""
         findings = list(findings if findings is not None else (run.findings if run else []))
+        box = self.env.sandbox or {}
+        if box.get("warning") and not any(f.check == "not_sandboxed" for f in findings):
+            # never silently: every trace of an unisolated worker says so (and its table row)
+            findings.append(finding("not_sandboxed", box["warning"], {"mode": box.get("mode")}))
         status = decide(findings, failure)
         if failure is not None and failure.reason:
             # the worker's output first, the verdict's reason last: the cap keeps the tail

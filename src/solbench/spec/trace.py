@@ -71,6 +71,9 @@ class Performance(_Model):
 class Environment(_Model):
     hardware: str
     libs: dict[str, str] = Field(default_factory=dict)
+    #: how the candidate's worker was isolated (solbench addition; harness.sandbox.sandbox_status:
+    #: mode uid|userns|none, namespaces, seccomp, warning); None in traces written before it
+    sandbox: dict[str, Any] | None = None
 
 
 class TimingStats(_Model):
