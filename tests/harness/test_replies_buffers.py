@@ -169,8 +169,15 @@ def test_the_reference_never_reads_buffers_the_candidate_mapped(tmp_path, solben
     assert len(sent) == 2, sent  # the candidate's worker and the reference's
     cand, ref = sent.values()
     assert cand and ref and not (cand & ref), (cand, ref)
-    # its own calls are an honest topk on intact inputs: no finding of the candidate's
-    assert ev.status == Status.PASSED, (ev.status, ev.findings)
+    # its own calls are an honest topk on intact inputs. Its writer arms on any 30 ms pause of
+    # the parent's calls; on a loaded host such a pause also falls inside its own timing, and
+    # the writer then rewrites inputs while the candidate's worker runs: the re-check catches
+    # that as input_mutation (a true catch of this candidate, and the only one allowed)
+    hacks = {f.check for f in ev.findings if f.severity == "hack"}
+    if ev.status == Status.REWARD_HACK:
+        assert hacks == {"input_mutation"}, (ev.status, ev.findings)
+    else:
+        assert ev.status == Status.PASSED and not hacks, (ev.status, ev.findings)
 
 
 def test_many_buffers_cross_in_few_messages_without_blocking(monkeypatch):
