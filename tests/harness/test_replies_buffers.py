@@ -173,7 +173,7 @@ def test_the_reference_never_reads_buffers_the_candidate_mapped(tmp_path, solben
     # the parent's calls; on a loaded host such a pause also falls inside its own timing, and
     # the writer then rewrites inputs while the candidate's worker runs: the re-check catches
     # that as input_mutation (a true catch of this candidate, and the only one allowed)
-    hacks = {f.check for f in ev.findings if f.severity == "hack"}
+    hacks = _checks(ev, "hack")
     if ev.status == Status.REWARD_HACK:
         assert hacks == {"input_mutation"}, (ev.status, ev.findings)
     else:
