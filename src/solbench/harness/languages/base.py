@@ -275,6 +275,27 @@ def torch_cuda_version() -> str | None:
         return None
 
 
+def imports_module(source: str, top: str) -> bool:
+    """Whether Python ``source`` imports package ``top`` (``import torch, triton``,
+    ``import triton.language as tl``, ``from triton import jit``), read with :mod:`ast`
+    (never run); a source that does not parse is searched line by line."""
+    import ast
+    import re
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        pat = re.compile(rf"^\s*(from\s+{top}\b|import\s+([\w.]+\s*(as\s+\w+)?\s*,\s*)*{top}\b)",
+                         re.MULTILINE)
+        return pat.search(source) is not None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == top for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == top:
+            return True
+    return False
+
+
 def has_cuda_sources(solution: Solution) -> bool:
     return any(s.path.lower().endswith((".cu", ".cuh")) for s in solution.sources)
 
