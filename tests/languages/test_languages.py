@@ -113,6 +113,34 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
     assert "\n" not in msg
 
 
+@pytest.mark.parametrize("src,imports", [
+    ("import torch, triton, triton.language as tl\n", True),  # upstream's nemotron_rms_norm
+    ("import triton.language as tl\n", True),
+    ("from triton import jit\n", True),
+    ("x = 1  # triton, in a comment\n", False),
+    ("import tritonx\n", False),
+    ("from .triton import k\n", False),
+    ("def f(:\n    import os, triton\n", True),  # does not parse: read line by line
+])
+def test_imports_module_reads_every_import_form(src, imports):
+    assert base.imports_module(src, "triton") is imports
+
+
+def test_triton_example_without_triton_names_it_in_one_line(monkeypatch):
+    """Upstream's triton/nemotron_rms_norm (``import torch, triton, ...``) where triton is
+    absent: the requirement line, not the import's traceback."""
+    real = base.importlib.util.find_spec
+    monkeypatch.setattr(base.importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] == "triton" else real(name, *a))
+    src = (EXAMPLES / "triton" / "nemotron_rms_norm" / "kernel.py")
+    if not src.exists():
+        pytest.skip(f"{src} not here")
+    sol = _sol(["triton"], "kernel.py::run", {"kernel.py": src.read_text()})
+    with pytest.raises(BuildError) as e:
+        build.check_requirements(sol, "cuda:0")
+    assert str(e.value) == "triton: Triton not found (import triton): pip install triton"
+
+
 def test_cute_dsl_with_tvm_ffi_needs_the_tvm_ffi_extra(monkeypatch):
     monkeypatch.setattr(base.Requirement, "missing",
                         lambda self: f"{self.what} missing" if self.module == "tvm_ffi" else None)
@@ -435,3 +463,126 @@ def test_upstream_examples_raise_no_hack_level_audit_noise():
         assert not [f for f in found if f.check in ("audit.monkey_patch", "audit.harness_access",
                                                     "audit.process", "audit.side_stream")], \
             (path, [(f.check, f.evidence) for f in found])
+
+
+# -- ahead-of-time builds into the shared build cache (harness/prebuild.py) ----------------
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+_PYBIND_RUN = textwrap.dedent("""\
+    #include <pybind11/pybind11.h>
+    static int run(int a) { return a + %d; }
+    PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
+    """)
+
+
+def _relu_problem():
+    from solbench.spec import load_problem
+
+    return load_problem(Path(__file__).resolve().parents[2] / "src/solbench/suites/data/l1/relu_fp32")
+
+
+def _shared_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SOLBENCH_CACHE", str(tmp_path / "private"))
+    monkeypatch.setenv("SOLBENCH_BUILD_CACHE", str(tmp_path / "shared"))
+    return tmp_path / "shared"
+
+
+def test_shared_cache_lookup_and_movable_build_dir(tmp_path, monkeypatch):
+    """build_cpp takes a module filed under its key in $SOLBENCH_BUILD_CACHE without a build
+    (``shared``); a module under another key is not taken; module_path.txt names the file
+    inside its own folder, so a build dir that moved (filed by the harness) still resolves."""
+    shared = _shared_cache(tmp_path, monkeypatch)
+    sol = _sol(["cuda_cpp"], "k.cpp::run", {"k.cpp": "int x;\n"})
+    key = build.cpp_build_key(sol, "cpu")
+    d = shared / "cpp" / key
+    d.mkdir(parents=True)
+    (d / "solbench_cpp_x.so").write_text("")
+    (d / "module_path.txt").write_text("/tmp/solbench-build-out/solbench_cpp_x.so\n")
+    calls = []
+    monkeypatch.setattr(build, "run_build", lambda *a, **k: calls.append(a) or build.BuildResult(1, "", "x"))
+    assert build.build_cpp(sol, "cpu", 60) == d / "solbench_cpp_x.so"
+    assert build.LAST_BUILD_SOURCE == "shared" and calls == []
+    other = _sol(["cuda_cpp"], "k.cpp::run", {"k.cpp": "int y;\n"})
+    with pytest.raises(BuildError):  # not in the cache: it builds (here: the stub fails)
+        build.build_cpp(other, "cpu", 60)
+    assert len(calls) == 1
+
+
+def test_prebuild_of_a_python_solution_or_a_missing_toolchain_is_one_line(tmp_path, monkeypatch):
+    from solbench.harness import EvalConfig
+    from solbench.harness.prebuild import prebuild
+
+    _shared_cache(tmp_path, monkeypatch)
+    cfg = EvalConfig(device="cpu")
+    py = _sol(["pytorch"], "k.py::run", {"k.py": "def run(x, y):\n    y.copy_(x)\n"})
+    assert prebuild(_relu_problem(), py, cfg)["status"] == "skipped"
+    cu = _sol(["cuda_cpp"], "k.cu::run", {"k.cu": "__global__ void k() {}\n"})
+    r = prebuild(_relu_problem(), cu, cfg)
+    if base.torch_cuda_version() is None:
+        assert r["status"] == "failed" and r["reason"] == (
+            "cuda_cpp: CUDA sources need a CUDA build of torch (this one is CPU-only)")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _CXX, reason="no host C++ compiler or ninja")
+def test_prebuild_fills_the_shared_cache_and_the_candidate_worker_loads_it(tmp_path, monkeypatch):
+    """A real build in its own sandboxed worker is filed under the harness's key; building
+    again runs nothing; the candidate's worker then loads it from the shared cache instead of
+    compiling, while a solution with other source compiles in its own worker."""
+    from solbench.harness import EvalConfig
+    from solbench.harness.prebuild import CPP_DIR_MODE, prebuild
+    from solbench.harness.workers import start_candidate
+
+    shared = _shared_cache(tmp_path, monkeypatch)
+    cfg = EvalConfig(device="cpu", build_timeout_s=300)
+    prob = _relu_problem()
+    sol = _sol(["cuda_cpp"], "k.cpp::run", {"k.cpp": _PYBIND_RUN % 1})
+    r = prebuild(prob, sol, cfg)
+    key = build.cpp_build_key(sol, "cpu")
+    assert (r["status"], r["key"], r["reason"]) == ("built", key, "")
+    filed = shared / "cpp" / key
+    assert build.built_module(filed) == filed / f"solbench_cpp_{key}.so"
+    assert (shared / "cpp").stat().st_mode & 0o777 == CPP_DIR_MODE
+    assert all(p.stat().st_uid == os.geteuid() and not p.stat().st_mode & 0o022
+               for p in [filed, *filed.rglob("*")])
+    assert [p.name for p in (shared / "cpp").iterdir()] == [key]  # no staging left
+    assert prebuild(prob, sol, cfg)["status"] == "cached"
+    h, fail = start_candidate(prob, sol, cfg)
+    assert fail is None, fail
+    try:
+        assert h.build_cache == "shared"
+    finally:
+        h.close()
+    other = _sol(["cuda_cpp"], "k.cpp::run", {"k.cpp": _PYBIND_RUN % 2})
+    h, fail = start_candidate(prob, other, cfg)
+    assert fail is None, fail
+    try:
+        assert h.build_cache == "built"
+    finally:
+        h.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _CXX, reason="no host C++ compiler or ninja")
+def test_hostile_build_reaches_nothing_but_its_own_output(tmp_path, monkeypatch):
+    """tests/languages/hostile/plant_build_cache.cpp, run at import by its ahead-of-time
+    build, tries to list the shared cache, plant a module under another key (in the cache and
+    beside its output) and leave a link to a host file: the build is filed under its own key
+    with no link, and nothing else appears in the cache."""
+    from solbench.harness import EvalConfig
+    from solbench.harness.prebuild import prebuild
+
+    shared = _shared_cache(tmp_path, monkeypatch)
+    (shared / "cpp").mkdir(parents=True)
+    cfg = EvalConfig(device="cpu", build_timeout_s=300)
+    sol = _sol(["cuda_cpp"], "k.cpp::run", {"k.cpp": (HOSTILE / "plant_build_cache.cpp").read_text()})
+    r = prebuild(_relu_problem(), sol, cfg)
+    key = build.cpp_build_key(sol, "cpu")
+    assert r["status"] == "built", r
+    filed = shared / "cpp" / key
+    assert sorted(p.name for p in (shared / "cpp").iterdir()) == [key]
+    assert not any(p.is_symlink() for p in filed.rglob("*"))
+    attempted = (filed / "planted.txt").read_text()
+    for breach in ("listed", "planted-shared", "wrote-shared"):
+        assert breach not in attempted
+    assert "linked" in attempted  # it did make the link, in its own output: removed on filing

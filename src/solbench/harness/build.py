@@ -66,6 +66,9 @@ class BuildResult:
 
 #: build subprocesses started by this process (tests read it to prove a cache hit)
 BUILD_COUNT = 0
+#: where this process's last C++ module came from: "shared" (the harness's shared build cache,
+#: filled ahead of time), "private" (this process's own cache), "built" (compiled now)
+LAST_BUILD_SOURCE: str | None = None
 
 
 def run_build(cmd: list[str], cwd: str | os.PathLike | None, env: dict[str, str] | None,
@@ -191,19 +194,43 @@ def _cpp_job(solution: Solution, key: str, build_dir: Path, src_dir: Path) -> di
     }
 
 
+def built_module(build_dir: Path) -> Path | None:
+    """The module a finished build left in ``build_dir`` (named by its ``module_path.txt``,
+    looked up in ``build_dir`` itself, so a build directory can be moved), or None."""
+    try:
+        name = Path((build_dir / "module_path.txt").read_text().strip()).name
+    except (OSError, UnicodeDecodeError):
+        return None
+    so = build_dir / name
+    return so if name and so.is_file() else None
+
+
 def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
     """Compile a C++-family solution in a subprocess; return the built module's path.
 
-    A cached build with the same :func:`cpp_build_key` is returned without compiling.
+    A finished build with the same :func:`cpp_build_key` is returned without compiling:
+    first from the harness's shared build cache (``$SOLBENCH_BUILD_CACHE/cpp/<key>``, filled
+    ahead of time by :mod:`solbench.harness.prebuild`), then from this process's own cache.
+    An ahead-of-time build worker (``$SOLBENCH_BUILD_OUT`` set) compiles into that directory.
     Raises BuildError whose first line is the reason (the first compiler error line, or the
     timeout) and whose remaining lines are the log tail.
     """
+    global LAST_BUILD_SOURCE
     key = cpp_build_key(solution, device)
-    build_dir = cache_dir() / "cpp" / key
+    shared = os.environ.get("SOLBENCH_BUILD_CACHE")
+    if shared:
+        so = built_module(Path(shared) / "cpp" / key)
+        if so is not None:
+            LAST_BUILD_SOURCE = "shared"
+            return so
+    out = os.environ.get("SOLBENCH_BUILD_OUT")
+    build_dir = Path(out) if out else cache_dir() / "cpp" / key
     build_dir.mkdir(parents=True, exist_ok=True)
     done = build_dir / "module_path.txt"
-    if done.exists() and Path(done.read_text().strip()).exists():
-        return Path(done.read_text().strip())
+    so = built_module(build_dir)
+    if so is not None:
+        LAST_BUILD_SOURCE = "private"
+        return so
     src_dir = solution_dir(solution)
     job = _cpp_job(solution, key, build_dir, src_dir)
     if not job["sources"]:
@@ -225,6 +252,7 @@ def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
         raise BuildError(f"{lang}: C++ build failed: {why}\n{log[-5000:]}")
     path = res.stdout.strip().splitlines()[-1]
     done.write_text(path)
+    LAST_BUILD_SOURCE = "built"
     return Path(path)
 
 
@@ -281,6 +309,8 @@ def load_entry(solution: Solution, device: str, init_args: tuple, init_seed: int
         if solution.spec.is_cpp:
             so = build_cpp(solution, device, build_timeout_s)
             info["module_path"] = str(so)
+            info["build_cache"] = LAST_BUILD_SOURCE
+            info["build_key"] = cpp_build_key(solution, device)
             modname = so.name.split(".")[0]
             mod = _import_path(so, modname)
         else:

@@ -132,6 +132,9 @@ class Evaluator:
                         handle = None
                         continue
                 self._phases = {"worker_start": round(pending_start_s, 3)}
+                if pending_start_s and getattr(handle, "build_s", None) is not None:
+                    self._phases["build"] = round(handle.build_s, 3)  # part of worker_start
+                self._build_cache = getattr(handle, "build_cache", None)
                 pending_start_s = 0.0
                 tr = self._workload(handle, solution, w, j)
                 add(tr)
@@ -184,6 +187,7 @@ class Evaluator:
                 reference_timing=ref_timing, findings=findings, telemetry=telemetry or None,
                 solution_hash=solution.content_hash(), device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,
+                build_cache=getattr(self, "_build_cache", None) if run is not None else None,
                 input_seed=format(self.cfg.seed, "x") if self.cfg.seed is not None else None,
                 input_seeds=seeds.record() if seeds is not None and seeds.used else None,
             ),

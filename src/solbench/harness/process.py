@@ -284,10 +284,12 @@ class WorkerHandle:
     ``on_spawn(proc)`` is called with the launched process as soon as it exists, under the
     spawn lock (:class:`~solbench.harness.workers.SparePool` pauses it there);
     ``before_spawn()`` just before the fork, under the same lock (it raises to refuse one).
+    ``build_out``: a host directory the worker may write (an ahead-of-time build's output,
+    :mod:`solbench.harness.prebuild`); the worker finds it in ``$SOLBENCH_BUILD_OUT``.
     Not thread-safe; one request in flight at a time."""
 
     def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180,
-                 on_spawn=None, before_spawn=None):
+                 on_spawn=None, before_spawn=None, build_out: str | None = None):
         import socket
         import sys
         from multiprocessing.connection import Connection
@@ -335,10 +337,16 @@ class WorkerHandle:
         env["SOLBENCH_SANDBOX_MODE"] = mode
         if mode != "none":
             env = sandbox.sandbox_env(env, mode, self.uid)
+        if build_out is not None:
+            # an ahead-of-time build (harness/prebuild.py): the one host directory this worker
+            # may write, its build output; in ``uid`` mode owned by the worker's uid
+            env["SOLBENCH_BUILD_OUT"] = sandbox.BUILD_OUT_MOUNT if mode != "none" else build_out
+            if self.uid is not None:
+                os.chown(build_out, self.uid, self.uid)
         info_r, info_w = os.pipe() if mode != "none" else (None, None)
         argv = [sys.executable, "-m", "solbench.harness.worker", f"fd:{theirs.fileno()}", device,
                 f"--fd-channel={fd_theirs.fileno()}"]
-        cmd = sandbox.wrap(argv, device, mode, info_w)
+        cmd = sandbox.wrap(argv, device, mode, info_w, build_out)
         passed = [theirs.fileno(), fd_theirs.fileno()] + ([info_w] if info_w is not None else [])
 
         become_subreaper()

@@ -150,6 +150,9 @@ class BuildReply(_Msg):
     language: Annotated[str, Field(max_length=100)] | None = None
     entry_kind: Literal["class", "function"]
     module_path: Text | None = None
+    #: C++ family: where the module came from (build.LAST_BUILD_SOURCE) and its build key
+    build_cache: Literal["shared", "private", "built"] | None = None
+    build_key: Annotated[str, Field(max_length=64)] | None = None
 
 
 class EmptyReply(_Msg):

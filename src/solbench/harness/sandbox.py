@@ -45,6 +45,10 @@ TMPFS_BYTES = int(os.environ.get("SOLBENCH_SANDBOX_TMPFS_BYTES", str(8 << 30)))
 NPROC = int(os.environ.get("SOLBENCH_SANDBOX_NPROC", "4096"))
 #: where the sandbox's scratch lives (a tmpfs private to each worker)
 SCRATCH = "/tmp"
+#: where a worker sees the harness's shared build cache ($SOLBENCH_BUILD_CACHE), read-only
+BUILD_CACHE_MOUNT = f"{SCRATCH}/solbench-builds"
+#: where an ahead-of-time build worker sees the one directory it may write (its build output)
+BUILD_OUT_MOUNT = f"{SCRATCH}/solbench-build-out"
 
 _lock = threading.Lock()
 _probed: dict[str, tuple[bool, str]] = {}
@@ -110,10 +114,24 @@ def _hidden_dirs() -> list[str]:
     for d in keys:
         if os.path.isdir(d):
             out.append(os.path.realpath(d))
-    cache = os.environ.get("SOLBENCH_CACHE")
-    if cache and os.path.isdir(cache):
-        out.append(os.path.realpath(cache))
+    for var in ("SOLBENCH_CACHE", "SOLBENCH_BUILD_CACHE"):
+        cache = os.environ.get(var)
+        if cache and os.path.isdir(cache):
+            out.append(os.path.realpath(cache))
     return sorted(set(out), key=len)
+
+
+def shared_build_cache() -> str | None:
+    """The harness's shared build cache on the host ($SOLBENCH_BUILD_CACHE), or None.
+
+    Filled only by ahead-of-time builds (:mod:`solbench.harness.prebuild`), each in its own
+    sandboxed worker that can write nothing but its own output directory. Every worker sees
+    it read-only at :data:`BUILD_CACHE_MOUNT`; its ``cpp`` folder cannot be listed
+    (mode 0311), so a worker reaches a build only through its key, the hash of the exact
+    sources (:func:`solbench.harness.build.cpp_build_key`): another solution's build is
+    reachable only by one who has that solution's source."""
+    d = os.environ.get("SOLBENCH_BUILD_CACHE")
+    return os.path.realpath(d) if d and os.path.isdir(d) else None
 
 
 def _under(path: str, dirs: list[str]) -> bool:
@@ -139,7 +157,7 @@ def _code_paths(hidden: list[str]) -> list[str]:
     return out
 
 
-def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
+def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None) -> list[str]:
     cuda = _is_cuda(device)
     a = [bwrap, "--ro-bind", "/", "/"]
     # the driver's device nodes on CUDA, a minimal /dev otherwise. On CPU a private
@@ -171,6 +189,11 @@ def _bwrap_args(mode: str, device: str, bwrap: str) -> list[str]:
             a += ["--perms", "0755", "--dir", d]
             made.add(d)
         a += ["--ro-bind", p, p]
+    shared = shared_build_cache()
+    if shared:
+        a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
+    if build_out:  # an ahead-of-time build: its own output directory, and nothing else, writable
+        a += ["--bind", build_out, BUILD_OUT_MOUNT]
     a += ["--perms", "0777", "--dir", f"{SCRATCH}/home",
           "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
     if _unshare_net(device):
@@ -290,19 +313,26 @@ def sandbox_env(env: dict[str, str], mode: str, uid: int | None) -> dict[str, st
         "PYTHONDONTWRITEBYTECODE": "1",
         "USER": "solbench-sandbox", "LOGNAME": "solbench-sandbox",
     })
+    env.pop("SOLBENCH_BUILD_CACHE", None)
+    env.pop("SOLBENCH_BUILD_OUT", None)
+    if shared_build_cache():
+        env["SOLBENCH_BUILD_CACHE"] = BUILD_CACHE_MOUNT
     env.pop("PYTHONPYCACHEPREFIX", None)
     if mode == "uid" and uid is not None:
         env["SOLBENCH_SANDBOX_UID"] = str(uid)
     return env
 
 
-def wrap(argv: list[str], device: str, mode: str, info_fd: int | None) -> list[str]:
+def wrap(argv: list[str], device: str, mode: str, info_fd: int | None,
+         build_out: str | None = None) -> list[str]:
     """``argv`` run inside this mode's sandbox (unchanged for ``none``); ``info_fd`` is the
-    write end of a pipe where bwrap reports the worker's host pid (``{"child-pid": N}``)."""
+    write end of a pipe where bwrap reports the worker's host pid (``{"child-pid": N}``);
+    ``build_out``: a host directory bound writable at :data:`BUILD_OUT_MOUNT` (an
+    ahead-of-time build's output)."""
     if mode == "none":
         return list(argv)
     extra = ["--info-fd", str(info_fd)] if info_fd is not None else []
-    return _bwrap_args(mode, device, bwrap_path()) + extra + ["--"] + list(argv)
+    return _bwrap_args(mode, device, bwrap_path(), build_out) + extra + ["--"] + list(argv)
 
 
 def limits(device: str) -> dict[str, tuple[int, int]]:

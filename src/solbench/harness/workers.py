@@ -325,6 +325,7 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
         h = new_worker(cfg.device, spares)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
         return None, Failure(Status.RUNTIME_ERROR, f"worker failed to start: {e}")
+    t_build = time.perf_counter()
     try:
         rep = protocol.request(h, _build_request(problem, solution, cfg), timeout_s=cfg.build_timeout_s + 60)
     except WorkerTimeout as e:
@@ -345,6 +346,8 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
     if isinstance(rep, protocol.ErrorReply):
         h.close()
         return None, Failure(Status.COMPILE_ERROR, f"{rep.type}: {rep.message}")
+    h.build_s = time.perf_counter() - t_build
+    h.build_cache = rep.build_cache if isinstance(rep, protocol.BuildReply) else None
     h.base_tids = guards.thread_ids(h.pid)
     # no baseline of children: a process the candidate started while being imported is as
     # unexplained as one started later; only runtime helpers (by real executable) pass

@@ -121,6 +121,10 @@ class Evaluation(_Model):
     #: candidate / the reference into profiler start+stop, inputs, calls, guards, verify, and
     #: ref_timing.worker the reference worker's (re)start check)
     phases_s: dict[str, float] | None = None
+    #: C++ family: where the worker's compiled module came from: "shared" (the harness's
+    #: shared build cache, built ahead of time in its own sandboxed worker), "private" (the
+    #: worker's own cache), "built" (compiled in the worker); None for Python languages
+    build_cache: str | None = None
     #: base seed of this evaluation's inputs (hex) when one was given (``--seed``): every
     #: input set's seed derives from it, so ``--seed 0x...`` reproduces the run. None when
     #: each input set's seed was drawn from the OS's random source (the default).
