@@ -11,9 +11,12 @@ The plan of a workload (docs/inputs.md, "Rounds"):
    ``finfo.min``): a kernel that passed every upstream round and fails here numerically gets
    the finding ``strict_round_failed`` and the status INCORRECT_STRICT (decided in
    :mod:`.verdict`); its upstream-compatible verdict is PASSED.
-3. one **stress** round, when the workload has plain float data inputs: values from the
-   distribution of the definition's op class (extreme logits, large offsets and constant
-   rows, spread magnitudes and zeros; :mod:`solbench.inputs.opclass`). The reference runs
+3. two **stress** rounds, when the workload has plain float data inputs: values from the
+   distribution of the definition's op class (a random subset of rows at extreme offsets of
+   both signs beside ordinary rows with spikes, constant rows, spread magnitudes and zeros;
+   :mod:`solbench.inputs.opclass`), then a sparse set (upstream's values with 1 to 4
+   spikes at random positions: a candidate that samples its inputs to spot a stress round
+   sees an upstream set there). The reference runs
    first; when its outputs are not finite, or miss the fp64 truth by more than the
    workload's tolerance, the round does not apply (advisory ``stress_reference_failed``) and
    the candidate is not called. Otherwise a failure (NaN/Inf, tolerance, scale checks) is
@@ -35,6 +38,7 @@ import torch
 
 from ..errors import MissingBlobError, SpecError
 from ..inputs import differing_profiles, make_inputs, op_classes
+from ..inputs.generate import STRESS_PROFILES
 from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
 from . import guards, protocol
@@ -62,7 +66,7 @@ class RoundSpec:
 
 #: input-set index of the strict and stress rounds (their seeds under ``--seed``); the
 #: upstream rounds are 0..rounds-1, the timed sets 1001 on
-STRICT_SET, STRESS_SET = 500, 501
+STRICT_SET, STRESS_SET, SPARSE_SET = 500, 501, 502
 
 
 def round_plan(rounds: int, problem: Problem | None = None, workload=None,
@@ -79,9 +83,11 @@ def round_plan(rounds: int, problem: Problem | None = None, workload=None,
     profiles = differing_profiles(problem, workload)
     if "strict" in profiles:
         plan.append(RoundSpec(STRICT_SET, "strict", profile="strict"))
+    cls = op_classes(problem.definition).name
     if "stress" in profiles:
-        plan.append(RoundSpec(STRESS_SET, f"stress:{op_classes(problem.definition).name}",
-                              profile="stress"))
+        plan.append(RoundSpec(STRESS_SET, f"stress:{cls}", profile="stress"))
+    if "stress_sparse" in profiles:
+        plan.append(RoundSpec(SPARSE_SET, f"stress_sparse:{cls}", profile="stress_sparse"))
     return plan
 
 
@@ -312,7 +318,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
     for n, spec in enumerate(plan):
         r = spec.index
         where = round_name(spec)
-        stress = spec.profile == "stress"
+        stress = spec.profile in STRESS_PROFILES
         values = first if n == 0 else make_set(run, spec)
         if isinstance(values, Failure):
             return values, None
