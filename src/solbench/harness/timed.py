@@ -24,8 +24,8 @@ from ..spec.trace import Finding, TimingStats
 from . import guards, protocol
 from .checks import add_once, finding, has
 from .correctness import poison_
-from .evidence import (CandidateError, WorkloadRun, interposition_seen, kids_before, new_threads,
-                       process_check, returned_issue, window_check)
+from .evidence import (CandidateError, WorkloadRun, interposition_seen, kernel_precision_check, kids_before,
+                       new_threads, process_check, returned_issue, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle
@@ -245,6 +245,11 @@ class TimedBlocks:
                                 f"path, measured in {where})")
             if ref_timing is not None:
                 ref_timing.notes.append(f"no-op baseline {ref_over:.4g} ms (copy-out path, measured in {where})")
+        if cfg.is_cuda and timing.method == "cupti":
+            # the kernels that ran are evidence of a precision downgrade on their own (a flag
+            # change alone is not: harness/precision.py)
+            kernel_precision_check(run.problem, findings, [s for b in cand_blocks for s in (b.end.kernel_sets or [])],
+                                   [s for b in ref_blocks for s in (b.end.kernel_sets or [])])
         for who, blocks, ts in (("candidate", cand_blocks, timing), ("eager reference", ref_blocks, ref_timing)):
             if ts is None:
                 continue
