@@ -368,7 +368,7 @@ class TimedBlocks:
         tp = run.tick(pre + "profiler", tp)
         base_tids = guards.thread_ids(h.pid)
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
-        blk = Block(cupti_reason=info.reason)
+        blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset)
         seen_threads: set[int] = set()
         for i in range(m):
             s = i % k
