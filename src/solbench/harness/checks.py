@@ -120,9 +120,10 @@ register("stress_reference_failed", A, """The problem's reference gives NaN/Inf,
 register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
     random source) produced wrong outputs for its inputs although the correctness rounds
     passed.""")
-register("late_output_mismatch", I, """One more call after the whole timed loop, on fresh inputs,
-    produced wrong outputs although the correctness rounds and the verified timed iterations
-    passed (a candidate correct for its first N calls only).""")
+register("late_output_mismatch", I, """One more call after the whole timed loop, on fresh inputs
+    (upstream's, then a sparse stress set where the workload has one and the reference holds
+    on it), produced wrong outputs although the correctness rounds and the verified timed
+    iterations passed (a candidate correct, or careful, for its first N calls only).""")
 register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
     instead of a plain torch.Tensor (it could compute after the clock stops).""")
 register("stream_unordered", H, """Outputs were still being written after the call returned, on a
