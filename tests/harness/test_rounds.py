@@ -118,6 +118,7 @@ def test_layernorm_strict_and_stress(solbench_cache):
             assert e.correctness.extra["round"] == [r for r in order if r < 3][-1]
             assert e.correctness.extra["rounds"] == 3
             assert e.correctness.extra["rounds_judged"] == 6  # 3 upstream + strict + 2 stress
+            assert e.correctness.extra["rounds_planned"] == 6
     finally:
         ev.close()
 
@@ -188,7 +189,8 @@ def test_reference_failing_the_stress_round_is_reported_not_failed(tmp_path, sol
         rs = e.correctness.extra["extra_rounds"]
         assert [r["round"] for r in rs] == [STRESS_SET, SPARSE_SET]
         assert all(r["passed"] is None and "NaN/Inf" in r["skipped"] for r in rs)
-        assert e.correctness.extra["rounds_judged"] == 3  # the skipped round is not counted
+        assert e.correctness.extra["rounds_judged"] == 3  # the skipped rounds are not counted
+        assert e.correctness.extra["rounds_planned"] == 5
     finally:
         ev.close()
 

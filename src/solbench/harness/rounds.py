@@ -337,6 +337,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
     out_hashes: list[str] = []
 
     plan = order_rounds(plan, run.seeds)
+    upstream_judged = 0
     order = [spec.index for spec in plan]
     #: an extra round's failure, held until every upstream round has run (failure, figures,
     #: the strict finding to add)
@@ -475,6 +476,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             continue
         if spec.profile == "upstream":
             last_upstream = (report, n)
+            upstream_judged += 1
     run.call_timeout_s = cfg.later_call_timeout(run.reference_call_s)
     if deferred is not None:
         fail, corr, strict_f = deferred
@@ -487,7 +489,11 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
     if last_upstream is None:  # never PASSED without a judged round
         return Failure(Status.INVALID_REFERENCE, "no upstream-compatible correctness round was judged"), None
     c = figures(last_upstream[0], plan[last_upstream[1]])
+    c.extra["rounds_planned"] = len(plan)
     c.extra["rounds_judged"] = n_upstream + sum(x["passed"] is not None for x in extra_rounds)
+    if upstream_judged != n_upstream:  # every upstream round planned must have been judged
+        return Failure(Status.INVALID_REFERENCE, f"{upstream_judged} of {n_upstream} planned upstream "
+                                                 "correctness rounds were judged"), c
     return None, c
 
 
