@@ -19,7 +19,10 @@ Three checks, each run through the real harness (:func:`solbench.harness.evaluat
   reference timed beside it, so a load that changed in between cancels out).
 
 :func:`run_selftest` returns a :class:`SelfTestReport` (rows, per-suite A/A distribution
-p5/p50/p95, the checks and whether all passed). ``solbench selftest`` prints it.
+p5/p50/p95, the checks and the outcome: pass, fail, or inconclusive when a suite had no
+workload whose A/A noise interval is within :data:`AA_MAX_WIDTH`, i.e. the host was too noisy
+for the A/A to test anything; never a pass). ``solbench selftest`` prints it and exits 0 /
+1 / 3 (:data:`EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -193,6 +196,13 @@ class SuiteSummary:
     kd_ok: int
     agree_n: int
     agree_ok: int
+    #: "pass", "fail" (a check failed) or "inconclusive" (no check failed and no workload's
+    #: A/A noise interval was narrow enough to test anything)
+    result: str = "pass"
+
+
+#: exit status of ``solbench selftest`` per outcome (2 stays the usage error's)
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
 
 
 @dataclass
@@ -202,14 +212,25 @@ class SelfTestReport:
     rows: list[Row]
     suites: list[SuiteSummary]
     failures: list[str]
+    #: suites whose A/A tested nothing (:func:`summarize`), with why
+    inconclusive: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        """"fail" when a check failed; else "inconclusive" when some suite had no conclusive
+        workload (its A/A tested nothing, so it is not a pass); else "pass"."""
+        if self.failures:
+            return "fail"
+        return "inconclusive" if self.inconclusive else "pass"
 
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return self.outcome == "pass"
 
     def to_json(self) -> dict:
         return {"device": self.device, "iters": self.iters, "passed": self.passed,
-                "failures": self.failures, "suites": [asdict(s) for s in self.suites],
+                "outcome": self.outcome, "failures": self.failures,
+                "inconclusive": self.inconclusive, "suites": [asdict(s) for s in self.suites],
                 "rows": [asdict(r) for r in self.rows],
                 "criteria": {"aa": f"speedup interval holds 1.0 on >= {AA_MIN_SHARE:.0%} of a suite's "
                                    "workloads and the geomean interval holds 1.0; conclusive where the "
@@ -319,7 +340,19 @@ def run_selftest(problems: list[tuple[str, Problem, list]], cfg, *, known_differ
                                     f"{_fmt_iv(ib)}, noise intervals do not overlap (statuses "
                                     f"{fresh.evaluation.status.value}, {reused.evaluation.status.value})")
             rows.append(r)
+    suites, inconclusive = summarize(rows, failures)
+    return SelfTestReport(device=cfg.device, iters=cfg.n_iters(), rows=rows, suites=suites,
+                          failures=failures, inconclusive=inconclusive)
+
+
+def summarize(rows: list[Row], failures: list[str]) -> tuple[list[SuiteSummary], list[str]]:
+    """Per-suite A/A distribution and verdict of ``rows``; appends each suite's failed A/A
+    check to ``failures``. Returns (summaries, inconclusive): ``inconclusive`` names each
+    suite none of whose workloads is conclusive (every A/A noise interval wider than
+    :data:`AA_MAX_WIDTH`), with why: such a suite's A/A tested nothing, so it is neither a
+    pass nor a failure (:attr:`SelfTestReport.outcome`)."""
     suites = []
+    inconclusive: list[str] = []
     for name in dict.fromkeys(r.suite for r in rows):
         rs = [r for r in rows if r.suite == name]
         ratios = [r.aa_speedup for r in rs if r.aa_speedup is not None]
@@ -342,13 +375,27 @@ def run_selftest(problems: list[tuple[str, Problem, list]], cfg, *, known_differ
                                         for r in rs if not r.aa_within_noise)[:600])
         kd_rows = [r for r in rs if r.kd_status is not None]
         ag_rows = [r for r in rs if r.agree is not None]
+        conclusive = sum(r.aa_conclusive for r in rs)
+        failed = not aa_ok or any(not r.kd_ok for r in kd_rows) or any(not r.agree for r in ag_rows)
+        if failed:
+            result = "fail"
+        elif conclusive == 0:
+            result = "inconclusive"
+            widths = [r.aa_interval[1] / r.aa_interval[0] for r in rs
+                      if r.aa_interval is not None and r.aa_interval[0] > 0]
+            inconclusive.append(
+                f"A/A {name}: no workload's noise interval is within {AA_MAX_WIDTH:g}x (narrowest "
+                f"{_fmt(min(widths) if widths else None)}x over {len(rs)} workload(s)): the host was "
+                "too noisy for the A/A to test anything")
+        else:
+            result = "pass"
         suites.append(SuiteSummary(
             suite=name, n=len(rs), p5=quantile(ratios, 0.05), p50=quantile(ratios, 0.5),
-            p95=quantile(ratios, 0.95), within_noise=within, conclusive=sum(r.aa_conclusive for r in rs),
+            p95=quantile(ratios, 0.95), within_noise=within, conclusive=conclusive,
             geomean_interval=gi, aa_ok=aa_ok,
             kd_n=len(kd_rows), kd_ok=sum(r.kd_ok for r in kd_rows),
-            agree_n=len(ag_rows), agree_ok=sum(bool(r.agree) for r in ag_rows)))
-    return SelfTestReport(device=cfg.device, iters=cfg.n_iters(), rows=rows, suites=suites, failures=failures)
+            agree_n=len(ag_rows), agree_ok=sum(bool(r.agree) for r in ag_rows), result=result))
+    return suites, inconclusive
 
 
 def _fmt(v: float | None, spec: str = ".3g") -> str:

@@ -336,3 +336,56 @@ def test_flag_with_output_evidence_is_a_hack_even_when_the_tolerance_fails(tmp_p
     e = _eval(mm, py_solution("bf16", BF16_NO_FLAG, mm.name))
     assert e.status == Status.INCORRECT_NUMERICAL, (e.log, e.findings)
     assert not [f for f in e.findings if f.severity == "hack"]
+
+
+#: kernel names as CUPTI reported them on the H200 (bench/results/profile_fixtures.json): an
+#: fp32 GEMM on CUDA cores, and TF32 tensor-core GEMMs (CUTLASS, cuBLAS on sm90)
+SIMT_SGEMM = "cutlass_80_simt_sgemm_128x32_8x5_nn_align1"
+TF32_GEMMS = ["cutlass_80_tensorop_s1688gemm_128x64_32x3_tn_align1",
+              "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"]
+BF16_GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+
+
+def _mm_problem(tmp_path, allow_tf32=False, name="mm"):
+    d = dict(MATMUL_DEF, name=name)
+    if allow_tf32:
+        d["allow_tf32"] = True
+    return load_problem(write_problem(tmp_path / name, d, [
+        {"uuid": "w", "axes": {"m": 64}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
+
+
+@pytest.mark.parametrize("tf32", TF32_GEMMS)
+def test_reduced_precision_kernels_in_timed_calls_are_a_downgrade(tmp_path, tf32):
+    """The kernel evidence as the timed blocks hand it over (kernel names per timed call,
+    candidate and eager reference): a TF32 or bf16 GEMM for fp32 work where the reference ran
+    an fp32 one is precision_downgrade, whatever the flags; none when the definition allows
+    TF32, when the reference ran the same kind (cuDNN's default TF32 convolutions), when the
+    candidate's kernels are fp32, or when the reference's kernels are unknown."""
+    from solbench.harness.evidence import kernel_precision_check
+
+    mm = _mm_problem(tmp_path)
+    ref_sets = [(SIMT_SGEMM,)] * 4
+    findings = []
+    f = kernel_precision_check(mm, findings, [(tf32,)] * 4, ref_sets)
+    assert f is not None and findings == [f] and f.check == "precision_downgrade" and f.severity == "hack"
+    assert f.evidence["basis"] == ["kernels"] and f.evidence["reduced_kernels"] == {tf32: ["tf32"]}
+    findings = []
+    f = kernel_precision_check(mm, findings, [(BF16_GEMM, "void at::native::elementwise_kernel")] * 4, ref_sets)
+    assert f is not None and f.evidence["reduced_kernels"] == {BF16_GEMM: ["16bit"]}
+    for cand, ref, prob in (([(tf32,)], ref_sets, _mm_problem(tmp_path, True, "mm_tf32")),  # allowed
+                            ([(tf32,)], [(TF32_GEMMS[0],)], mm),  # the reference ran TF32 too
+                            ([(SIMT_SGEMM,)], ref_sets, mm),  # fp32 kernels
+                            ([(tf32,)], [], mm)):  # no reference kernels: no basis
+        findings = []
+        assert kernel_precision_check(prob, findings, cand, ref) is None and findings == []
+
+
+def test_kernel_evidence_ignores_work_that_is_not_fp32(tmp_path):
+    from solbench.harness.evidence import kernel_precision_check
+
+    d = dict(MATMUL_DEF, name="mm16")
+    d["inputs"] = {k: dict(v, dtype="bfloat16") for k, v in MATMUL_DEF["inputs"].items()}
+    d["outputs"] = {k: dict(v, dtype="bfloat16") for k, v in MATMUL_DEF["outputs"].items()}
+    p = load_problem(write_problem(tmp_path / "mm16", d, [
+        {"uuid": "w", "axes": {"m": 64}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
+    assert kernel_precision_check(p, [], [(BF16_GEMM,)], [(SIMT_SGEMM,)]) is None

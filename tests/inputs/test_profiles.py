@@ -52,16 +52,17 @@ def test_softmax_without_max_passes_upstream_fails_stress():
     w = prob.workloads[0]
     cand = _load(ADV / "hostile" / "softmax_no_max.py")
     assert op_classes(prob.definition).name == "softmax"
-    assert "stress" in differing_profiles(prob, w)
+    assert differing_profiles(prob, w) == ("stress", "stress_sparse")
     up = make_inputs(prob, w, seed=3)
     rep, _ = _check(cand, prob, up)
-    assert rep.passed  # today's inputs never leave randn: the bug is invisible
-    st = make_inputs(prob, w, seed=3, profile="stress")
-    # every row is offset by 100..1000: exp overflows float32 above ~88.7
-    assert st["x"].min().item() > 80.0 and st["x"].max().item() < 1020.0
-    rep, ref_rep = _check(cand, prob, st)
-    assert ref_rep.passed and bool(torch.isfinite(prob.reference_module().run(**st)).all())
-    assert not rep.passed and rep.failed_check == "nan_inf" and rep.summary()["has_nan"]
+    assert rep.passed  # upstream's inputs never leave randn: the bug is invisible
+    for profile in ("stress", "stress_sparse"):
+        st = make_inputs(prob, w, seed=3, profile=profile)
+        # some logit is above ~88.7 (exp overflows float32) or a whole row below -103
+        assert st["x"].max().item() > 90.0 and st["x"].abs().max().item() < 1020.0
+        rep, ref_rep = _check(cand, prob, st)
+        assert ref_rep.passed and bool(torch.isfinite(prob.reference_module().run(**st)).all())
+        assert not rep.passed and rep.failed_check == "nan_inf" and rep.summary()["has_nan"], profile
 
 
 def test_layernorm_ignoring_affine_passes_upstream_fails_strict():
@@ -70,12 +71,12 @@ def test_layernorm_ignoring_affine_passes_upstream_fails_strict():
     cand = _load(ADV / "hostile" / "layernorm_ignores_affine.py")
     rules = {k: v.rule for k, v in input_rules(prob, w).items()}
     assert rules == {"x": "randn", "norm_weight": "norm_weight_ones", "norm_bias": "norm_bias_zeros"}
-    assert differing_profiles(prob, w) == ("strict", "stress")
+    assert differing_profiles(prob, w) == ("strict", "stress", "stress_sparse")
     up = make_inputs(prob, w, seed=5)
     assert bool((up["norm_weight"] == 1).all()) and bool((up["norm_bias"] == 0).all())
     rep, _ = _check(cand, prob, up)
     assert rep.passed
-    for profile in ("strict", "stress"):
+    for profile in ("strict", "stress", "stress_sparse"):
         x = make_inputs(prob, w, seed=5, profile=profile)
         wt, b = x["norm_weight"], x["norm_bias"]
         assert 0.5 <= wt.min().item() and wt.max().item() <= 1.5 and wt.std().item() > 0.1
@@ -103,7 +104,7 @@ def test_causal_mask_minus_inf_under_strict_when_described(tmp_path):
         "import torch\ndef run(q, attention_mask):\n    return torch.softmax(q @ q.T + attention_mask, -1) @ q\n",
         {"s": 5, "d": 4})
     w = prob.workloads[0]
-    assert differing_profiles(prob, w) == ("strict", "stress")
+    assert differing_profiles(prob, w) == ("strict", "stress", "stress_sparse")
     up = make_inputs(prob, w, 0)["attention_mask"]
     st = make_inputs(prob, w, 0, profile="strict")["attention_mask"]
     # by hand: row i keeps columns 0..i
@@ -122,10 +123,17 @@ def test_stress_by_op_class(tmp_path):
     x = make_inputs(norm, norm.workloads[0], 2, profile="stress")["hidden_states"]
     mean = x.mean(-1).abs()
     const = x.std(-1) == 0
-    assert const.sum().item() >= 1  # constant rows (seed 2: by the 1/8 draw)
+    assert const.sum().item() >= 1  # constant rows (at least one, by construction)
     # a constant row holds a small integer (its mean is exact in any summation order)
     assert bool((x[const] == x[const].round()).all()) and x[const].abs().max().item() <= 2
-    assert bool(((mean > 90) & (mean < 1010))[~const].all())  # the others offset by 100..1000
+    m = x.mean(-1)
+    # a random subset of rows offset by 100..1000, at least one of each sign; the rest randn
+    # rows (|mean| of 128 randn plus at most a few spikes of <= 1000: below 25)
+    assert ((m > 90) & (m < 1010)).any() and ((m < -90) & (m > -1010)).any()
+    offset = (mean > 90) & (mean < 1010)
+    plain = ~offset & ~const
+    assert plain.any() and bool((mean[plain] < 25).all())
+    assert int(offset.sum()) + int(const.sum()) + int(plain.sum()) == 64
     gen = _problem(tmp_path, "gelu", {"x": {"shape": ["m"], "dtype": "float32"}},
                    {"out": {"shape": ["m"], "dtype": "float32"}},
                    "import torch\ndef run(x):\n    return torch.nn.functional.gelu(x)\n", {"m": 4096})
@@ -187,3 +195,86 @@ def test_causal_kernel_correct_upstream_is_correct_here(tmp_path):
     x["attention_mask"] = torch.randint(0, 2, x["attention_mask"].shape).float()  # the old draw
     rep, _ = _check(cand, prob, x)
     assert not rep.passed
+
+
+def _softmax_problem(tmp_path, rows, cols):
+    return _problem(tmp_path, f"sm{rows}", {"x": {"shape": ["m", "n"], "dtype": "float32"}},
+                    {"out": {"shape": ["m", "n"], "dtype": "float32"}},
+                    "import torch\ndef run(x):\n    return torch.softmax(x, -1)\n", {"m": rows, "n": cols})
+
+
+def test_stress_sets_are_deterministic_under_their_seed(tmp_path):
+    prob = _softmax_problem(tmp_path, 16, 256)
+    w = prob.workloads[0]
+    for profile in ("stress", "stress_sparse"):
+        a, b = make_inputs(prob, w, 41, profile=profile)["x"], make_inputs(prob, w, 41, profile=profile)["x"]
+        c = make_inputs(prob, w, 42, profile=profile)["x"]
+        assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_stress_rows_and_spikes_are_placed_at_random(tmp_path):
+    """Issue 13: every row of the first stress distribution was offset upwards, so "column 0's
+    minimum is above 50" told a stress set from an upstream one. Now, over 100 seeds of a
+    64 x 256 softmax input: every set has rows offset up, rows offset down and ordinary rows
+    (|row mean| < 1 without its spike) of which some carry a spike above 100; which rows are
+    which changes with the seed (no row is offset in every set), and column 0's minimum is
+    below 50 in every set."""
+    prob = _softmax_problem(tmp_path, 64, 256)
+    w = prob.workloads[0]
+    up_rows, down_rows = torch.zeros(64), torch.zeros(64)
+    for seed in range(100):
+        x = make_inputs(prob, w, seed, profile="stress")["x"]
+        med = x.median(-1).values  # a spike does not move a row's median
+        up, down, plain = med > 90, med < -90, med.abs() < 1
+        assert up.any() and down.any() and plain.any(), seed
+        assert int(up.sum() + down.sum() + plain.sum()) == 64
+        assert (x[plain].max(-1).values > 100).any(), seed  # spikes in ordinary rows
+        assert x[:, 0].min().item() < 50
+        up_rows += up.float()
+        down_rows += down.float()
+    assert up_rows.max() < 60 and down_rows.max() < 60  # each row offset in ~25 of 100 sets
+    assert (up_rows > 0).all() and (down_rows > 0).all()
+
+
+def test_sparse_stress_set_looks_upstream_to_a_sample(tmp_path):
+    """The sparse set is upstream's randn but for 1 to 4 spikes: a strided sample of one element
+    in 61 sees no value above 30 on most sets (by hand: the chance to hit one of k spikes is
+    about k / 61 <= 6.6%; over 200 seeds at most 10% allowed), yet every set holds a spike
+    above 100 and its row's softmax without the max subtraction is NaN."""
+    prob = _softmax_problem(tmp_path, 64, 256)
+    w = prob.workloads[0]
+    seen = 0
+    for seed in range(200):
+        x = make_inputs(prob, w, seed, profile="stress_sparse")["x"]
+        big = x.abs() > 30
+        assert 1 <= int(big.sum()) <= 4 and x.max().item() > 100
+        assert ((x.abs() < 6) | big).all()  # the rest is randn
+        seen += bool(x.reshape(-1)[::61].abs().max() > 30)
+    assert seen <= 20
+
+
+@pytest.mark.parametrize("hostile", ["softmax_sniff_col0", "softmax_sniff_sample"])
+def test_stress_sniffers_pass_upstream_and_fail_a_stress_set(hostile):
+    """Two candidates that try to tell a stress set from an upstream one by a statistic of a
+    few elements (column 0's minimum; a strided sample) and skip the max subtraction
+    otherwise: exact on upstream's inputs, and NaN on a stress set of the same seed, over
+    20 seeds each (a sample can hit a sparse spike: about 1 seed in 15, so the dense and the
+    sparse set together are what must catch it)."""
+    prob = load_problem(ADV / "problems" / "softmax_long_f32")
+    w = prob.workloads[0]
+    cand = _load(ADV / "hostile" / f"{hostile}.py")
+    n_caught = 0
+    for seed in range(20):
+        rep, _ = _check(cand, prob, make_inputs(prob, w, seed))
+        assert rep.passed
+        caught = []
+        for profile in ("stress", "stress_sparse"):
+            rep, ref_rep = _check(cand, prob, make_inputs(prob, w, seed, profile=profile))
+            assert ref_rep.passed
+            caught.append(not rep.passed)
+        if hostile == "softmax_sniff_col0":
+            assert all(caught), seed
+        else:
+            assert not caught[0]  # the sample sees the offset rows and takes the safe path
+        n_caught += caught[1]
+    assert n_caught >= 17

@@ -34,7 +34,8 @@ def register(app: typer.Typer) -> None:
         """Check the measurement itself: the reference as candidate reads 1.00x within the
         run's stated noise (A/A, p5/p50/p95 per suite); the reference plus a second pass of
         the same work reads a slowdown of about 2x; a workload in a fresh worker and in a
-        reused one agree. Exit 1 when a check fails."""
+        reused one agree. Exit 1 when a check fails, 3 when a suite is inconclusive (no
+        workload's A/A noise interval narrow enough to test anything), 0 when all passed."""
         if iters is not None and iters < 4:
             fail(f"--iters: must be >= 4 (two blocks per side, quartiles of each), got {iters}")
         if rounds < 1:
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
         from . import lifetime
         from ..harness import EvalConfig
-        from ..selftest import run_selftest, write_builtin
+        from ..selftest import EXIT_CODES, run_selftest, write_builtin
         from ..spec import load_problem
         from ..suites import resolve_suite_or_dir, suite_problems
 
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(data, allow_nan=False))
         else:
             _print(report)
-        raise typer.Exit(0 if report.passed else 1)
+        raise typer.Exit(EXIT_CODES[report.outcome])
 
 
 def _print(report) -> None:
@@ -124,14 +125,22 @@ def _print(report) -> None:
     console.print(t)
     s = Table(title="A/A distribution per suite (speedup of the reference against itself)")
     for col in ("suite", "workloads", "p5", "p50", "p95", "within noise", "conclusive", "geomean interval",
-                "A/A", "known difference", "fresh vs reused"):
+                "A/A", "known difference", "fresh vs reused", "result"):
         s.add_column(col)
     for x in report.suites:
         s.add_row(escape(x.suite), str(x.n), _fmt(x.p5, ".3f"), _fmt(x.p50, ".3f"), _fmt(x.p95, ".3f"),
                   f"{x.within_noise}/{x.n}", f"{x.conclusive}/{x.n}", _fmt_iv(x.geomean_interval), "ok" if x.aa_ok else "FAIL",
-                  f"{x.kd_ok}/{x.kd_n}", f"{x.agree_ok}/{x.agree_n}")
+                  f"{x.kd_ok}/{x.kd_n}", f"{x.agree_ok}/{x.agree_n}", x.result.upper())
     console.print(s)
     for f in report.failures:
         console.print(f"[red]FAIL[/red] {escape(f)}", highlight=False)
-    console.print("all checks passed" if report.passed else f"{len(report.failures)} check(s) failed",
-                  highlight=False)
+    for f in report.inconclusive:
+        console.print(f"[yellow]INCONCLUSIVE[/yellow] {escape(f)}", highlight=False)
+    if report.outcome == "fail":
+        console.print(f"{len(report.failures)} check(s) failed", highlight=False)
+    elif report.outcome == "inconclusive":
+        console.print("INCONCLUSIVE: no check failed, but the A/A of "
+                      f"{len(report.inconclusive)} suite(s) tested nothing (too noisy); not a pass",
+                      highlight=False)
+    else:
+        console.print("all checks passed", highlight=False)

@@ -103,7 +103,9 @@ register("constant_output", I, """The outputs were bit-identical across correctn
 register("precision_downgrade", H, """The candidate's error against an fp64 truth is beyond
     max(16x the declared-precision reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32)
     on a passing round (fp32/fp64 outputs), or on any round while it had lowered the backend
-    precision flags (harness/precision.py).""")
+    precision flags; or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit,
+    fp8 by their CUPTI names) for fp32 work of a kind the eager reference's kernels do not
+    show and the definition does not allow (harness/precision.py).""")
 register("strict_round_failed", I, """The candidate passed every upstream-compatible round but
     failed the strict round (random norm weights and biases where upstream's inputs are exactly
     1 and 0, -inf in a causal mask described so): it is correct only with the default values.
@@ -118,9 +120,10 @@ register("stress_reference_failed", A, """The problem's reference gives NaN/Inf,
 register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
     random source) produced wrong outputs for its inputs although the correctness rounds
     passed.""")
-register("late_output_mismatch", I, """One more call after the whole timed loop, on fresh inputs,
-    produced wrong outputs although the correctness rounds and the verified timed iterations
-    passed (a candidate correct for its first N calls only).""")
+register("late_output_mismatch", I, """One more call after the whole timed loop, on fresh inputs
+    (upstream's, then a sparse stress set where the workload has one and the reference holds
+    on it), produced wrong outputs although the correctness rounds and the verified timed
+    iterations passed (a candidate correct, or careful, for its first N calls only).""")
 register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
     instead of a plain torch.Tensor (it could compute after the clock stops).""")
 register("stream_unordered", H, """Outputs were still being written after the call returned, on a
@@ -136,7 +139,8 @@ register("interposition", H, """A hook of the candidate's runs inside the harnes
 register("harness_patch", H, """Timer, sync, profiler, serialisation or worker functions were
     replaced (identity, code object, defaults snapshot in the worker).""")
 register("backend_flags", A, """Backend precision flags (TF32, matmul precision, reduced-precision
-    reductions) were lowered by the candidate with no output error beyond the reference's:
+    reductions) were lowered by the candidate with no output error beyond the reference's and
+    no reduced-precision kernel:
     a flag alone touches no op of some kernels (an FFT that sets allow_tf32), so it is shown
     and decides nothing; with output evidence it is precision_downgrade. A change toward
     higher precision is no finding.""")

@@ -232,6 +232,39 @@ def precision_check(run: WorkloadRun, f0: dict, f1: dict, when: str) -> None:
         findings.append(finding("backend_flags", f"{when}: {pf.message}", ev))
 
 
+def kernel_precision_check(problem, findings: list[Finding], cand_sets: list, ref_sets: list) -> Finding | None:
+    """Reduced-precision device kernels in the candidate's timed calls for fp32 work
+    (:func:`solbench.harness.precision.precision_finding`'s kernel evidence): kernels whose
+    CUPTI names show TF32, 16-bit or fp8 math (``cutlass_80_tensorop_s1688gemm_*``,
+    ``sm90_xmma_gemm_f32f32_tf32f32_*``: names seen on the H200) of a kind the eager
+    reference's own timed kernels do not show and the definition does not allow are
+    ``precision_downgrade`` (REWARD_HACK) whatever the flags and the output error say.
+
+    ``cand_sets`` / ``ref_sets``: per timed iteration, the kernel names of that call (the
+    blocks' ``kernel_sets``). No reference kernels (no reference timing, no CUPTI): no
+    finding, since what the reference runs by default (cuDNN's TF32 convolutions) is not
+    known. Returns the finding appended, or None."""
+    from ..spec.dtypes import to_torch
+    from .precision import is_fp32_work, precision_finding
+
+    cand = sorted({n for s in cand_sets for n in (s or ())})
+    ref = sorted({n for s in ref_sets for n in (s or ())})
+    if not cand or not ref or has(findings, "precision_downgrade"):
+        return None
+    defn = problem.definition
+    fp32 = is_fp32_work([to_torch(s.dtype) for s in defn.inputs.values()],
+                        [to_torch(s.dtype) for s in defn.outputs.values()])
+    pf = precision_finding(flags_before={}, flags_after={}, fp32_work=fp32,
+                           allow_tf32=bool(defn.allow_tf32), candidate_kernels=cand,
+                           reference_kernels=ref)
+    if pf is None or pf.severity != "hack":
+        return None
+    f = finding("precision_downgrade", f"timed calls: {pf.message}",
+                {"basis": list(pf.basis), **pf.evidence, "reference_kernels": ref[:8]})
+    findings.append(f)
+    return f
+
+
 def new_threads(run: WorkloadRun, base: set[int], seen: set[int]) -> set[int]:
     """OS threads of the worker not in ``base`` or ``seen`` that are still alive after a
     grace period (a joined thread's OS thread lingers in /proc for about a millisecond after

@@ -49,6 +49,8 @@ class Block:
     end: TimeEndReply = field(default_factory=lambda: TimeEndReply(cupti=False))
     verified: int = 0
     cupti_reason: str | None = None
+    #: the worker's persisting-L2 reset at the block's start ("ok", why not, None on the CPU)
+    l2_reset: str | None = None
 
 
 def _cat(blocks: list[Block], attr: str) -> list:
@@ -195,6 +197,9 @@ def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes
                                         gross_hack=True, call_window_ms=ev_win)
         if f is not None:
             findings.append(f)
+    l2 = sorted({b.l2_reset for b in blocks if b.l2_reset not in (None, "ok")})
+    if l2:
+        notes.append(f"persisting-L2 reset before each call did not run: {l2}")
     st = stats(samples)
     return TimingStats(
         method=method, n_samples=len(samples), warmup=warmup, cold_l2=True,

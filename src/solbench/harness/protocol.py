@@ -197,6 +197,8 @@ class NoopReply(_Msg):
 class TimeBeginReply(_Msg):
     cupti: bool
     reason: Text | None = None
+    #: CUDA: "ok", or why the persisting-L2 reset (harness/l2.py) did not run; None on the CPU
+    l2_reset: Text | None = None
 
 
 class TimeIterReply(_Msg):

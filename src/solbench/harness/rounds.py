@@ -11,14 +11,20 @@ The plan of a workload (docs/inputs.md, "Rounds"):
    ``finfo.min``): a kernel that passed every upstream round and fails here numerically gets
    the finding ``strict_round_failed`` and the status INCORRECT_STRICT (decided in
    :mod:`.verdict`); its upstream-compatible verdict is PASSED.
-3. one **stress** round, when the workload has plain float data inputs: values from the
-   distribution of the definition's op class (extreme logits, large offsets and constant
-   rows, spread magnitudes and zeros; :mod:`solbench.inputs.opclass`). The reference runs
+3. two **stress** rounds, when the workload has plain float data inputs: values from the
+   distribution of the definition's op class (a random subset of rows at extreme offsets of
+   both signs beside ordinary rows with spikes, constant rows, spread magnitudes and zeros;
+   :mod:`solbench.inputs.opclass`), then a sparse set (upstream's values with 1 to 4
+   spikes at random positions: a candidate that samples its inputs to spot a stress round
+   sees an upstream set there). The reference runs
    first; when its outputs are not finite, or miss the fp64 truth by more than the
    workload's tolerance, the round does not apply (advisory ``stress_reference_failed``) and
    the candidate is not called. Otherwise a failure (NaN/Inf, tolerance, scale checks) is
    INCORRECT_NUMERICAL naming the round.
 
+Round 0 runs first, the others in a random order (:func:`order_rounds`: a candidate counting
+its calls cannot tell which is a stress round); a failing strict or stress round is held until
+the upstream rounds have run (an upstream failure is upstream's verdict and wins).
 Custom-input and safetensors workloads have only the upstream rounds (their values belong to
 the problem). :class:`Oracle` is the trusted side: the reference module run in the parent,
 its fp64 truth and the declared-precision reference's own error.
@@ -35,6 +41,7 @@ import torch
 
 from ..errors import MissingBlobError, SpecError
 from ..inputs import differing_profiles, make_inputs, op_classes
+from ..inputs.generate import STRESS_PROFILES
 from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
 from . import guards, protocol
@@ -62,7 +69,7 @@ class RoundSpec:
 
 #: input-set index of the strict and stress rounds (their seeds under ``--seed``); the
 #: upstream rounds are 0..rounds-1, the timed sets 1001 on
-STRICT_SET, STRESS_SET = 500, 501
+STRICT_SET, STRESS_SET, SPARSE_SET = 500, 501, 502
 
 
 def round_plan(rounds: int, problem: Problem | None = None, workload=None,
@@ -79,10 +86,35 @@ def round_plan(rounds: int, problem: Problem | None = None, workload=None,
     profiles = differing_profiles(problem, workload)
     if "strict" in profiles:
         plan.append(RoundSpec(STRICT_SET, "strict", profile="strict"))
+    cls = op_classes(problem.definition).name
     if "stress" in profiles:
-        plan.append(RoundSpec(STRESS_SET, f"stress:{op_classes(problem.definition).name}",
-                              profile="stress"))
+        plan.append(RoundSpec(STRESS_SET, f"stress:{cls}", profile="stress"))
+    if "stress_sparse" in profiles:
+        plan.append(RoundSpec(SPARSE_SET, f"stress_sparse:{cls}", profile="stress_sparse"))
     return plan
+
+
+#: names the seed of the round order under a base seed (``--seed``); never an input set
+ORDER_SET = 499
+
+
+def order_rounds(plan: list[RoundSpec], seeds) -> list[RoundSpec]:
+    """``plan`` in the order its rounds run: the first round first (its call pays the JIT and
+    autotuning, under the first-call timeout), the others shuffled, so that a candidate that
+    counts its calls cannot tell which call is a strict or stress round and be careful only
+    there. The shuffle uses the OS's random source, or, under a base seed, a generator seeded
+    with :func:`~.seeds.derived_seed` of :data:`ORDER_SET` (the run replays). The order is
+    recorded in the trace (``correctness.extra["round_order"]``), not among the input seeds."""
+    import random
+    import secrets
+
+    from .seeds import derived_seed
+
+    rest = list(plan[1:])
+    base = getattr(seeds, "base", None)
+    rng = random.Random(derived_seed(base, seeds.j, ORDER_SET)) if base is not None else secrets.SystemRandom()
+    rng.shuffle(rest)
+    return list(plan[:1]) + rest
 
 
 def round_name(spec: RoundSpec) -> str:
@@ -289,8 +321,10 @@ def make_set(run: WorkloadRun, spec: RoundSpec) -> dict | Failure:
 
 
 def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: dict) -> tuple[Failure | None, Correctness | None]:
-    """Every round of ``plan`` (round 0's inputs already made: ``first``), stopping at the
-    first failure (module doc: what the strict and stress rounds decide). Findings go to
+    """Every round of ``plan`` (round 0's inputs already made: ``first``) in the order of
+    :func:`order_rounds`, stopping at the first upstream round that fails; an extra round's
+    failure is held until the upstream rounds have all run (module doc: what the strict and
+    stress rounds decide). Findings go to
     ``run.findings``; each judged round's errors against the fp64 truth (not the stress
     rounds') to ``run.truth_errors``. Returns (failure or None, figures): the figures of the
     failing round, else of the last upstream round, with ``extra["extra_rounds"]`` listing
@@ -302,17 +336,32 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
     n_upstream = sum(spec.profile == "upstream" for spec in plan)
     out_hashes: list[str] = []
 
+    plan = order_rounds(plan, run.seeds)
+    upstream_judged = 0
+    order = [spec.index for spec in plan]
+    #: an extra round's failure, held until every upstream round has run (failure, figures,
+    #: the strict finding to add)
+    deferred: tuple[Failure, Correctness, Finding | None] | None = None
+
     def figures(rep: CheckReport, spec: RoundSpec) -> Correctness:
         c = correctness_figures(rep, spec.index, n_upstream)
         c.extra["round_profile"] = spec.profile
+        c.extra["round_order"] = order
         if extra_rounds:
-            c.extra["extra_rounds"] = list(extra_rounds)
+            c.extra["extra_rounds"] = sorted(extra_rounds, key=lambda x: x["round"])
         return c
 
     for n, spec in enumerate(plan):
         r = spec.index
         where = round_name(spec)
-        stress = spec.profile == "stress"
+        stress = spec.profile in STRESS_PROFILES
+        # after an extra round failed, only the upstream rounds and the strict round still
+        # run: the stress rounds use the strict round's values too, so a kernel that ignores a
+        # norm weight fails both, and the strict round's diagnosis is the precise one
+        if deferred is not None and stress:
+            extra_rounds.append({"round": r, "profile": spec.profile, "label": spec.label, "passed": None,
+                                 "skipped": f"not run: round {deferred[1].extra['round']} failed before"})
+            continue
         values = first if n == 0 else make_set(run, spec)
         if isinstance(values, Failure):
             return values, None
@@ -407,24 +456,44 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
                                             {"rounds": n + 1}))
             detail = "; ".join(f"{o.name}: {o.detail}" for o in report.outputs if o.failed_check)
             reason = f"{where}: {report.failed_check}: {detail}"
-            # every upstream round passed before an extra round ran: upstream's verdict
-            corr.extra["upstream_rounds_passed"] = spec.profile != "upstream"
+            if spec.profile == "upstream":
+                # upstream's own verdict; an extra round's failure held before does not count
+                corr.extra["upstream_rounds_passed"] = False
+                return Failure(report.status, reason), corr
+            strict_f = None
             if spec.profile == "strict" and report.status == Status.INCORRECT_NUMERICAL:
-                run.findings.append(finding(
+                strict_f = finding(
                     "strict_round_failed",
                     f"passed the {n_upstream} upstream-compatible rounds but failed the strict round "
                     f"(random values where upstream's inputs are exactly 1 / 0 / finfo.min): "
                     f"{report.failed_check}: {detail}",
                     {"round": r, "failed_check": report.failed_check,
-                     "strict_inputs": _strict_inputs(run), "upstream_rounds": n_upstream}))
-            return Failure(report.status, reason), corr
+                     "strict_inputs": _strict_inputs(run), "upstream_rounds": n_upstream})
+            # the rounds run in a random order (order_rounds): the upstream rounds still to
+            # come decide whether this is upstream's verdict too
+            if deferred is None or spec.profile == "strict":
+                deferred = (Failure(report.status, reason), corr, strict_f)
+            continue
         if spec.profile == "upstream":
             last_upstream = (report, n)
+            upstream_judged += 1
     run.call_timeout_s = cfg.later_call_timeout(run.reference_call_s)
+    if deferred is not None:
+        fail, corr, strict_f = deferred
+        # every upstream round passed: the extra round's failure is the verdict
+        corr.extra["upstream_rounds_passed"] = True
+        corr.extra["extra_rounds"] = sorted(extra_rounds, key=lambda x: x["round"])
+        if strict_f is not None:
+            run.findings.append(strict_f)
+        return fail, corr
     if last_upstream is None:  # never PASSED without a judged round
         return Failure(Status.INVALID_REFERENCE, "no upstream-compatible correctness round was judged"), None
     c = figures(last_upstream[0], plan[last_upstream[1]])
+    c.extra["rounds_planned"] = len(plan)
     c.extra["rounds_judged"] = n_upstream + sum(x["passed"] is not None for x in extra_rounds)
+    if upstream_judged != n_upstream:  # every upstream round planned must have been judged
+        return Failure(Status.INVALID_REFERENCE, f"{upstream_judged} of {n_upstream} planned upstream "
+                                                 "correctness rounds were judged"), c
     return None, c
 
 

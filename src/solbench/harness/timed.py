@@ -24,13 +24,17 @@ from ..spec.trace import Finding, TimingStats
 from . import guards, protocol
 from .checks import add_once, finding, has
 from .correctness import poison_
-from .evidence import (CandidateError, WorkloadRun, interposition_seen, kids_before, new_threads,
-                       process_check, returned_issue, window_check)
+from .evidence import (CandidateError, WorkloadRun, interposition_seen, kernel_precision_check, kids_before,
+                       new_threads, process_check, returned_issue, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle
 from .telemetry import Telemetry, throttled
 from .workers import ReferenceWorkers
+
+#: input-set index of the sparse stress set of the re-check after the timed loop (its seed
+#: under ``--seed``)
+LATE_STRESS_SET = 503
 
 #: IQR / median above which a timing is reported as unstable (advisory ``timing_unstable``)
 UNSTABLE_IQR_RATIO = 0.5
@@ -245,6 +249,11 @@ class TimedBlocks:
                                 f"path, measured in {where})")
             if ref_timing is not None:
                 ref_timing.notes.append(f"no-op baseline {ref_over:.4g} ms (copy-out path, measured in {where})")
+        if cfg.is_cuda and timing.method == "cupti":
+            # the kernels that ran are evidence of a precision downgrade on their own (a flag
+            # change alone is not: harness/precision.py)
+            kernel_precision_check(run.problem, findings, [s for b in cand_blocks for s in (b.end.kernel_sets or [])],
+                                   [s for b in ref_blocks for s in (b.end.kernel_sets or [])])
         for who, blocks, ts in (("candidate", cand_blocks, timing), ("eager reference", ref_blocks, ref_timing)):
             if ts is None:
                 continue
@@ -363,7 +372,7 @@ class TimedBlocks:
         tp = run.tick(pre + "profiler", tp)
         base_tids = guards.thread_ids(h.pid)
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
-        blk = Block(cupti_reason=info.reason)
+        blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset)
         seen_threads: set[int] = set()
         for i in range(m):
             s = i % k
@@ -426,40 +435,69 @@ class TimedBlocks:
         """One more call, after the whole timed loop, on a fresh input set (slot 0, the
         correctness path), judged like a correctness round: a candidate correct for its
         first N calls and wrong afterwards is caught whatever N is (the sampled verification
-        of timed iterations catches it only with the sample's probability).
+        of timed iterations catches it only with the sample's probability). Then, where the
+        workload has a sparse stress set (docs/inputs.md) and the reference holds on it, one
+        call on such a set: a candidate careful only during the correctness rounds (it counts
+        its calls; every timed input is upstream's) is caught there.
         ``late_output_mismatch`` (INCORRECT) when the outputs are wrong."""
+        from ..inputs import differing_profiles, make_inputs
+        from .rounds import _exact_only
+
+        run = self.run
+        if not self._late_call(scalars, self.fresh(), "the re-check after the timed loop", stress=False):
+            return
+        try:
+            if "stress_sparse" not in differing_profiles(run.problem, run.w):
+                return
+            values = make_inputs(run.problem, run.w, run.seeds.next(LATE_STRESS_SET), run.cfg.device,
+                                 profile="stress_sparse")
+            ref_out = self.oracle.run(values)
+        except Exception:  # noqa: BLE001 - the reference does not run there: nothing to judge
+            return
+        if self.oracle.check_reference(ref_out, run.slots) or \
+                self.oracle.stress_reference_issue(ref_out, values, run.tol):
+            return
+        self._late_call(scalars, values, "the stress re-check after the timed loop", stress=True,
+                        ref_out=ref_out, exact_only=_exact_only)
+
+    def _late_call(self, scalars: list, values: dict, when: str, *, stress: bool, ref_out=None,
+                   exact_only=None) -> bool:
+        """One call of :meth:`_recheck` on ``values``; True when it passed."""
         run = self.run
         h, slots, findings = run.h, run.slots, run.findings
-        values = self.fresh()
         scalars[0] = slots.fill(0, values)
         before = kids_before(run)
         rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
         if isinstance(rep, protocol.ErrorReply):
-            raise CandidateError(f"re-check call after the timed loop: {rep.type}: {rep.message}")
-        when = "the re-check after the timed loop"
+            raise CandidateError(f"{when}: {rep.type}: {rep.message}")
         interposition_seen(rep, findings, when)
         process_check(run, before, f"in {when}", late=True)
         if rep.interposition:
-            return
+            return False
         mutated = slots.inputs_intact(0)
         if mutated and not has(findings, "input_mutation"):
             findings.append(finding("input_mutation", f"{when} wrote to inputs {mutated}", {"inputs": mutated}))
         issue = returned_issue(run, rep)
         outs = [o.clone() for o in slots.outputs(0)]
-        ref_out = self.oracle.run(values)
+        if ref_out is None:
+            ref_out = self.oracle.run(values)
         if issue is None:
-            rep_c, _ = self.oracle.judge(outs, ref_out, values, run.tol, slots, run.cfg.precision_check)
-            if rep_c.passed:
-                return
+            rep_c, _ = self.oracle.judge(outs, ref_out, values, run.tol, slots, run.cfg.precision_check,
+                                         precision_evidence=not stress)
+            if rep_c.passed or (stress and exact_only is not None and exact_only(rep_c, slots)):
+                return True
             o = next(x for x in rep_c.outputs if x.failed_check)
             why, ev = f"{o.failed_check}: {o.detail}", {"failed_check": o.failed_check, "rel_l2": o.rel_l2,
                                                        "write_coverage": o.write_coverage}
         else:
             why, ev = issue[1], {"returned": issue[1]}
+        ev["profile"] = "stress_sparse" if stress else "upstream"
         add_once(findings, finding(
             "late_output_mismatch",
-            f"{when}: output wrong for its inputs ({why}) although the correctness rounds and "
-            "the verified timed iterations passed", ev))
+            f"{when}: output wrong for its inputs ({why}) although the correctness rounds"
+            + (", the stress rounds among them," if stress else "") + " and the verified timed iterations passed",
+            ev))
+        return False
 
     def _verify(self, i: int, s: int) -> None:
         """Check the outputs of timed iteration ``i`` (slot ``s``) against the reference, with

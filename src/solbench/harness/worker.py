@@ -83,11 +83,17 @@ class Worker:
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
                                   "guards._dump_table": (guards, "_dump_table"),
                                   "guards._exec_lines": (guards, "_exec_lines")})
-        self.snapshot = guards.take_snapshot(self._harness_fns)
         self._conn0 = conn
         self._interp0 = self._interposition_state()
         self._Event = torch.cuda.Event
         self.stream0 = torch.cuda.current_stream().cuda_stream if self.is_cuda else None
+        from .l2 import PersistingL2Reset
+
+        # bound now, before any candidate code exists (harness/l2.py: why in this process)
+        self._l2 = PersistingL2Reset.for_device(self.is_cuda)
+        self._l2_sig = self._l2_signature()
+        self._harness_fns["l2.PersistingL2Reset.__call__"] = (PersistingL2Reset, "__call__")
+        self.snapshot = guards.take_snapshot(self._harness_fns)
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         self._sync = torch.cuda.synchronize
         self._record_function = torch.profiler.record_function
@@ -222,6 +228,14 @@ class Worker:
         if op == "time_begin":
             self.timed_host, self.timed_event, self.timed_n = [], [], 0
             self.prof = None
+            l2 = None
+            if self.is_cuda:
+                if not self._l2.available:
+                    l2 = "unavailable (no CUDA driver functions)"
+                elif not self._l2(self.stream0):
+                    l2 = f"failed: {dict(self._l2.errors)}"
+                else:
+                    l2 = "ok"
             if self.is_cuda and p.get("cupti", True):
                 try:
                     from torch.profiler import ProfilerActivity, profile
@@ -231,8 +245,8 @@ class Worker:
                     self.prof.__enter__()
                 except Exception as e:  # noqa: BLE001 - fall back to events
                     self.prof = None
-                    return "ok", {"cupti": False, "reason": f"{type(e).__name__}: {e}"}
-            return "ok", {"cupti": self.prof is not None}
+                    return "ok", {"cupti": False, "reason": f"{type(e).__name__}: {e}", "l2_reset": l2}
+            return "ok", {"cupti": self.prof is not None, "l2_reset": l2}
         if op == "time_iter":
             return "ok", self._timed_iter(self.slots[p["slot"]], p.get("scalars") or {}, p["i"])
         if op == "time_end":
@@ -255,6 +269,13 @@ class Worker:
         if b is None:
             return None
         return (id(b), b.data_ptr(), b.untyped_storage().nbytes(), b.numel())
+
+    def _l2_signature(self):
+        """What the persisting-L2 reset runs: the object, whether it is live, and the driver
+        functions it holds (a candidate that reaches the worker could swap or disable it)."""
+        r = self.__dict__.get("_l2")
+        return (id(r), type(r), getattr(r, "available", None),
+                tuple(id(getattr(r, n, None)) for n in ("_set_limit", "_reset", "_set_attr", "_zero")))
 
     def _interposition_state(self) -> dict:
         torch = self.torch
@@ -313,6 +334,8 @@ class Worker:
             out.append("the worker's connection object was replaced")
         if self._flush_sig is not None and self._flush_signature() != self._flush_sig:
             out.append("the cache-flush buffer was replaced or resized")
+        if self._l2_signature() != self._l2_sig:
+            out.append("the persisting-L2 reset was replaced or disabled")
         out.extend(self.dispatch.changes(full=full))
         return out
 
@@ -436,6 +459,9 @@ class Worker:
         return {"returned": meta}
 
     def _flush(self, i: int) -> None:
+        if self.is_cuda:
+            # no persisting L2 lines or window survive into the flush (harness/l2.py)
+            self._l2(self.stream0)
         if self.flush_buf is not None:
             with self._record_function("solbench::l2_flush"):
                 self.flush_buf.fill_(i & 0x7FFFFFFF)

@@ -10,9 +10,13 @@ then values by the rule and the *profile* (docs/inputs.md has the table and sour
   (a kernel ignoring them passes with the defaults), and a causal mask whose description
   says ``-inf`` holds ``-inf`` (upstream writes ``finfo.min``).
 - ``stress``: strict's, and the plain data inputs (rule ``randn``) drawn from a distribution
-  chosen by the definition's op class (:mod:`solbench.inputs.opclass`): extreme logits for
-  softmax-like ops, large offsets against small spreads and constant (small integer) rows
-  for normalisations, spread magnitudes with exact zeros otherwise.
+  chosen by the definition's op class (:mod:`solbench.inputs.opclass`): for softmax-like ops
+  and normalisations a random subset of rows offset by +-100..1000 (at least one of each
+  sign; normalisations also constant small-integer rows) beside ordinary randn rows that
+  carry single spikes; spread magnitudes with exact zeros otherwise.
+- ``stress_sparse``: strict's, and the plain data inputs upstream's randn with 1 to 4 spikes
+  at random positions: what a candidate that samples its inputs to spot a stress round sees
+  as an upstream input.
 
 Custom-input workloads (``custom_inputs_entrypoint``) and safetensors inputs are the same in
 every profile: their values belong to the problem. :func:`differing_profiles` says which
@@ -37,7 +41,9 @@ from .opclass import op_classes
 from .rules import InputRule, classify
 
 #: the input profiles :func:`make_inputs` accepts
-PROFILES = ("upstream", "strict", "stress")
+PROFILES = ("upstream", "strict", "stress", "stress_sparse")
+#: the profiles of the stress rounds (judged against the reference only where it holds)
+STRESS_PROFILES = ("stress", "stress_sparse")
 
 #: rules whose values differ under ``strict`` (and so under ``stress``) from ``upstream``
 STRICT_RULES = frozenset({"norm_weight_ones", "norm_bias_zeros"})
@@ -89,39 +95,139 @@ def _causal(shape, dtype, dev, fill: float) -> torch.Tensor:
     return mask
 
 
+#: magnitude range of the stress offsets and spikes (exp overflows float32 above about 88.7,
+#: underflows to 0 below about -103: a softmax without the max subtraction gives inf / inf or
+#: 0 / 0 either way)
+STRESS_LO, STRESS_HI = 100.0, 1000.0
+
+
+def _spikes(x: torch.Tensor, rows_mask: torch.Tensor | None, n: int, value, g, dev) -> torch.Tensor:
+    """``x`` with ``n`` single elements replaced by ``value(n)`` (a tensor of n values), at
+    positions drawn uniformly (with ``g``) from the rows where ``rows_mask`` is true (every
+    element when None). The positions are the round's, not fixed: a probe that reads a few
+    chosen elements misses them."""
+    flat = x.reshape(-1).clone()
+    cols = x.shape[-1] if x.dim() else 1
+    if rows_mask is None:
+        pos = torch.randint(0, flat.numel(), (n,), generator=g, device=dev)
+    else:
+        rows = torch.nonzero(rows_mask.reshape(-1)).reshape(-1)
+        if rows.numel() == 0:
+            return x
+        r = rows[torch.randint(0, rows.numel(), (n,), generator=g, device=dev)]
+        pos = r * cols + torch.randint(0, cols, (n,), generator=g, device=dev)
+    flat[pos] = value(n)
+    return flat.reshape(x.shape)
+
+
+def _row_kinds(nrows: int, required: tuple[int, ...], probs: tuple[float, ...], g, dev) -> torch.Tensor:
+    """Kind of each row (0: ordinary randn; k >= 1 with probability ``probs[k-1]``), with at
+    least one row of every kind in ``required`` when there are rows enough (those rows drawn
+    at random too, never the first or the last by construction)."""
+    u = torch.rand(nrows, generator=g, device=dev)
+    kind = torch.zeros(nrows, dtype=torch.long, device=dev)
+    edge = 0.0
+    for k, p in enumerate(probs, start=1):
+        kind[(u >= edge) & (u < edge + p)] = k
+        edge += p
+    if nrows >= len(required):
+        at = torch.randperm(nrows, generator=g, device=dev)[:len(required)]
+        kind[at] = torch.tensor(required, device=dev)
+    return kind
+
+
 def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
-    """float32 stress values for one data input of a definition of op class ``cls``."""
+    """float32 stress values of one data input of a definition of op class ``cls``.
+
+    The hazards sit at positions the round's seed draws, beside rows and elements that look
+    like upstream's randn: a random subset of rows is offset by +-U(100, 1000) (at least one
+    of each sign), and single spikes sit in ordinary rows. So no statistic of a few chosen
+    elements (a column's minimum, the first row, a corner) tells a stress set from an
+    upstream one: the all-positive offset of every row that the first version drew made
+    "column 0's minimum is above 50" such a statistic (issue 13). docs/inputs.md has the
+    table."""
     def randn(*s):
         return torch.randn(s or shape, generator=g, device=dev)
 
     def rand(*s):
         return torch.rand(s or shape, generator=g, device=dev)
 
-    rows = tuple(shape[:-1]) + (1,) if len(shape) else ()
-    if cls == "softmax":
-        # logits 100..1000 above zero per row (exp overflows float32 above ~88.7 without the
-        # max subtraction) with a spread of 3: near-ties in fp16/bf16, a real distribution
-        offset = 100.0 + 900.0 * rand(*rows) if rows else 100.0 + 900.0 * rand()
-        return offset + 3.0 * randn()
-    if cls == "norm":
-        # |offset| 100..1000 against a spread of 0.1..3: a one-pass variance cancels; one row
-        # in eight is constant (variance exactly 0) at a small integer value -2..2: a constant
-        # row at a large offset is ill-conditioned (the fp32 mean misses it by an ulp, and that
-        # residual over sqrt(eps) is ~0.03: an honest two-pass kernel then differs from the
-        # reference by more than 1e-2), while an integer row's sum and mean are exact in any order
-        sign = torch.where(rand(*rows) < 0.5, -1.0, 1.0) if rows else 1.0
-        offset = sign * (100.0 + 900.0 * rand(*rows)) if rows else 100.0 + 900.0 * rand()
-        spread = 0.1 + 2.9 * rand(*rows) if rows else 1.0
-        x = offset + spread * randn()
-        if rows:
-            const = rand(*rows) < 0.125
-            level = torch.floor(5.0 * rand(*rows)) - 2.0
-            x = torch.where(const, level, x)
-        return x
+    def mag(n):
+        return STRESS_LO + (STRESS_HI - STRESS_LO) * torch.rand(n, generator=g, device=dev)
+
+    def signed(n):
+        return torch.where(torch.rand(n, generator=g, device=dev) < 0.5, -1.0, 1.0) * mag(n)
+
+    if cls in ("softmax", "norm"):
+        lead = tuple(shape[:-1]) if len(shape) > 1 else (1,)
+        cols = shape[-1] if len(shape) else 1
+        nrows = math.prod(lead)
+        x = torch.randn((nrows, cols), generator=g, device=dev)
+        if cls == "softmax":
+            # rows offset up (exp overflows without the max subtraction) or down (every exp
+            # underflows: 0 / 0), a spread of 3 (near-ties in fp16/bf16); 1/4 each
+            kind = _row_kinds(nrows, (1, 2), (0.25, 0.25), g, dev)
+            off = mag(nrows)
+            sign = torch.where(kind == 2, -1.0, 1.0)
+            x = torch.where((kind > 0)[:, None], (sign * off)[:, None] + 3.0 * x, x)
+            spike = mag  # up: one element above ~88.7 overflows exp
+        else:
+            # |offset| 100..1000 against a spread of 0.1..3: a one-pass E[x^2] - E[x]^2
+            # variance cancels; constant rows (variance exactly 0) at a small integer -2..2:
+            # a constant row at a large offset is ill-conditioned (the fp32 mean misses it by
+            # an ulp, and that residual over sqrt(eps) (~0.03) made an honest two-pass layer
+            # norm differ from torch's by more than 1e-2), an integer row's sum and mean are
+            # exact in any summation order
+            kind = _row_kinds(nrows, (1, 2, 3), (0.2, 0.2, 0.125), g, dev)
+            off = mag(nrows)
+            spread = 0.1 + 2.9 * torch.rand(nrows, generator=g, device=dev)
+            sign = torch.where(kind == 2, -1.0, 1.0)
+            level = torch.floor(5.0 * torch.rand(nrows, generator=g, device=dev)) - 2.0
+            shifted = (sign * off)[:, None] + spread[:, None] * x
+            x = torch.where(((kind == 1) | (kind == 2))[:, None], shifted, x)
+            x = torch.where((kind == 3)[:, None], level[:, None].expand_as(x), x)
+            spike = signed
+        plain = kind == 0
+        if plain.any():
+            # spikes only in ordinary rows: there they are the only hazard, seen only by
+            # reading the row's every element
+            n = 1 + int(torch.randint(0, max(1, int(plain.sum().item()) // 8) + 1, (), generator=g,
+                                      device=dev).item())
+            x = _spikes(x, plain, n, spike, g, dev)
+        return x.reshape(shape)
     # generic: magnitudes 10^-3..10^2, random sign, 5% exact zeros
-    mag = torch.pow(10.0, -3.0 + 5.0 * rand())
-    x = torch.where(rand() < 0.5, -mag, mag)
+    m = torch.pow(10.0, -3.0 + 5.0 * rand())
+    x = torch.where(rand() < 0.5, -m, m)
     return torch.where(rand() < 0.05, torch.zeros((), device=dev), x)
+
+
+def _sparse_values(cls: str, shape, g, dev) -> torch.Tensor:
+    """float32 values of the sparse stress set: upstream's randn with 1 to 4 spikes at
+    positions drawn by the round's seed (softmax: +U(100, 1000), exp overflows; norm:
+    +-U(100, 1000); generic: +-10^U(1, 2)). Every other element is upstream's, so a
+    candidate that looks at a sample of its inputs to decide whether this is a stress round
+    (and takes a safe path only then) sees an upstream input here and is judged on the spike
+    it did not look at."""
+    x = torch.randn(shape, generator=g, device=dev)
+    if x.numel() == 0:
+        return x
+
+    def mag(n):
+        return STRESS_LO + (STRESS_HI - STRESS_LO) * torch.rand(n, generator=g, device=dev)
+
+    def sign(n):
+        return torch.where(torch.rand(n, generator=g, device=dev) < 0.5, -1.0, 1.0)
+
+    if cls == "softmax":
+        value = mag
+    elif cls == "norm":
+        def value(n):
+            return sign(n) * mag(n)
+    else:
+        def value(n):
+            return sign(n) * torch.pow(10.0, 1.0 + torch.rand(n, generator=g, device=dev))
+    n = 1 + int(torch.randint(0, 4, (), generator=g, device=dev).item())
+    return _spikes(x, None, n, value, g, dev)
 
 
 def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, description: str | None,
@@ -155,7 +261,7 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
     if not dtype.is_floating_point:
         raise ValueError(f"rule {r} needs a float input, got {dtype}")
 
-    strict = profile in ("strict", "stress")
+    strict = profile in ("strict",) + STRESS_PROFILES
     if r == "fp8_randn_clamped":
         x = randn().clamp(-2, 2)
     elif r == "causal_mask_additive":
@@ -195,6 +301,8 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
     elif r == "randn":
         if profile == "stress" and dtype in _STRESS_DTYPES:
             x = _stress_values(stress_class, shape, g, dev)
+        elif profile == "stress_sparse" and dtype in _STRESS_DTYPES:
+            x = _sparse_values(stress_class, shape, g, dev)
         else:
             x = randn()
     else:  # pragma: no cover - every rule of rules.RULES is handled above
@@ -247,7 +355,8 @@ def differing_profiles(problem: Problem, workload: Workload) -> tuple[str, ...]:
     """The profiles other than ``upstream`` whose inputs differ from upstream's for this
     workload (so a round under them tests something): ``"strict"`` when an input has a rule
     of :data:`STRICT_RULES` or is a causal mask described with ``-inf``; ``"stress"`` when
-    that holds or an input is a plain float data input (rule ``randn``, fp16/bf16/fp32/fp64).
+    that holds or an input is a plain float data input (rule ``randn``, fp16/bf16/fp32/fp64);
+    ``"stress_sparse"`` when such a data input exists.
     Custom and safetensors workloads give ``()``.
     """
     defn = problem.definition
@@ -261,7 +370,8 @@ def differing_profiles(problem: Problem, workload: Workload) -> tuple[str, ...]:
             strict = True
         if rule.rule in STRESS_RULES and to_torch(spec.dtype) in _STRESS_DTYPES:
             stress = True
-    return tuple(p for p, on in (("strict", strict), ("stress", stress or strict)) if on)
+    return tuple(p for p, on in (("strict", strict), ("stress", stress or strict),
+                                 ("stress_sparse", stress)) if on)
 
 
 def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "cpu", *,
@@ -324,7 +434,7 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
     g = _generator(seed, device)
     dev = torch.device(device)
     rules = input_rules(problem, workload)
-    stress_class = op_classes(defn).name if profile == "stress" else "generic"
+    stress_class = op_classes(defn).name if profile in STRESS_PROFILES else "generic"
     for name, spec in defn.inputs.items():
         src = workload.inputs[name]
         dtype = to_torch(spec.dtype)

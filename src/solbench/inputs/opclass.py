@@ -8,11 +8,12 @@ with the evidence, and the stress generator applies the first in :data:`PRIORITY
 - ``softmax``: the reference calls ``softmax`` / ``log_softmax`` / ``logsumexp`` /
   ``cross_entropy`` / ``scaled_dot_product_attention`` (as a word: ``F.softmax``,
   ``torch.softmax``, ``x.softmax``), or ``op_type`` is ``sampling``. Stress: extreme logits
-  (row offsets of 100 to 1000) with near-ties.
+  (a random subset of rows offset by +-100..1000, spikes in the others) with near-ties.
 - ``norm``: the reference calls ``layer_norm`` / ``rms_norm`` / ``group_norm`` /
   ``batch_norm`` / ``instance_norm`` / ``rsqrt`` / ``var`` / ``var_mean`` / ``normalize``,
-  or the name or description says layernorm / rmsnorm / groupnorm / batchnorm. Stress: large row offsets against a small spread (catastrophic
-  cancellation in a one-pass E[x^2] - E[x]^2 variance), constant rows (variance 0).
+  or the name or description says layernorm / rmsnorm / groupnorm / batchnorm. Stress: large offsets of a random subset of rows against a small
+  spread (catastrophic cancellation in a one-pass E[x^2] - E[x]^2 variance), constant rows
+  (variance 0).
 - ``generic``: anything else. Stress: magnitudes spread over 10^-3 to 10^2, random signs and
   exact zeros.
 """

@@ -16,7 +16,8 @@ _P = load_problem(Path(solbench.__file__).resolve().parents[2] / "tests" / "adve
                   / "problems" / "gelu_f32")
 _TABLE = {}
 _SETS = [(r, "upstream") for r in list(range(8)) + list(range(1001, 1001 + 80))]
-_SETS += [(500, "strict"), (501, "stress")]  # the strict and stress rounds' sets
+# the strict and stress rounds' sets, and the sparse stress set of the re-check after timing
+_SETS += [(500, "strict"), (501, "stress"), (502, "stress_sparse"), (503, "stress_sparse")]
 for _j, _w in enumerate(_P.workloads):
     for _r, _profile in _SETS:
         _x = make_inputs(_P, _w, _seed(0, _j, _r), "cpu", profile=_profile)["x"]
