@@ -87,14 +87,14 @@ case "$stage" in
     thru=(--live "$DATA" --device cuda --seed 0x5eed --max-workloads "${PER_PROBLEM:-3}")
     python3 -c "import ray, sys; print('ray', ray.__version__, 'python', sys.version.split()[0])" \
       > "$R/ray_import.txt" 2>&1
-    step local "${LOCAL_S:-150}" python3 bench/throughput.py "${thru[@]}" \
-      --budget-s "$(( $(cap "${LOCAL_S:-150}") - 15 ))" --out "$R/local"
-    step ray "${RAY_S:-130}" python3 bench/throughput.py "${thru[@]}" --executor ray \
-      --budget-s "$(( $(cap "${RAY_S:-130}") - 15 ))" --out "$R/ray"
+    step local "${LOCAL_S:-135}" python3 bench/throughput.py "${thru[@]}" \
+      --budget-s "$(( $(cap "${LOCAL_S:-135}") - 15 ))" --out "$R/local"
+    step ray "${RAY_S:-110}" python3 bench/throughput.py "${thru[@]}" --executor ray \
+      --budget-s "$(( $(cap "${RAY_S:-110}") - 15 ))" --out "$R/ray"
     step compare 30 python3 bench/executor_compare.py "$R/local_run/results.jsonl" \
       "$R/ray_run/results.jsonl" --out "$R/compare" --wall "$R/local.json" "$R/ray.json"
     # the demo's wall time (process start to exit), its verdicts and its phases
-    step demo "${DEMO_S:-170}" bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
+    step demo "${DEMO_S:-190}" bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
     [ -s "$R/demo.jsonl" ] && python3 bench/throughput.py "$R/demo.jsonl" --out "$R/demo_phases" > /dev/null 2>&1
     rm -rf "$R"/*_run/solutions
     for f in local.md ray.md compare.md demo_phases.md; do
