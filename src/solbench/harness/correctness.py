@@ -311,37 +311,64 @@ def check_output(
         oc.write_coverage = 1.0 - n_unwritten / unwritten.numel()
 
     a, b = _as_float(out), _as_float(ref)
-    a_nan, b_nan = torch.isnan(a), torch.isnan(b)
-    a_inf, b_inf = torch.isinf(a), torch.isinf(b)
-    oc.has_nan = bool(a_nan.any().item())
-    oc.has_inf = bool(a_inf.any().item())
-    both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
-    bad_special = a_nan | a_inf
-    if both_neg_inf is not None:
-        bad_special = bad_special & ~both_neg_inf
-    # a NaN/Inf of the candidate is excused only where the reference holds the same special
-    # value (a reference with an infinity elsewhere must not excuse a NaN here)
-    same_special = (a_nan & b_nan) | (a_inf & b_inf & (a == b))
-    finite = ~(a_nan | a_inf | b_nan | b_inf)
-    diff = torch.where(finite, (a - b).abs(), torch.zeros_like(a))
-    absb = torch.where(finite, b.abs(), torch.zeros_like(b))
+    # the common case, every element of both sides finite, is told by the sums: a NaN or an
+    # infinity anywhere makes a sum NaN or infinite (an overflowing sum of finite values only
+    # takes the exact path below, which decides the same). The masks are made only then.
+    # Temporaries are few and reused in place (never ``a``/``b``: they may be the outputs
+    # themselves): on the CPU each large one costs its page faults.
+    special = not (math.isfinite(float(a.sum().item())) and math.isfinite(float(b.sum().item())))
+    finite = None
+    if special:
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        a_nan, b_nan = torch.isnan(a), torch.isnan(b)
+        a_inf, b_inf = torch.isinf(a), torch.isinf(b)
+        oc.has_nan = bool(a_nan.any().item())
+        oc.has_inf = bool(a_inf.any().item())
+        both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
+        bad_special = a_nan | a_inf
+        if both_neg_inf is not None:
+            bad_special = bad_special & ~both_neg_inf
+        # a NaN/Inf of the candidate is excused only where the reference holds the same
+        # special value (a reference with an infinity elsewhere must not excuse a NaN here)
+        same_special = (a_nan & b_nan) | (a_inf & b_inf & (a == b))
+        af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
+    else:
+        both_neg_inf = None
+        af, bf = a, b
+    # non-finite positions are 0 on both sides of af/bf, so |af-bf| is the finite difference
+    diff = af - bf
+    diff.abs_()
+    absb = bf.abs()
     oc.max_abs_error = float(diff.max().item()) if diff.numel() else 0.0
-    rel = diff / absb.clamp_min(1e-12)
+    rel = absb.clamp_min(1e-12)
+    torch.div(diff, rel, out=rel)
     oc.max_rel_error = float(rel.max().item()) if rel.numel() else 0.0
-    matched = (diff <= tol.max_atol + tol.max_rtol * absb) & finite
-    if both_neg_inf is not None:
-        matched = matched | both_neg_inf
-    oc.matched_ratio = float(matched.double().mean().item())
+    del rel
+    lim = absb.mul(tol.max_rtol)  # atol + rtol * |b|, in this order of operations
+    lim.add_(tol.max_atol)
+    matched = diff <= lim
+    del lim
+    if special:
+        matched = matched & finite
+        if both_neg_inf is not None:
+            matched = matched | both_neg_inf
+    oc.matched_ratio = int(matched.sum().item()) / matched.numel()
+    del matched
     b_max = float(absb.max().item()) if absb.numel() else 0.0
-    oc.ref_norm = float(torch.linalg.vector_norm(torch.where(finite, b, 0).double()).item())
-    af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
-    oc.rel_l2 = rel_l2(af, bf)
+    # the float64 copies are made once and shared by the relative L2, the reference's norm
+    # and the per-slice errors (they were converted three times: the costliest part of a
+    # check on the CPU)
+    b64 = bf.double()
+    d64 = af.double() - b64
+    num = torch.linalg.vector_norm(d64).item()
+    oc.ref_norm = float(torch.linalg.vector_norm(b64).item())
+    oc.rel_l2 = (0.0 if num == 0.0 else math.inf) if oc.ref_norm == 0.0 else num / oc.ref_norm
     oc.norm_max_error = oc.max_abs_error / b_max if b_max > 0 else (0.0 if oc.max_abs_error == 0 else math.inf)
-    oc.worst_slice_rel_l2 = _worst_slice(af, bf)
+    oc.worst_slice_rel_l2 = _worst_slice_of(d64, b64)
 
     # ---- upstream rule ----
     eps = dtype_eps(ref.dtype)
-    if bool((bad_special & ~same_special).any().item()):
+    if special and bool((bad_special & ~same_special).any().item()):
         oc.upstream_ok = False
         oc.failed_check = "nan_inf"
         oc.detail = f"output has NaN/Inf (nan={oc.has_nan}, inf={oc.has_inf})"
@@ -354,7 +381,7 @@ def check_output(
         oc.upstream_ok = False
         oc.failed_check = "error_cap"
         oc.detail = f"max abs error {oc.max_abs_error:.3g} > cap {tol.max_error_cap}"
-    elif b_max > 0 and float(a.abs().max().item() if a.numel() else 0.0) == 0.0:
+    elif b_max > 0 and _all_zero(a):
         oc.upstream_ok = False
         oc.failed_check = "all_zero"
         oc.detail = "output is all zeros but the reference is not"
@@ -438,21 +465,34 @@ def _check_index_set(oc: OutputCheck, out: torch.Tensor, ref: torch.Tensor, tol:
     return oc
 
 
+def _all_zero(a: torch.Tensor) -> bool:
+    """Every element of ``a`` is zero (max |a| == 0; a NaN is not zero)."""
+    if not a.numel():
+        return True
+    lo, hi = torch.aminmax(a)
+    return float(lo.item()) == 0.0 and float(hi.item()) == 0.0
+
+
 def _worst_slice(a: torch.Tensor, b: torch.Tensor, max_slices: int = 64) -> float:
     """Worst relative L2 error over up to ``max_slices`` contiguous chunks of the flattened
     output, ignoring chunks whose reference norm is below 1e-3 of the median chunk norm."""
-    n = a.numel()
+    return _worst_slice_of(a.double() - b.double(), b.double(), max_slices)
+
+
+def _worst_slice_of(d: torch.Tensor, b: torch.Tensor, max_slices: int = 64) -> float:
+    """:func:`_worst_slice` from the float64 difference ``d = a - b`` and ``b``."""
+    n = d.numel()
     if n < 2:
         return 0.0
     k = min(max_slices, n)
-    a2 = a.reshape(-1).double()
-    b2 = b.reshape(-1).double()
+    d2 = d.reshape(-1)
+    b2 = b.reshape(-1)
     pad = (-n) % k
     if pad:
-        a2 = torch.cat([a2, a2.new_zeros(pad)])
+        d2 = torch.cat([d2, d2.new_zeros(pad)])
         b2 = torch.cat([b2, b2.new_zeros(pad)])
-    a2, b2 = a2.view(k, -1), b2.view(k, -1)
-    num = torch.linalg.vector_norm(a2 - b2, dim=1)
+    d2, b2 = d2.view(k, -1), b2.view(k, -1)
+    num = torch.linalg.vector_norm(d2, dim=1)
     den = torch.linalg.vector_norm(b2, dim=1)
     med = den.median()
     keep = den > 1e-3 * med

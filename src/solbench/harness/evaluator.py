@@ -243,7 +243,9 @@ class Evaluator:
                     # whose oneDNN uses bf16)
                     guard_findings(run, "after correctness")
                 return done(failure, corr)
+            t_guard = time.perf_counter()
             guard_findings(run, "after correctness")
+            run.tick("correctness.guards", t_guard)
             self._phases["correctness"] = round(time.perf_counter() - t_phase, 3)
             t_phase = time.perf_counter()
 
@@ -269,7 +271,9 @@ class Evaluator:
                     return done(Failure(Status.RUNTIME_ERROR, f"timing: {e}"), corr)
                 except (WorkerDied, ProtocolError, CandidateError) as e:
                     return done(Failure(Status.RUNTIME_ERROR, f"timing: {e}"), corr)
+                t_guard = time.perf_counter()
                 guard_findings(run, "after timing")
+                run.tick("guards_after_timing", t_guard)
             return done(None, corr, timing=timing, ref_timing=ref_timing, telemetry=tele)
         finally:
             run.slots.close()

@@ -46,7 +46,7 @@ from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
 from . import guards, protocol
 from .checks import add_once, finding, has
-from .correctness import CheckReport, check_outputs, infer_semantics, is_exact_dtype, rel_l2
+from .correctness import CheckReport, bits_equal, check_outputs, infer_semantics, is_exact_dtype, rel_l2
 from .precision import is_fp32_work, precision_finding as _precision_finding
 from .evidence import WorkloadRun, interposition_finding, kids_before, process_check, returned_issue
 from .process import ProtocolError, WorkerDied, WorkerTimeout
@@ -145,6 +145,8 @@ class Oracle:
         self.problem = problem
         self.device = device
         self._reference: Callable | None = None
+        #: seconds spent in :meth:`truth` (the correctness sub-phases split judging with it)
+        self.truth_s = 0.0
 
     def semantics(self) -> dict:
         """Output semantics the definition implies (:func:`correctness.infer_semantics`:
@@ -168,6 +170,13 @@ class Oracle:
     def truth(self, values: dict) -> list[torch.Tensor] | None:
         """Reference outputs computed with floating inputs (and KernelBench parameters) in
         float64; None when the reference cannot run so."""
+        t0 = time.perf_counter()
+        try:
+            return self._truth(values)
+        finally:
+            self.truth_s += time.perf_counter() - t0
+
+    def _truth(self, values: dict) -> list[torch.Tensor] | None:
         up = {k: (v.double() if isinstance(v, torch.Tensor) and v.dtype in
                   (torch.float32, torch.float16, torch.bfloat16) else v) for k, v in values.items()}
         args = [up[n] for n in self.problem.definition.inputs]
@@ -334,7 +343,11 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
     last_upstream: tuple[CheckReport, int] | None = None
     extra_rounds: list[dict[str, Any]] = []
     n_upstream = sum(spec.profile == "upstream" for spec in plan)
-    out_hashes: list[str] = []
+    # constant_output: every judged round's outputs bit-identical to the first's (a copy of
+    # the first kept on the device and compared there: a sha256 of every round's outputs,
+    # copied to the host, cost more than the comparison it fed)
+    first_outs: list[torch.Tensor] | None = None
+    same_outs = True
 
     plan = order_rounds(plan, run.seeds)
     upstream_judged = 0
@@ -362,7 +375,9 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             extra_rounds.append({"round": r, "profile": spec.profile, "label": spec.label, "passed": None,
                                  "skipped": f"not run: round {deferred[1].extra['round']} failed before"})
             continue
+        tp = time.perf_counter()
         values = first if n == 0 else make_set(run, spec)
+        tp = run.tick("correctness.inputs", tp)
         if isinstance(values, Failure):
             return values, None
         try:
@@ -382,6 +397,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             if why:
                 _stress_skipped(run, spec, why, extra_rounds)
                 continue
+        tp = run.tick("correctness.reference", tp)
         scalars = slots.fill(0, values)
         timeout = cfg.first_call_timeout_s if n == 0 else run.call_timeout_s
         before = kids_before(run)
@@ -420,14 +436,25 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             st = Status.INCORRECT_SHAPE if issue[0] == Status.REWARD_HACK else issue[0]
             return Failure(st, issue[1]), None
         outs = slots.outputs(0)
+        tp = run.tick("correctness.call", tp)
+        truth0 = oracle.truth_s
         report, pf = oracle.judge(outs, ref_out, values, run.tol, slots, cfg.precision_check,
                                   precision_evidence=not stress)
+        truth_s = oracle.truth_s - truth0
+        run.phases["correctness.truth"] = round(run.phases.get("correctness.truth", 0.0) + truth_s, 4)
+        run.phases["correctness.compare"] = round(run.phases.get("correctness.compare", 0.0)
+                                                  + time.perf_counter() - tp - truth_s, 4)
+        tp = time.perf_counter()
         if not stress and report.truth_errors:
             run.truth_errors.append((where, report.truth_errors))
         if pf is not None and not has(run.findings, "precision_downgrade"):
             pf.message = f"{where}: " + pf.message
             run.findings.append(pf)
-        out_hashes.append("|".join(guards.digests(outs)))
+        if first_outs is None:
+            first_outs = [o.clone() for o in outs]
+        elif same_outs:
+            same_outs = len(outs) == len(first_outs) and all(bits_equal(o, f) for o, f in zip(outs, first_outs))
+        run.tick("correctness.constant_check", tp)
         if n == 0:
             h.tids_round0 = guards.thread_ids(h.pid)
             # later calls: a multiple of the reference's time, with a floor (the first call
@@ -450,7 +477,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             continue
         if not report.passed:
             corr = figures(report, spec)
-            if n > 0 and len(set(out_hashes)) == 1:
+            if n > 0 and same_outs:
                 run.findings.append(finding("constant_output",
                                             "the output was bit-identical across rounds with different inputs",
                                             {"rounds": n + 1}))

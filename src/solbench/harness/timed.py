@@ -29,6 +29,7 @@ from .evidence import (CandidateError, WorkloadRun, interposition_seen, kernel_p
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle
+from .stopping import relative_halfwidth, total_iterations
 from .telemetry import Telemetry, throttled
 from .workers import ReferenceWorkers
 
@@ -205,19 +206,36 @@ class TimedBlocks:
         tele_samples = []
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
-        n = cfg.n_iters()
-        halves = [n // 2, n - n // 2] if cfg.reference_timing else [n]
+        # iterations per side: a pilot half, then the rest by the stopping rule (stopping.py);
+        # with a fixed count (--iters, or min == max) the two halves of before
+        n_max, n_min = cfg.n_iters(), cfg.n_iters_min()
+        adaptive = n_min < n_max
+        n = n_min if adaptive else n_max
+        two = cfg.reference_timing or adaptive
+        first = n // 2 if two else n
         cand_blocks: list[Block] = []
         ref_blocks: list[Block] = []
         #: no-op round trips (ms) of both paths, measured in the trusted reference worker
         ref_overhead: dict[bool, float] | None = None
-        verify_left = max(cfg.verify, math.ceil(cfg.verify_fraction * n))
+
+        # verified timed iterations: as many as the fixed count n_max had, however many
+        # iterations the stopping rule keeps (a candidate wrong on a fraction of its calls is
+        # caught with the same probability)
+        quota = max(cfg.verify, math.ceil(cfg.verify_fraction * n_max))
+
+        verified = 0
         rng = secrets.SystemRandom()
-        for b, m in enumerate(halves):
-            blk = self._block(h, scalars, m, verify=True, rng=rng,
-                              verify_n=(verify_left + 1) // 2 if b == 0 and len(halves) > 1 else verify_left,
-                              findings=findings)
-            verify_left -= blk.verified
+        for b in range(2 if two else 1):
+            if b == 0:
+                m = first
+                verify_n = (quota + 1) // 2 if two else quota
+            else:
+                if adaptive:
+                    n = self._total(cand_blocks, ref_blocks, ref_overhead, overhead, n_min, n_max)
+                m = n - first
+                verify_n = max(0, quota - verified)
+            blk = self._block(h, scalars, m, verify=True, rng=rng, verify_n=verify_n, findings=findings)
+            verified += blk.verified
             cand_blocks.append(blk)
             if cfg.reference_timing:
                 ref_overhead = self._reference_block(b, m, scalars, rng, ref_blocks, ref_overhead)
@@ -244,6 +262,16 @@ class TimedBlocks:
         timing = timing_stats(cand_blocks, findings=findings, overhead=cand_over,
                               plausibility_overhead=overhead, **common)
         ref_timing = timing_stats(ref_blocks, findings=None, overhead=ref_over, **common) if ref_blocks else None
+        if adaptive:
+            for ts in (timing, ref_timing):
+                if ts is None:
+                    continue
+                hw = relative_halfwidth(ts.samples_ms)
+                ts.notes.append(
+                    f"adaptive iterations: {n} per side (stopping rule: the median's notch interval "
+                    f"1.57 IQR/sqrt(n) within {cfg.noise_target:.3g} of the median, from a pilot of "
+                    f"{first} per side; min {n_min}, max {n_max}); reached "
+                    + (f"+-{hw:.3g}" if hw is not None else "n/a"))
         if not cfg.is_cuda:
             timing.notes.append(f"no-op baseline {cand_over:.4g} ms ({'DPS' if self.dps else 'copy-out'} "
                                 f"path, measured in {where})")
@@ -289,6 +317,19 @@ class TimedBlocks:
             tele["throttled"] = thr
             findings.append(finding("throttled", f"clock throttle reasons during timing: {thr}"))
         return timing, ref_timing, tele
+
+    def _total(self, cand_blocks: list[Block], ref_blocks: list[Block],
+               ref_overhead: dict[bool, float] | None, overhead: float, n_min: int, n_max: int) -> int:
+        """Iterations per side from the pilot blocks (:func:`stopping.total_iterations`):
+        each side's samples as :func:`~.measure.timing_stats` makes them, no findings."""
+        cfg = self.run.cfg
+        common = dict(is_cuda=cfg.is_cuda, warmup=cfg.n_warmup(), flush_bytes=self.run.flush_bytes, findings=None)
+        pilots = [timing_stats(cand_blocks, overhead=ref_overhead[self.dps] if ref_overhead else overhead,
+                               **common).samples_ms]
+        if ref_blocks:
+            pilots.append(timing_stats(ref_blocks, overhead=ref_overhead[False] if ref_overhead else overhead,
+                                       **common).samples_ms)
+        return total_iterations(pilots, n_min, n_max, cfg.noise_target)
 
     def _reference_block(self, b: int, m: int, scalars: list, rng, ref_blocks: list[Block],
                          ref_overhead: dict[bool, float] | None) -> dict[bool, float] | None:
