@@ -221,7 +221,7 @@ def test_many_buffers_cross_in_few_messages_without_blocking(monkeypatch):
 _VALID = {
     "ping": {"pid": 5}, "warm_profiler": {"ms": 1.0},
     "build": {"languages": ["pytorch"], "language": None, "entry_kind": "function", "module_path": None},
-    "load": {}, "exit": {},
+    "load": {}, "exit": {}, "flush": {},
     "call": {"returned": [{"type": "torch.Tensor", "plain": True, "shape": [4, 4], "dtype": "float32",
                            "device": "cpu"}], "count_mismatch": False, "interposition": []},
     "noop": {"host_ms": 0.1, "interposition": []},
