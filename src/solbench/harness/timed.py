@@ -195,7 +195,8 @@ class Hold:
         sent: on a loaded host (a VM's vCPUs shared with other jobs) a thread ran on for up
         to 15 ms after kill() returned (p99 12 ms over 200 stops, 2 spinning threads)."""
         self.h.pause()
-        for pid in self.pids:
+        # by pid too, whatever pause() reaches (the worker may have left its process group)
+        for pid in (self.h.pid, *self.pids):
             try:
                 os.kill(pid, 19)  # SIGSTOP
             except OSError:
@@ -234,6 +235,10 @@ class Hold:
                     os.kill(pid, 19)
                 except OSError:
                     pass
+        try:
+            os.kill(h.pid, 19)  # SIGSTOP by pid, whatever the group stop reached
+        except OSError:
+            pass
         self._wait([h.pid, *self.pids])
 
 
@@ -491,7 +496,17 @@ class TimedBlocks:
                     # are not there yet: nothing of the candidate's can compute from them
                     # beside the flush), then the fill while everything is stopped
                     hold.cont()
-                    rep = protocol.request(h, protocol.Flush(value=flush_value(i)), timeout_s=60)
+                    try:
+                        rep = protocol.request(h, protocol.Flush(value=flush_value(i)), timeout_s=60)
+                    except protocol.ReplyInvalid:
+                        # a reply that is no flush reply: whether the flush happened is read
+                        # from the parent's own buffer (a forger's worker never flushed)
+                        if candidate and slots.flush_written(flush_value(i)):
+                            add_once(findings, finding(
+                                "flush_skipped", f"timed iteration {i}: the flush step's reply was not a "
+                                "flush reply and the parent's flush buffer does not hold the flush's value",
+                                {"iteration": i}))
+                        raise
                     hold.stop()
                     hold.settle()
                     if isinstance(rep, protocol.ErrorReply):
