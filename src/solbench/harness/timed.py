@@ -347,8 +347,9 @@ class TimedBlocks:
         self._recheck(scalars)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
-        # one baseline for both sides: the no-op round trip of the DPS path (flush, checks,
-        # messaging; on the CPU through the same stop/resume path as a held call), measured in
+        # one baseline for both sides: the no-op round trip of the DPS path (checks and
+        # messaging; on the CPU through the same stop/resume path as a held call, whose window
+        # holds no flush; on CUDA with the flush, for the plausibility check), measured in
         # the trusted reference worker, since the candidate's own worker could make its no-op
         # slower (a larger subtraction). Nothing proportional to the outputs is subtracted:
         # a non-DPS side's copy-out stays in its window, the candidate's as the reference's,
@@ -370,7 +371,7 @@ class TimedBlocks:
         if not cfg.is_cuda:
             for ts in (timing, ref_timing):
                 if ts is not None:
-                    ts.notes.append(f"no-op baseline {cand_over:.4g} ms (flush and messaging, no copy-out; "
+                    ts.notes.append(f"no-op baseline {cand_over:.4g} ms (messaging and checks, no flush, no copy-out; "
                                     f"the same for both sides, measured in {where})")
         for who, blocks, ts in (("candidate", cand_blocks, timing), ("eager reference", ref_blocks, ref_timing)):
             if ts is None:
