@@ -37,8 +37,13 @@ def _fd():
 def _forge(fd, seq):
     import os
 
+    k = 0
     while True:
-        data = json.dumps([seq, "ok", {"host_ms": 0.001, "event_ms": None}]).encode()
+        # on the CPU's held path the parent alternates a flush step and a timed call: every
+        # other request gets an (empty) flush reply, so each reply fits its request's model
+        payload = {} if k % 2 else {"host_ms": 0.001, "event_ms": None}
+        k += 1
+        data = json.dumps([seq, "ok", payload]).encode()
         os.write(fd, struct.pack("!i", len(data)) + data)
         seq += 1
         time.sleep(0.0005)

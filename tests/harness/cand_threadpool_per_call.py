@@ -1,11 +1,11 @@
-"""Honest (unusual; red team 2026-11-30): a ThreadPool created, used and closed/joined inside every call (its OS threads linger about 1 ms after join)."""
+"""Honest (unusual; red team 2026-11-30): a ThreadPool created, used and closed/joined inside every call (its OS threads linger about 1 ms after join). Its output is made on the inputs' device (on CUDA a CPU ``out`` made every call a RUNTIME_ERROR)."""
 from multiprocessing.pool import ThreadPool
 
 import torch
 
 
 def run(a, b):
-    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     h = (a.shape[0] + 1) // 2
 
     def blk(i):

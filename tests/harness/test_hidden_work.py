@@ -43,7 +43,7 @@ DEF = {
 
 def test_work_hidden_after_the_clock_is_timed():
     """The CPU rule itself, on hand-made figures: whatever the worker's clock saw (0.01 ms),
-    each sample is at least the parent's round trip less the no-op round trip (35 - 2 ms), so
+    each sample is the parent's window less the no-op window (35 - 2 ms), so
     work run anywhere between the request and the reply is in the sample (the routes the red
     teams used to run it there, stdout, gc callbacks, a lowered gc threshold, dispatcher and
     mode hooks, are also flagged; cyclic garbage collected at the default threshold is not,
@@ -56,7 +56,7 @@ def test_work_hidden_after_the_clock_is_timed():
     tm = timing_stats([block], is_cuda=False, warmup=2, flush_bytes=0, findings=[], overhead=2.0)
     assert tm.method == "perf_counter"
     assert tm.samples_ms == pytest.approx([33.0, 33.0, 34.0, 32.0]) and tm.median_ms == pytest.approx(33.0)
-    assert any("round trip" in n for n in tm.notes)
+    assert any("missed part of the parent's window" in n for n in tm.notes)
 
 
 def test_lowered_gc_threshold_is_interposition(tmp_path, solbench_cache):

@@ -175,7 +175,10 @@ def test_the_reference_never_reads_buffers_the_candidate_mapped(tmp_path, solben
     # that as input_mutation (a true catch of this candidate, and the only one allowed)
     hacks = _checks(ev, "hack")
     if ev.status == Status.REWARD_HACK:
-        assert hacks == {"input_mutation"}, (ev.status, ev.findings)
+        # or its writer armed on a pause of its own timed block (the held path's flush step
+        # between two of its calls) and, writing from a second thread, started an OpenMP
+        # team that outlived the next call: also a true catch (background_thread)
+        assert hacks and hacks <= {"input_mutation", "background_thread"}, (ev.status, ev.findings)
     else:
         assert ev.status == Status.PASSED and not hacks, (ev.status, ev.findings)
 
@@ -221,7 +224,7 @@ def test_many_buffers_cross_in_few_messages_without_blocking(monkeypatch):
 _VALID = {
     "ping": {"pid": 5}, "warm_profiler": {"ms": 1.0},
     "build": {"languages": ["pytorch"], "language": None, "entry_kind": "function", "module_path": None},
-    "load": {}, "exit": {},
+    "load": {}, "exit": {}, "flush": {},
     "call": {"returned": [{"type": "torch.Tensor", "plain": True, "shape": [4, 4], "dtype": "float32",
                            "device": "cpu"}], "count_mismatch": False, "interposition": []},
     "noop": {"host_ms": 0.1, "interposition": []},

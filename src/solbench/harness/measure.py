@@ -6,9 +6,9 @@ One function per method (threats.md principle 3), chosen by :func:`timing_stats`
   all-stream device span, plus device work after the end marker that is not the harness's
   copy-out; findings on kernel sets and late work.
 - :func:`event_samples` (CUDA fallback): the CUDA-event window around each call.
-- :func:`perf_counter_samples` (CPU): the larger of the worker's clock and the **parent's own
-  round trip** less the no-op round trip, so work the candidate hides after its clock stops
-  is counted whatever the worker reports.
+- :func:`perf_counter_samples` (CPU): the **parent's own window** around each call (every
+  process of the worker's sandbox stopped outside it) less the no-op window of the same
+  path; the worker's clock never enters a sample.
 
 Every method's samples are then cross-checked against the parent's round trip
 (:func:`solbench.harness.guards.plausibility_finding`).
@@ -117,15 +117,30 @@ def event_samples(blocks: list[Block], notes: list[str]) -> list[float]:
     return list(_cat(blocks, "event"))
 
 
+#: smallest CPU sample (ms): a window shorter than the no-op baseline (timing noise) reads as
+#: this, never as zero or a negative time
+MIN_SAMPLE_MS = 0.001
+
+
 def perf_counter_samples(blocks: list[Block], overhead: float, notes: list[str], candidate: bool) -> list[float]:
-    """On the CPU the parent's own clock bounds the call from below: the round trip less the
-    no-op round trip (flush, the harness's copy-out of outputs this size, messaging). Work the
-    candidate hides in the worker's steps after its clock stops (hooks in the copy-out, in
-    stdout, in the reply, in a gc callback) is counted there, whatever the worker reports."""
+    """CPU samples from the parent's own clock only: each held call's window (resume,
+    request, reply, stop: :class:`~solbench.harness.timed.Hold`) less ``overhead``, the
+    no-op window of the same path (flush, checks, messaging) measured in the trusted
+    reference worker, floored at :data:`MIN_SAMPLE_MS`. The worker's own clock (``host``) is
+    the candidate's data: it never enters a sample (a worker whose reply path is replaced
+    reports what it likes), it is only cross-checked (plausibility, window check). Every
+    process of the worker's sandbox is stopped outside the windows, so no work of the
+    candidate's falls between them; a non-DPS side's copy-out of its outputs is inside its
+    window, for the reference as for the candidate (nothing that a candidate can skip is
+    subtracted)."""
     host, rt = _cat(blocks, "host"), _cat(blocks, "roundtrip")
     if candidate and sum(r - overhead > 1.5 * hm + 1.0 for hm, r in zip(host, rt)) * 2 > len(host):
-        notes.append("parent round trip used: the worker's clock missed part of the work on most iterations")
-    return [max(hm, r - overhead) for hm, r in zip(host, rt)]
+        notes.append("the worker's clock missed part of the parent's window on most iterations")
+    out = [max(r - overhead, MIN_SAMPLE_MS) for r in rt]
+    floored = sum(r - overhead < MIN_SAMPLE_MS for r in rt)
+    if floored:
+        notes.append(f"{floored} sample(s) within the no-op baseline's noise, read as {MIN_SAMPLE_MS} ms")
+    return out
 
 
 def _q(xs: list[float], p: float) -> float:

@@ -24,7 +24,8 @@ from ..spec.trace import Finding, TimingStats
 from . import guards, protocol
 from .checks import add_once, finding, has
 from .correctness import poison_
-from .evidence import (CandidateError, WorkloadRun, interposition_seen, kernel_precision_check, kids_before,
+from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interposition_seen, kernel_precision_check,
+                       kids_before,
                        new_threads, process_check, returned_issue, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
@@ -39,6 +40,8 @@ LATE_STRESS_SET = 503
 
 #: IQR / median above which a timing is reported as unstable (advisory ``timing_unstable``)
 UNSTABLE_IQR_RATIO = 0.5
+#: no-op round trips whose median is the baseline subtracted from both sides' CPU samples
+NOOP_N = 9
 
 #: the flush of timed iteration i writes this value (the worker's _timed_iter flushes i + 1)
 def flush_value(i: int) -> int:
@@ -55,17 +58,33 @@ def _load(run: WorkloadRun, h: WorkerHandle) -> None:
                                       flush_bytes=run.flush_bytes), timeout_s=120)
 
 
-def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bool | None = None) -> float:
-    """Median round trip (ms) of ``n`` no-op requests to ``h`` (flush, checks, the copy-out of
-    outputs this size, messaging: the timed path without the call). ``dps``: the path
-    measured (True: destination passing, no copy-out; False: the copy-out of returned
-    outputs; None: the worker's own solution's)."""
+def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bool | None = None,
+            hold: "Hold | None" = None) -> float:
+    """Median round trip (ms) of ``n`` no-op requests to ``h`` (flush, checks, messaging: the
+    timed path without the call). ``dps``: the path measured (True: destination passing, no
+    copy-out; False: with the copy-out of returned outputs; None: the worker's own
+    solution's). ``hold``: measured through the same stop/resume path as a held timed call
+    (:class:`Hold`), without the flush (on that path a step of its own), so what is
+    subtracted is what a held call's window holds besides the call."""
     rts = []
+    if hold is not None:
+        hold.settle()
     for _ in range(n):
-        t0 = time.perf_counter()
-        rep = protocol.request(h, protocol.Noop(slot=0, dps=dps), timeout_s=60)
-        rts.append((time.perf_counter() - t0) * 1e3)
+        if hold is not None:
+            # the held path's window holds no flush (a step of its own, before the inputs)
+            t0 = time.perf_counter()
+            hold.cont()
+            rep = protocol.request(h, protocol.Noop(slot=0, dps=dps, flush=False), timeout_s=60)
+            hold.stop()
+            rts.append((time.perf_counter() - t0) * 1e3)
+            hold.settle()
+        else:
+            t0 = time.perf_counter()
+            rep = protocol.request(h, protocol.Noop(slot=0, dps=dps), timeout_s=60)
+            rts.append((time.perf_counter() - t0) * 1e3)
         interposition_seen(rep, findings, "no-op round trip")
+    if hold is not None:
+        hold.cont()  # left running, as it was found
     return sorted(rts)[len(rts) // 2]
 
 
@@ -93,7 +112,7 @@ def thaw(h: WorkerHandle, pids: list[int]) -> None:
     h.resume()
 
 
-def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2) -> list[dict]:
+def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: float = 0.01) -> list[dict]:
     """Processes of the candidate's that escaped the pause: any descendant of its worker in
     another session than the worker's (it left the process group on purpose; honest runtime
     helpers, inductor's compile pool included, stay in it), any unregistered child of this
@@ -122,7 +141,111 @@ def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2) -> list[di
         if not out or time.monotonic() > deadline or any(
                 x.get("other_session") or x.get("reparented") or x.get("outside_worker_tree") for x in out):
             return out
-        time.sleep(0.01)
+        time.sleep(poll_s)
+
+
+def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0.01,
+                     wait_s: float = 0.2) -> list[int]:
+    """Stop every process of the candidate's (its worker's process group and, by pid, every
+    other process of its sandbox and anything re-parented here: :func:`freeze_all`) and
+    check that none of them still runs (:func:`unfrozen`). One escaped (another session, a
+    process outside the worker's tree, a task still running once SIGSTOP had time to land)
+    is ``child_process`` (REWARD_HACK): it is killed and the workload ends
+    (:class:`CandidateError`). Returns the pids stopped besides the worker's group."""
+    h.pause()
+    frozen = freeze_all(h)
+    running = unfrozen(h, frozen, wait_s=wait_s, poll_s=poll_s)
+    if running:
+        findings.append(finding(
+            "child_process",
+            "processes of the candidate kept running while its worker was stopped: "
+            f"{running[:3]}", {"processes": running[:20]}))
+        for r in running:
+            try:
+                os.kill(r["pid"], 9)
+            except OSError:
+                pass
+        thaw(h, frozen)
+        raise CandidateError("a process of the candidate ran while its worker was stopped")
+    return frozen
+
+
+class Hold:
+    """Keeps every process of one worker's sandbox stopped except inside the calls the
+    parent times (the CPU timing path; threats.md principle 3).
+
+    A timed call's window is, on the parent's clock: :meth:`cont` (SIGCONT), the request,
+    its reply, :meth:`stop` (SIGSTOP, and the wait until no task of the worker or of the
+    known processes runs). :meth:`settle`, outside the window, stops every process of the
+    sandbox by a full scan (a process made during the call) and waits again; only then does
+    the parent fill the next call's inputs. So
+    no thread or process of the candidate's can compute anything between its calls (from
+    inputs the parent is filling, or to finish a call after its reply): all of its work
+    falls inside a window the parent measures. The reference's worker is held the same way
+    (``candidate`` False: its own processes only, never the candidate's leftovers), so both
+    sides' windows hold the same harness steps."""
+
+    def __init__(self, h: WorkerHandle, findings: list[Finding] | None, candidate: bool):
+        self.h = h
+        self.findings = findings
+        self.candidate = candidate
+        #: processes stopped by pid besides the worker's process group (known at the last settle)
+        self.pids: list[int] = []
+        #: how long a task may take to be seen stopped before it counts as running on (the
+        #: longest seen on a loaded 2-vCPU VM was 15 ms; generous, it returns at once when done)
+        self.wait_s = 2.0
+
+    def stop(self) -> None:
+        """Inside the window: SIGSTOP the worker's group, its pid and the known pids, then wait
+        until none of their tasks runs. The window ends there, not when the signals are
+        sent: on a loaded host (a VM's vCPUs shared with other jobs) a thread ran on for up
+        to 15 ms after kill() returned (p99 12 ms over 200 stops, 2 spinning threads)."""
+        self.h.pause()
+        # by pid too, whatever pause() reaches (the worker may have left its process group)
+        for pid in (self.h.pid, *self.pids):
+            try:
+                os.kill(pid, 19)  # SIGSTOP
+            except OSError:
+                pass
+        self._wait([self.h.pid, *self.pids])
+
+    def _wait(self, pids: list[int]) -> None:
+        deadline = time.monotonic() + self.wait_s
+        while any(guards.running_tasks(p) for p in pids):
+            if time.monotonic() > deadline:
+                raise CandidateError("a thread of the worker kept running after SIGSTOP "
+                                     f"({self.wait_s} s)")
+            time.sleep(0.0001)
+
+    def cont(self) -> None:
+        for pid in self.pids:
+            try:
+                os.kill(pid, 18)  # SIGCONT
+            except OSError:
+                pass
+        self.h.resume()
+
+    def settle(self) -> None:
+        """Outside the window: stop every process of the sandbox and wait until none of its
+        tasks runs. Raises :class:`CandidateError` (with a ``child_process`` finding for the
+        candidate) when one keeps running."""
+        h = self.h
+        if self.candidate:
+            self.pids = freeze_candidate(h, self.findings if self.findings is not None else [],
+                                         poll_s=0.0005, wait_s=self.wait_s)
+        else:
+            self.h.pause()
+            self.pids = sorted(guards.descendants(h.pid)) + h.outside_worker_tree()
+            for pid in self.pids:
+                try:
+                    os.kill(pid, 19)
+                except OSError:
+                    pass
+        try:
+            os.kill(h.pid, 19)  # SIGSTOP by pid, whatever the group stop reached
+        except OSError:
+            pass
+        self._wait([h.pid, *self.pids])
 
 
 def ref_sched_tampered(refs: ReferenceWorkers, rh: WorkerHandle, findings: list[Finding], when: str) -> bool:
@@ -194,8 +317,11 @@ class TimedBlocks:
         scalars = [slots.fill(0, slots.pristine[0])]
         for i in range(1, k):
             scalars.append(slots.fill(i, self.fresh()))
-        # no-op round trip (flush + messaging), the baseline of the plausibility check
-        overhead = noop_ms(h, findings)
+        # no-op round trip of the candidate's own path (flush, messaging, its copy-out if
+        # non-DPS) in its own worker: the baseline of the plausibility check only, which
+        # judges the worker's clock against the parent's window
+        hold = None if cfg.is_cuda else Hold(h, findings, candidate=True)
+        overhead = noop_ms(h, findings, n=NOOP_N, hold=hold)
         for i in range(cfg.n_warmup()):
             before = kids_before(run)
             rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k]), timeout_s=run.call_timeout_s)
@@ -215,8 +341,8 @@ class TimedBlocks:
         first = n // 2 if two else n
         cand_blocks: list[Block] = []
         ref_blocks: list[Block] = []
-        #: no-op round trips (ms) of both paths, measured in the trusted reference worker
-        ref_overhead: dict[bool, float] | None = None
+        #: no-op round trip (ms), measured in the trusted reference worker
+        ref_overhead: float | None = None
 
         # verified timed iterations: as many as the fixed count n_max had, however many
         # iterations the stopping rule keeps (a candidate wrong on a fraction of its calls is
@@ -244,17 +370,20 @@ class TimedBlocks:
         self._recheck(scalars)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
-        # each side's overhead is that of its own path (the candidate's: destination passing
-        # or a copy-out of returned outputs; the reference's: the copy-out), both measured in
-        # the trusted reference worker: the candidate can make only its own worker's no-op
-        # slower (a larger subtraction). Issue 13: with one baseline for both, the smaller of
-        # the two workers' no-ops, a DPS relu read 1.8-2.7x against the same work non-DPS,
-        # the reference's samples keeping its copy-out and output poisoning.
+        # one baseline for both sides: the no-op round trip of the DPS path (checks and
+        # messaging; on the CPU through the same stop/resume path as a held call, whose window
+        # holds no flush; on CUDA with the flush, for the plausibility check), measured in
+        # the trusted reference worker, since the candidate's own worker could make its no-op
+        # slower (a larger subtraction). Nothing proportional to the outputs is subtracted:
+        # a non-DPS side's copy-out stays in its window, the candidate's as the reference's,
+        # because the parent cannot tell from its window whether the candidate's worker did
+        # the copy-out (writing its result straight into the output buffer skips it) and a
+        # subtracted copy-out it skipped read as time it never spent.
         if ref_overhead is not None:
-            cand_over, ref_over = ref_overhead[self.dps], ref_overhead[False]
+            cand_over = ref_over = ref_overhead
             where = "the trusted reference worker"
         else:
-            cand_over = ref_over = overhead
+            cand_over = ref_over = overhead if cfg.is_cuda else noop_ms(h, findings, n=NOOP_N, dps=True, hold=hold)
             where = "the candidate's worker (no reference worker)"
         # (the plausibility verdict keeps the candidate's own no-op: measured under the same
         # host load as its calls, it does not turn a busy moment into a hack)
@@ -273,10 +402,10 @@ class TimedBlocks:
                     f"{first} per side; min {n_min}, max {n_max}); reached "
                     + (f"+-{hw:.3g}" if hw is not None else "n/a"))
         if not cfg.is_cuda:
-            timing.notes.append(f"no-op baseline {cand_over:.4g} ms ({'DPS' if self.dps else 'copy-out'} "
-                                f"path, measured in {where})")
-            if ref_timing is not None:
-                ref_timing.notes.append(f"no-op baseline {ref_over:.4g} ms (copy-out path, measured in {where})")
+            for ts in (timing, ref_timing):
+                if ts is not None:
+                    ts.notes.append(f"no-op baseline {cand_over:.4g} ms (messaging and checks, no flush, no copy-out; "
+                                    f"the same for both sides, measured in {where})")
         if cfg.is_cuda and timing.method == "cupti":
             # the kernels that ran are evidence of a precision downgrade on their own (a flag
             # change alone is not: harness/precision.py)
@@ -319,23 +448,23 @@ class TimedBlocks:
         return timing, ref_timing, tele
 
     def _total(self, cand_blocks: list[Block], ref_blocks: list[Block],
-               ref_overhead: dict[bool, float] | None, overhead: float, n_min: int, n_max: int) -> int:
+               ref_overhead: float | None, overhead: float, n_min: int, n_max: int) -> int:
         """Iterations per side from the pilot blocks (:func:`stopping.total_iterations`):
         each side's samples as :func:`~.measure.timing_stats` makes them, no findings."""
         cfg = self.run.cfg
         common = dict(is_cuda=cfg.is_cuda, warmup=cfg.n_warmup(), flush_bytes=self.run.flush_bytes, findings=None)
-        pilots = [timing_stats(cand_blocks, overhead=ref_overhead[self.dps] if ref_overhead else overhead,
+        pilots = [timing_stats(cand_blocks, overhead=ref_overhead if ref_overhead is not None else overhead,
                                **common).samples_ms]
         if ref_blocks:
-            pilots.append(timing_stats(ref_blocks, overhead=ref_overhead[False] if ref_overhead else overhead,
+            pilots.append(timing_stats(ref_blocks, overhead=ref_overhead if ref_overhead is not None else overhead,
                                        **common).samples_ms)
         return total_iterations(pilots, n_min, n_max, cfg.noise_target)
 
     def _reference_block(self, b: int, m: int, scalars: list, rng, ref_blocks: list[Block],
-                         ref_overhead: dict[bool, float] | None) -> dict[bool, float] | None:
+                         ref_overhead: float | None) -> float | None:
         """One block of the eager reference in its own (trusted) worker, with every process of
-        the candidate's stopped. Returns the reference worker's no-op baselines of both
-        paths ({dps: ms}), measured at its first block."""
+        the candidate's stopped. Returns the reference worker's no-op baseline (ms), measured
+        at its first block."""
         run, cfg = self.run, self.run.cfg
         h, slots, findings, k = run.h, run.slots, run.findings, run.slots.k
         t_ref = time.perf_counter()
@@ -344,23 +473,8 @@ class TimedBlocks:
         if rh is not None and ref_sched_tampered(self.refs, rh, findings, "before"):
             rh = None
         if rh is not None:
-            h.pause()  # the candidate cannot run (or slow the reference) while it is timed
-            frozen = freeze_all(h)
-            running = unfrozen(h, frozen)
-            if running:
-                # a process of the candidate's outside its stopped process group (its own
-                # session, or re-parented here) would run beside the reference
-                findings.append(finding(
-                    "child_process",
-                    "processes of the candidate kept running while its worker was stopped for the "
-                    f"reference's timing: {running[:3]}", {"processes": running[:20]}))
-                for r in running:
-                    try:
-                        os.kill(r["pid"], 9)
-                    except OSError:
-                        pass
-                thaw(h, frozen)
-                raise CandidateError("a process of the candidate ran beside the reference")
+            # the candidate cannot run (or slow the reference) while it is timed
+            frozen = freeze_candidate(h, findings)
             rh.resume()
             # the reference computes in buffers of its own, filled by the parent (never ones
             # the candidate's worker mapped); run.slots is the candidate's pool again after
@@ -371,10 +485,12 @@ class TimedBlocks:
                 run.slots = self._ref_pool
                 _load(run, rh)
                 if ref_overhead is None:
-                    # the no-op baselines measured with trusted code (the reference's worker),
-                    # one per path: the candidate's own worker runs the candidate's hooks and
-                    # could make its no-op slower, i.e. its subtraction larger
-                    ref_overhead = {False: noop_ms(rh, None, dps=False), True: noop_ms(rh, None, dps=True)}
+                    # the no-op baseline measured with trusted code (the reference's worker):
+                    # the candidate's own worker runs the candidate's hooks and could make its
+                    # no-op slower, i.e. its subtraction larger. The DPS path (no copy-out) on
+                    # the held path both sides' calls take: see TimedBlocks._body
+                    ref_overhead = noop_ms(rh, None, n=NOOP_N, dps=True,
+                                           hold=None if cfg.is_cuda else Hold(rh, None, candidate=False))
                 for i in range(cfg.n_warmup() if b == 0 else 1):
                     protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
                                      timeout_s=run.call_timeout_s)
@@ -411,48 +527,104 @@ class TimedBlocks:
         if isinstance(info, protocol.ErrorReply):
             raise CandidateError(f"time_begin: {info.type}: {info.message}")
         tp = run.tick(pre + "profiler", tp)
+        # CPU: every process of this worker's sandbox is stopped outside each timed call
+        # (Hold); the parent fills a call's inputs only once nothing of it runs
+        hold = None if cfg.is_cuda else Hold(h, findings, candidate)
+        if hold is not None:
+            hold.settle()
         base_tids = guards.thread_ids(h.pid)
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
         blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset)
         seen_threads: set[int] = set()
-        for i in range(m):
-            s = i % k
-            # every timed call gets values never seen before (by either worker), at one of K
-            # addresses; outputs are poisoned again by fill()
-            scalars[s] = slots.fill(s, self.fresh())
-            tp = run.tick(pre + "inputs", tp)
-            before = kids_before(run) if candidate else set()
-            t0 = time.perf_counter()
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
-                                   timeout_s=run.call_timeout_s)
-            rt = (time.perf_counter() - t0) * 1e3
-            tp = run.tick(pre + "calls", tp)
-            if isinstance(rep, protocol.ErrorReply):
-                raise CandidateError(f"timed call {i}: {rep.type}: {rep.message}")
-            blk.roundtrip.append(rt)
-            blk.host.append(rep.host_ms)
-            blk.event.append(rep.event_ms)
-            if candidate:
-                interposition_seen(rep, findings, f"timed iteration {i}")
-                window_check(run, f"timed iteration {i}", {"host_ms": rep.host_ms, "event_ms": rep.event_ms}, rt)
-                seen_threads |= new_threads(run, base_tids, seen_threads)
-                process_check(run, before, f"in timed iteration {i}", late=True)
-                bad = slots.flush_written(flush_value(i))
-                if bad and not has(findings, "flush_skipped"):
-                    findings.append(finding(
-                        "flush_skipped",
-                        f"timed iteration {i}: {len(bad)} of 64 random words of the parent's flush buffer "
-                        f"do not hold the value its flush writes ({flush_value(i)})",
-                        {"iteration": i, "positions": bad[:16]}))
-                nonplain = [x for x in (rep.returned or []) if not x.plain]
-                if nonplain:
-                    add_once(findings, finding("non_plain_output", f"timed iteration {i} returned {nonplain[0].type}",
-                                               nonplain[0].model_dump()))
-            tp = run.tick(pre + "guards", tp)
-            if i in to_verify and candidate:
-                self._verify(i, s)
-                blk.verified += 1
-                tp = run.tick(pre + "verify", tp)
+        #: threads new after the previous call, still there (stopped) when it ended: they
+        #: count when they outlive the next call too (a joined pool's OS threads linger about
+        #: a millisecond after join and were stopped before they could exit)
+        pending: set[int] = set()
+        try:
+            for i in range(m):
+                s = i % k
+                if hold is not None:
+                    # the flush first, as a step of its own (the worker runs, but the inputs
+                    # are not there yet: nothing of the candidate's can compute from them
+                    # beside the flush), then the fill while everything is stopped
+                    hold.cont()
+                    try:
+                        rep = protocol.request(h, protocol.Flush(value=flush_value(i)), timeout_s=60)
+                    except protocol.ReplyInvalid:
+                        # a reply that is no flush reply: whether the flush happened is read
+                        # from the parent's own buffer (a forger's worker never flushed)
+                        if candidate and slots.flush_written(flush_value(i)):
+                            add_once(findings, finding(
+                                "flush_skipped", f"timed iteration {i}: the flush step's reply was not a "
+                                "flush reply and the parent's flush buffer does not hold the flush's value",
+                                {"iteration": i}))
+                        raise
+                    hold.stop()
+                    hold.settle()
+                    if isinstance(rep, protocol.ErrorReply):
+                        raise CandidateError(f"flush before timed call {i}: {rep.type}: {rep.message}")
+                    tp = run.tick(pre + "flush", tp)
+                # every timed call gets values never seen before (by either worker), at one of K
+                # addresses; outputs are poisoned again by fill()
+                scalars[s] = slots.fill(s, self.fresh())
+                tp = run.tick(pre + "inputs", tp)
+                before = kids_before(run) if candidate else set()
+                if hold is not None:
+                    # the call's window on the parent's clock: resume, request, reply, stop
+                    t0 = time.perf_counter()
+                    hold.cont()
+                    rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False),
+                                           timeout_s=run.call_timeout_s)
+                    hold.stop()
+                    rt = (time.perf_counter() - t0) * 1e3
+                    hold.settle()
+                else:
+                    t0 = time.perf_counter()
+                    rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
+                                           timeout_s=run.call_timeout_s)
+                    rt = (time.perf_counter() - t0) * 1e3
+                tp = run.tick(pre + "calls", tp)
+                if isinstance(rep, protocol.ErrorReply):
+                    raise CandidateError(f"timed call {i}: {rep.type}: {rep.message}")
+                blk.roundtrip.append(rt)
+                blk.host.append(rep.host_ms)
+                blk.event.append(rep.event_ms)
+                if candidate:
+                    interposition_seen(rep, findings, f"timed iteration {i}")
+                    window_check(run, f"timed iteration {i}", {"host_ms": rep.host_ms, "event_ms": rep.event_ms}, rt)
+                    if hold is None:
+                        seen_threads |= new_threads(run, base_tids, seen_threads)
+                    else:
+                        now = guards.thread_ids(h.pid)
+                        seen_threads |= pending & now
+                        pending = now - base_tids - seen_threads
+                    process_check(run, before, f"in timed iteration {i}", late=True)
+                    bad = slots.flush_written(flush_value(i))
+                    if bad and not has(findings, "flush_skipped"):
+                        findings.append(finding(
+                            "flush_skipped",
+                            f"timed iteration {i}: {len(bad)} of 64 random words of the parent's flush buffer "
+                            f"do not hold the value its flush writes ({flush_value(i)})",
+                            {"iteration": i, "positions": bad[:16]}))
+                    nonplain = [x for x in (rep.returned or []) if not x.plain]
+                    if nonplain:
+                        add_once(findings, finding("non_plain_output", f"timed iteration {i} returned {nonplain[0].type}",
+                                                   nonplain[0].model_dump()))
+                tp = run.tick(pre + "guards", tp)
+                if i in to_verify and candidate:
+                    self._verify(i, s)
+                    blk.verified += 1
+                    tp = run.tick(pre + "verify", tp)
+        except BaseException:
+            if hold is not None:  # never leave a worker stopped behind an error
+                hold.cont()
+            raise
+        if hold is not None:
+            hold.cont()
+            if candidate and pending:
+                # the last call's new threads get the same grace as elsewhere, now running
+                time.sleep(THREAD_GRACE_S)
+                seen_threads |= pending & guards.thread_ids(h.pid)
         end = protocol.request(h, protocol.TimeEnd(), timeout_s=120)
         if isinstance(end, protocol.ErrorReply):
             raise CandidateError(f"time_end: {end.type}: {end.message}")

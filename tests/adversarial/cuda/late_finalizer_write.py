@@ -14,10 +14,16 @@ _worker = []
 def _slots():
     if not _worker:
         for o in gc.get_objects():
-            s = getattr(o, "slots", None)
-            if isinstance(s, list) and s and isinstance(s[0], dict) and "outputs" in s[0]:
-                _worker.append(o)
-                break
+            # any object's attribute lookup can raise anything (a module's __getattr__ does:
+            # torch.jit.annotations' on torch 2.11 raised inside a plain getattr here, the
+            # hostile ended RUNTIME_ERROR and never attacked)
+            try:
+                s = getattr(o, "slots", None)
+                if isinstance(s, list) and s and isinstance(s[0], dict) and "outputs" in s[0]:
+                    _worker.append(o)
+                    break
+            except Exception:  # noqa: BLE001
+                continue
     return _worker[0].slots if _worker else []
 
 
