@@ -57,6 +57,15 @@ def run(x, w):
 """
 
 
+#: indices computed from the product: with filled (random) values they fall out of range
+INDEXES_BY_PRODUCT = """import torch
+def run(x, w):
+    k = int((x[:, 0] > 0).sum().item())
+    idx = ((x @ w) * 1e6).long()
+    return x.reshape(-1)[idx] * float(k)
+"""
+
+
 def _problem(tmp_path: Path, reference: str, n: int = 32, name: str = "p"):
     d = tmp_path / name
     d.mkdir()
@@ -129,3 +138,18 @@ def test_problem_counts_fills_at_once_after_a_read(tmp_path):
     assert not any(n.startswith(FILLED_NOTE) for n in together[1].notes)  # filled from the start
     for c, w in zip(together, p.workloads):
         _same_counts(c, _run_once(p, w, real=True, lazy_fill=False))
+
+
+def test_an_index_derived_from_a_product_is_a_read(tmp_path):
+    """Whether an index is in range decides whether the op raises: a zero fill would give
+    valid indices (and a count) where the filled run fails."""
+    from solbench.sol.counting import CountingError
+
+    p = _problem(tmp_path, INDEXES_BY_PRODUCT)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved):
+        _run_once(p, w, real=True, lazy_fill=True)
+    with pytest.raises((IndexError, RuntimeError)):
+        _run_once(p, w, real=True, lazy_fill=False)
+    with pytest.raises(CountingError):
+        count_workload(p, w)

@@ -342,6 +342,12 @@ class ValuesObserved(Exception):
 #: values in a way that is not a tensor of a known shape (besides the torch tags below)
 _VALUE_READS = {"_local_scalar_dense", "is_nonzero", "item", "equal", "allclose", "is_same_size",
                 "_assert_async", "_assert_scalar", "_assert_tensor_metadata"}
+#: ops that take integer index tensors (an out-of-range index raises)
+_INDEXING_OPS = {"index", "_unsafe_index", "index_select", "gather", "scatter", "scatter_add",
+                 "scatter_reduce", "index_put", "_index_put_impl", "_unsafe_index_put", "index_add",
+                 "index_copy", "index_fill", "index_reduce", "embedding", "embedding_bag",
+                 "_embedding_bag", "_embedding_bag_forward_only", "take", "put", "one_hot",
+                 "take_along_dim", "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate"}
 #: the note of a count whose lazy run met a value read and was repeated with filled outputs
 FILLED_NOTE = "counted with filled short-circuit outputs"
 #: Tensor methods that read values without dispatching an aten op (seen at torch-function level)
@@ -632,12 +638,16 @@ class _CountingMode(TorchDispatchMode):
             raise ValuesObserved(f"{name} reads values derived from an unfilled output")
         taint = self.taint
         if torch.Tag.dynamic_output_shape in tags:
-            # indexing a tainted source by clean (or integer) indices has a fixed shape
+            # indexing a tainted source by clean indices has a fixed shape (a tainted index is
+            # a read: a boolean one decides the shape, an integer one whether it is in range)
             if name in ("index", "_unsafe_index") and args and all(
-                    not (isinstance(t, torch.Tensor) and t.dtype == torch.bool and _skey(t) in taint)
-                    for t in flat_tensors(args[1:], kwargs)):
+                    _skey(t) not in taint for t in flat_tensors(args[1:], kwargs)):
                 return
             raise ValuesObserved(f"{name}: an output shape depends on values derived from an unfilled output")
+        if name in _INDEXING_OPS and any(_skey(t) in taint and not t.dtype.is_floating_point
+                                         and t.dtype != torch.bool for t in flat_in):
+            # whether an index is in range (the op raises, or not) is a read of its value
+            raise ValuesObserved(f"{name}: an index derived from an unfilled output")
         if name in ("index_put", "_index_put_impl", "masked_fill"):
             # _constant_mask_write reads one element of a stand-in mask
             if any(_is_stand_in(t) and t.dtype == torch.bool and _skey(t) in taint for t in flat_in):
