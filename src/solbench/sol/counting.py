@@ -843,14 +843,6 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None):
         # only applies to a non-writing op with 1 MiB of inputs or more, or none at all
         if written or (flat and sum(x.numel() * x.element_size() for x in flat) < (1 << 20)):
             return None
-        if not flat:  # a factory op (randperm, arange, ...): its result size is its arguments'
-            key = _factory_key(func, args, kwargs)
-            if key is not None and key in _SMALL_FACTORY:
-                return None
-            out = _large_result(func, args, kwargs, fresh)
-            if out is None and key is not None and len(_SMALL_FACTORY) < 4096:
-                _SMALL_FACTORY.add(key)
-            return out
         return _large_result(func, args, kwargs, fresh)
     schema = func._schema
     masked = _constant_mask_write(func, args, kwargs, bool(written))
@@ -866,25 +858,46 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None):
     return _large_result(func, args, kwargs, fresh)
 
 
-#: (func, arguments) of factory ops whose result is not a large floating tensor
-_SMALL_FACTORY: set = set()
+#: metadata keys (:func:`_meta_key`) of calls whose results are not all large floating
+#: tensors: the meta run that decides it is a function of that metadata alone (meta-device ops
+#: draw from no generator), so a loop repeating a call at the same shapes decides it once
+_NOT_LARGE: set = set()
 
 
-def _factory_key(func, args, kwargs):
-    """A hashable key of a factory call (no tensor arguments), or None."""
+def _meta_key(func, args, kwargs):
+    """A hashable key of everything a meta run of ``func`` sees: each tensor's shape, strides,
+    storage offset and dtype, every other argument as is; None when one is unhashable."""
     def frz(x):
-        return tuple(frz(y) for y in x) if isinstance(x, (list, tuple)) else x
+        if isinstance(x, torch.Tensor):
+            return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+        if isinstance(x, (list, tuple)):
+            return (type(x).__name__, tuple(frz(y) for y in x))
+        if isinstance(x, dict):
+            return ("D", tuple(sorted((k, frz(v)) for k, v in x.items())))
+        return x
     try:
-        key = (func, frz(args), tuple(sorted((k, frz(v)) for k, v in kwargs.items())))
+        key = (func, frz(args), frz(kwargs))
         hash(key)
         return key
-    except TypeError:
+    except (TypeError, RuntimeError):  # unhashable, or a tensor without strides
         return None
 
 
 def _large_result(func, args, kwargs, fresh=None):
     """Stand-ins for the results of ``func`` when every result is a floating-point tensor of
     at least STAND_IN_BYTES (shapes from the meta device); None otherwise (run it)."""
+    key = _meta_key(func, args, kwargs)
+    if key is not None and key in _NOT_LARGE:
+        return None
+    out = _large_result_meta(func, args, kwargs, fresh)
+    if out is None and key is not None:
+        if len(_NOT_LARGE) >= 1 << 16:
+            _NOT_LARGE.clear()
+        _NOT_LARGE.add(key)
+    return out
+
+
+def _large_result_meta(func, args, kwargs, fresh=None):
     to_meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
     mkwargs = tree_map(to_meta, kwargs)
     if "device" in mkwargs:  # factory ops (randn, empty, zeros): shape on the meta device
