@@ -14,14 +14,21 @@ position bf16 cache), three honest candidates run through solbench's own evaluat
 
 Per workload it prints and records the measured ms, refined T_SOL, solar T_SOL, the certain
 floor and measured / T_SOL, and checks that no PASSED measurement beats the refined T_SOL
-(exit 1 if one does). ``--dry`` (any machine, no GPU) computes the bounds only.
+(exit 1 if one does on the GPU). Rows come in the order that matters: the fused kernel of each
+of the four problems (L1/001, L1/004, L1/017, L1/018), then eager, then torch.compile; the JSON
+is rewritten after every evaluation (``complete`` false until the end), so a run stopped at its
+time limit keeps every row it measured. One evaluator per problem keeps its reference worker.
+``--dry`` (any machine, no GPU) computes the bounds only; ``--device cpu`` runs the whole script
+on the CPU (the ratios then mean nothing: a test of the script).
 
-    PYTHONPATH=src python bench/sol_honest_device.py --out bench/results/sol_honest_h200.json
+    PYTHONPATH=src python bench/sol_honest_device.py --out $OUT/sol_honest_h200.json
     PYTHONPATH=src python bench/sol_honest_device.py --dry --out /tmp/sol_honest_dry.json
+    PYTHONPATH=src python bench/sol_honest_device.py --device cpu --out /tmp/sol_honest_cpu.json
 
-Options: --data DIR (dev dataset), --workloads N (first N workloads of each problem, default 3),
---hardware SPEC (default: from the device name; H200 in --dry), --no-compile, --budget-s S
-(start no new candidate after S seconds; the fused kernels run first).
+Options: --data DIR (dev dataset), --workloads N (first N workloads of each problem, default 2),
+--rounds R, --iters N (timing, default 3 x 20), --hardware SPEC (default: from the device name;
+H200 otherwise), --no-compile, --budget-s S (start no new evaluation after S seconds, default
+110: with the GPU's start-up the run fits about 150 s).
 """
 
 from __future__ import annotations
@@ -214,105 +221,167 @@ def _bounds(problem, w, hw):
     return r
 
 
+def _write_json(path: Path, res: dict) -> None:
+    """Write ``res`` atomically: a run killed at its time limit leaves the rows done so far."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(res, indent=1, allow_nan=False))
+    os.replace(tmp, path)
+
+
+#: the issue's four problems, in its order
+ORDER = ("L1/001", "L1/004-equiv", "L1/017", "L1/018-equiv")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--workloads", type=int, default=3)
+    ap.add_argument("--workloads", type=int, default=2)
     ap.add_argument("--hardware", default=None)
+    ap.add_argument("--device", default="cuda", help="cuda (the proof) or cpu (tests the script only)")
     ap.add_argument("--dry", action="store_true", help="bounds only (no GPU needed)")
     ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--budget-s", type=float, default=None, help="start no new candidate after this many "
-                    "seconds (the JSON keeps what ran; fused kernels go first, then eager, then torch.compile)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds per workload")
+    ap.add_argument("--iters", type=int, default=20, help="timed calls per round")
+    ap.add_argument("--budget-s", type=float, default=110.0, help="start no new evaluation after this many "
+                    "seconds (the JSON keeps what ran; every fused kernel goes first, then eager, then "
+                    "torch.compile)")
     args = ap.parse_args(argv)
     import torch
 
     from solbench.sol import load_hardware
     from solbench.spec import load_problem, load_solution, reference_solution
 
-    cuda = torch.cuda.is_available() and not args.dry
-    if not cuda and not args.dry:
-        print("no CUDA device: run with --dry for the bounds alone", file=sys.stderr)
+    on_gpu = args.device.startswith("cuda")
+    if on_gpu and not args.dry and not torch.cuda.is_available():
+        print("no CUDA device: run with --dry (bounds only) or --device cpu (the script on the CPU)",
+              file=sys.stderr)
         return 2
     hw_id = args.hardware
     if hw_id is None:
         from solbench.pipeline import resolve_hardware
 
-        hw_id = resolve_hardware("cuda", None) if cuda else "H200"
+        hw_id = (resolve_hardware("cuda", None) if on_gpu and not args.dry else None) or "H200"
     hw = load_hardware(hw_id)
     tmp = Path(tempfile.mkdtemp(prefix="sol_honest_"))
-    problems = {}
+    paths = {}
     for key, rel in (("L1/001", "L1/001_attention_softmax_dropout_value_matmul_backward"),
                      ("L1/017", "L1/017_moe_expert_swiglu_with_down_projection_backward")):
         if (args.data / rel).exists():
-            problems[key] = args.data / rel
+            paths[key] = args.data / rel
         else:
             print(f"skipping {key}: {args.data / rel} not found", file=sys.stderr)
-    problems.update(_write_equivalents(tmp))
+    paths.update(_write_equivalents(tmp))
+    keys = [k for k in ORDER if k in paths]
     fused = {"L1/001": FUSED_001, "L1/017": FUSED_017, "L1/004-equiv": FUSED_004, "L1/018-equiv": FUSED_018}
-    rows, t0 = [], time.time()
-    for key, pdir in problems.items():
-        p = load_problem(pdir)
-        wls = p.workloads[: args.workloads]
-        bounds = {w.uuid: _bounds(p, w, hw) for w in wls}
-        if args.dry:
-            for w in wls:
-                b = bounds[w.uuid]
-                rows.append({"problem": key, "workload": w.uuid, "axes": w.axes, "candidate": None,
+    t0 = time.time()
+    res = {"hardware": hw.id, "dry": args.dry, "device": args.device,
+           "device_name": torch.cuda.get_device_name() if on_gpu and not args.dry else "cpu",
+           "settings": {"workloads": args.workloads, "rounds": args.rounds, "iters": args.iters,
+                        "budget_s": args.budget_s},
+           "complete": False, "rows": [], "beat_refined": []}
+    rows = res["rows"]
+    problems = {k: load_problem(paths[k]) for k in keys}
+    bounds = {k: {w.uuid: _bounds(p, w, hw) for w in p.workloads[: args.workloads]} for k, p in problems.items()}
+    print(f"bounds of {sum(map(len, bounds.values()))} workloads in {time.time() - t0:.1f} s", flush=True)
+    if args.dry:
+        for k, p in problems.items():
+            for w in p.workloads[: args.workloads]:
+                b = bounds[k][w.uuid]
+                rows.append({"problem": k, "workload": w.uuid, "axes": w.axes, "candidate": None,
                              "refined_ms": b["sol_ms"], "solar_ms": b["sol_ms_by_model"]["solar"],
                              "certain_ms": b["t_certain_ms"], "bottleneck": b["bottleneck"]})
-                print(f"{key:14s} {w.uuid[:8]} refined {b['sol_ms']:.4g} ms  solar "
+                print(f"{k:14s} {w.uuid[:8]} refined {b['sol_ms']:.4g} ms  solar "
                       f"{b['sol_ms_by_model']['solar']:.4g} ms  certain {b['t_certain_ms']:.3g} ms  "
                       f"({b['bottleneck']})", flush=True)
-            continue
-        from solbench.harness import EvalConfig
-        from solbench.pipeline import evaluate_and_score
-        from solbench.suites.baseline import compile_baseline
+        res["complete"] = True
+        res["elapsed_s"] = round(time.time() - t0, 1)
+        _write_json(args.out, res)
+        print(f"wrote {args.out}")
+        return 0
 
-        f = tmp / f"fused_{key.replace('/', '_').replace('-', '_')}.py"
-        f.write_text(fused[key])
-        cands = [("fused", load_solution(f, p)), ("eager", reference_solution(p))]
-        if not args.no_compile:
-            cands.append(("torch.compile", compile_baseline(p)))
-        cfg = EvalConfig(device="cuda", max_workloads=args.workloads)
-        for label, sol in cands:
-            if args.budget_s is not None and time.time() - t0 > args.budget_s:
-                rows.append({"problem": key, "candidate": label, "skipped": "time budget"})
-                continue
+    from solbench.harness import EvalConfig, Evaluator
+    from solbench.pipeline import evaluate_and_score
+    from solbench.suites.baseline import compile_baseline
+
+    def cfg():
+        # the eager reference is itself a candidate here: its separate timing is not needed
+        return EvalConfig(device=args.device, max_workloads=args.workloads, rounds=args.rounds,
+                          iters=args.iters, reference_timing=False)
+    labels = ["fused", "eager"] + ([] if args.no_compile else ["torch.compile"])
+    evaluators: dict = {}
+    try:
+        for label in labels:  # every fused kernel first: the rows that matter most come first
+            for key in keys:
+                p = problems[key]
+                if time.time() - t0 > args.budget_s:
+                    rows.append({"problem": key, "candidate": label, "skipped": "time budget"})
+                    continue
+                try:
+                    if label == "fused":
+                        f = tmp / f"fused_{key.replace('/', '_').replace('-', '_')}.py"
+                        f.write_text(fused[key])
+                        sol = load_solution(f, p)
+                    elif label == "eager":
+                        sol = reference_solution(p)
+                    else:
+                        sol = compile_baseline(p)
+                    ev = evaluators.get(key)
+                    if ev is None:
+                        ev = evaluators[key] = Evaluator(p, cfg())
+                    traces = evaluate_and_score(p, sol, cfg(), hardware=hw.id, evaluator=ev)
+                except Exception as e:  # noqa: BLE001 - record, go on
+                    rows.append({"problem": key, "candidate": label, "error": f"{type(e).__name__}: {e}"})
+                    print(f"{key} {label}: {type(e).__name__}: {e}", flush=True)
+                    _write_json(args.out, res)
+                    continue
+                for t in traces:
+                    e = t.evaluation
+                    b = bounds[key].get(t.workload.uuid) or _bounds(p, t.workload, hw)
+                    lat = e.performance.latency_ms if e.performance else None
+                    row = {"problem": key, "workload": t.workload.uuid, "axes": t.workload.axes,
+                           "candidate": label, "status": e.status.value if hasattr(e.status, "value") else str(e.status),
+                           "measured_ms": lat, "refined_ms": b["sol_ms"], "solar_ms": b["sol_ms_by_model"]["solar"],
+                           "certain_ms": b["t_certain_ms"], "bottleneck": b["bottleneck"],
+                           "measured_over_refined": lat / b["sol_ms"] if lat and b["sol_ms"] else None,
+                           "measured_over_solar": lat / b["sol_ms_by_model"]["solar"] if lat else None,
+                           "findings": [x.check for x in e.findings]}
+                    rows.append(row)
+                    if row["status"] == "PASSED" and lat is not None and lat < b["sol_ms"]:
+                        res["beat_refined"].append(row)
+                    print(f"{key:14s} {label:13s} {t.workload.uuid[:8]} {row['status']:18s} "
+                          f"measured {lat if lat is None else f'{lat:.4g}'} ms  refined {b['sol_ms']:.4g}  "
+                          f"solar {row['solar_ms']:.4g}  measured/T_SOL "
+                          f"{row['measured_over_refined'] or float('nan'):.3g}", flush=True)
+                res["elapsed_s"] = round(time.time() - t0, 1)
+                _write_json(args.out, res)
+    finally:
+        for ev in evaluators.values():
             try:
-                traces = evaluate_and_score(p, sol, cfg, hardware=hw.id)
-            except Exception as e:  # noqa: BLE001 - record, go on
-                rows.append({"problem": key, "candidate": label, "error": f"{type(e).__name__}: {e}"})
-                print(f"{key} {label}: {type(e).__name__}: {e}", flush=True)
-                continue
-            for t in traces:
-                ev = t.evaluation
-                b = bounds.get(t.workload.uuid) or _bounds(p, t.workload, hw)
-                lat = ev.performance.latency_ms if ev.performance else None
-                row = {"problem": key, "workload": t.workload.uuid, "axes": t.workload.axes,
-                       "candidate": label, "status": ev.status.value if hasattr(ev.status, "value") else str(ev.status),
-                       "measured_ms": lat, "refined_ms": b["sol_ms"], "solar_ms": b["sol_ms_by_model"]["solar"],
-                       "certain_ms": b["t_certain_ms"], "bottleneck": b["bottleneck"],
-                       "measured_over_refined": lat / b["sol_ms"] if lat and b["sol_ms"] else None,
-                       "measured_over_solar": lat / b["sol_ms_by_model"]["solar"] if lat else None,
-                       "findings": [x.check for x in ev.findings]}
-                rows.append(row)
-                print(f"{key:14s} {label:13s} {t.workload.uuid[:8]} {row['status']:18s} "
-                      f"measured {lat if lat is None else f'{lat:.4g}'} ms  refined {b['sol_ms']:.4g}  "
-                      f"solar {row['solar_ms']:.4g}  x{row['measured_over_refined'] or float('nan'):.3g} of refined",
-                      flush=True)
-    beat = [r for r in rows if r.get("status") == "PASSED" and r.get("measured_ms") is not None
-            and r["measured_ms"] < r["refined_ms"]]
-    res = {"hardware": hw.id, "dry": args.dry, "device": torch.cuda.get_device_name() if cuda else "cpu",
-           "elapsed_s": round(time.time() - t0, 1), "rows": rows, "beat_refined": beat,
-           "passed": sum(r.get("status") == "PASSED" for r in rows)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=1, allow_nan=False))
-    if not args.dry:
-        print(f"{res['passed']} PASSED measurements; {len(beat)} beat the refined T_SOL "
-              f"({res['elapsed_s']} s)")
-        assert not beat, f"honest kernels beat the refined T_SOL: {beat}"
-    print(f"wrote {args.out}")
+                ev.close()
+            except Exception:  # noqa: BLE001
+                pass
+    beat = res["beat_refined"]
+    res["passed"] = sum(r.get("status") == "PASSED" for r in rows)
+    res["complete"] = not any(r.get("skipped") for r in rows)
+    res["elapsed_s"] = round(time.time() - t0, 1)
+    _write_json(args.out, res)
+    print(f"\n{'problem':14s} {'candidate':13s} {'workload':8s} {'status':10s} {'measured ms':>11s} "
+          f"{'refined ms':>10s} {'measured/T_SOL':>14s}")
+    for r in rows:
+        if "measured_ms" in r:
+            m = r["measured_ms"]
+            print(f"{r['problem']:14s} {r['candidate']:13s} {r['workload'][:8]:8s} {r['status'][:10]:10s} "
+                  f"{'-' if m is None else f'{m:.4g}':>11s} {r['refined_ms']:>10.4g} "
+                  f"{'-' if r['measured_over_refined'] is None else format(r['measured_over_refined'], '.3g'):>14s}")
+        else:
+            print(f"{r['problem']:14s} {r['candidate']:13s} {r.get('skipped') or r.get('error', '')[:60]}")
+    print(f"{res['passed']} PASSED measurements; {len(beat)} beat the refined T_SOL ({res['elapsed_s']} s); "
+          f"wrote {args.out}")
+    if on_gpu and beat:
+        print(f"honest kernels beat the refined T_SOL: {beat}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -7,6 +7,7 @@ per-resource terms, FLOPs by class, fused / model / certain bytes, solar MACs, c
 
     python bench/sol_regress.py --save bench/results/sol_bounds_before.json [--jobs 2]
     python bench/sol_regress.py --compare bench/results/sol_bounds_before.json [--jobs 2]
+        [--save-new NEW.json] [--report REPORT.json] [--against NEW.json: no counting]
 
 ``--compare`` counts again with the code on PYTHONPATH (or ``src/`` of this checkout) and
 reports, over every numeric field of every workload, the largest relative difference
@@ -155,9 +156,17 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated substrings of problem paths")
     ap.add_argument("--tol", type=float, default=1e-9)
     ap.add_argument("--save-new", type=Path, default=None, help="with --compare: also save the new bounds")
+    ap.add_argument("--against", type=Path, default=None, help="with --compare: the new bounds from this "
+                    "file (a --save-new of an earlier run) instead of counting again")
+    ap.add_argument("--report", type=Path, default=None, help="with --compare: write the comparison as JSON")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    got = collect(args.data, args.jobs, args.only)
+    if args.against is not None:
+        got = json.loads(args.against.read_text())
+        if args.only:
+            got = {k: v for k, v in got.items() if any(o in k for o in args.only.split(","))}
+    else:
+        got = collect(args.data, args.jobs, args.only)
     print(f"counted {sum(len(v) for v in got.values())} workloads of {len(got)} problems in "
           f"{time.perf_counter() - t0:.1f} s")
     if args.save:
@@ -174,6 +183,10 @@ def main(argv=None) -> int:
         print(f"  {prob}: max relative difference {d:.3g}")
     if args.save_new:
         args.save_new.write_text(json.dumps(got, indent=0, sort_keys=True))
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps({"old": str(args.compare), "new": str(args.against or "counted"),
+                                           "only": args.only, "tol": args.tol, **res}, indent=1))
     for m in res["mismatches"][:20]:
         print("  mismatch:", m)
     return 0 if res["max_rel_diff"] <= args.tol and not res["mismatches"] else 1

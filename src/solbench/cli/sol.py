@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -58,6 +59,56 @@ def _table(res: dict) -> Table:
     return t
 
 
+#: ``--jobs 0`` (the default) starts worker processes only for this many problems or more:
+#: each worker pays its own start (Python, torch: about 3 s of CPU), which a few problems, most
+#: of them counted in well under a second on the meta device, never earn back
+AUTO_POOL_MIN_PROBLEMS = 16
+
+
+def auto_jobs(jobs: int, n_problems: int, cpu_count: int | None) -> int:
+    """Worker processes for ``--jobs jobs`` over ``n_problems`` problems: ``jobs`` when given
+    (>= 1; 1 = in this process), else (0) one per CPU, at most one per problem, and only from
+    :data:`AUTO_POOL_MIN_PROBLEMS` problems on (below: 1, in this process).
+
+    Raises:
+        ValueError: ``jobs`` < 0.
+    """
+    if jobs < 0:
+        raise ValueError(f"--jobs must be >= 0, got {jobs}")
+    if jobs:
+        return max(1, min(jobs, n_problems))
+    if n_problems < AUTO_POOL_MIN_PROBLEMS:
+        return 1
+    return max(1, min(cpu_count or 1, n_problems))
+
+
+def _pool_init() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # one process per core: no process oversubscribes the machine
+
+
+def _problem_job(job: tuple) -> tuple[str, object]:
+    """One problem's bounds in a worker: ("ok", problem_rows result) or ("error", message)
+    for a :class:`SolbenchError`; anything else propagates (as in one process)."""
+    path, hardware, model, workload, limit, max_b, cache = job
+    from ..errors import SolbenchError
+    from ..sol.batch import problem_rows
+    from ..spec import load_problem
+
+    counts_cache = None
+    if cache is not None:
+        from ..sol.cache import CountsCache
+
+        counts_cache = CountsCache(cache)
+    try:
+        p = load_problem(path)
+        wls = choose_workloads(p, workload, limit, max_b)
+        return "ok", problem_rows(p, hardware, model, wls, cache=counts_cache)
+    except SolbenchError as e:
+        return "error", str(e)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("sol")
     def sol_cmd(
@@ -74,6 +125,9 @@ def register(app: typer.Typer) -> None:
         cache: Optional[Path] = typer.Option(None, "--cache", help="read and store counted work in this "
                                              "directory (one JSON file per workload, keyed by the counting "
                                              "code, problem and workload); keep it where no candidate writes"),
+        jobs: int = typer.Option(0, "--jobs", "-j", help="worker processes, one problem each at a time "
+                                 "(1: this process; 0: one per CPU from "
+                                 f"{AUTO_POOL_MIN_PROBLEMS} problems on, else this process)"),
     ) -> None:
         """Per-workload T_SOL: FLOPs by class, bytes, each resource's time, the bottleneck, both
         models' T_SOL and the certain floor. Many problems run in one process."""
@@ -98,19 +152,38 @@ def register(app: typer.Typer) -> None:
                 from ..sol.cache import CountsCache
 
                 counts_cache = CountsCache(cache)
-        for path in paths:
-            try:
-                p = load_problem(path)
-                wls = choose_workloads(p, workload, limit, max_b)
-                res = problem_rows(p, hw, model, wls, cache=counts_cache)
-            except SolbenchError as e:
-                if len(paths) == 1:
-                    with clean_errors():
-                        raise
+            n_jobs = auto_jobs(jobs, len(paths), os.cpu_count()) if jobs >= 0 else None
+            if n_jobs is None:
+                raise SpecError(None, "--jobs", f"must be >= 0, got {jobs}")
+
+        def in_process():
+            for path in paths:
+                try:
+                    p = load_problem(path)
+                    wls = choose_workloads(p, workload, limit, max_b)
+                    yield path, "ok", problem_rows(p, hw, model, wls, cache=counts_cache)
+                except SolbenchError as e:
+                    if len(paths) == 1:
+                        with clean_errors():
+                            raise
+                    yield path, "error", str(e)
+
+        def pooled():
+            import multiprocessing as mp
+
+            hw_arg = hardware if not Path(hardware).exists() else str(Path(hardware).resolve())
+            todo = [(str(pa), hw_arg, model, workload, limit, max_b, str(cache) if cache else None) for pa in paths]
+            with mp.get_context("spawn").Pool(n_jobs, initializer=_pool_init) as pool:
+                # imap keeps the order of the arguments: the output is the one-process output
+                for path, (kind, res) in zip(paths, pool.imap(_problem_job, todo)):
+                    yield path, kind, res
+
+        for path, kind, res in (pooled() if n_jobs > 1 else in_process()):
+            if kind == "error":
                 failed += 1
-                err_console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+                err_console.print(f"[red]error:[/red] {res}", highlight=False, soft_wrap=True)
                 if as_json:
-                    typer.echo(json.dumps({"problem": str(path), "error": str(e), "workloads": []}))
+                    typer.echo(json.dumps({"problem": str(path), "error": res, "workloads": []}))
                 continue
             if as_json:
                 typer.echo(json.dumps(res, allow_nan=False))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .bound import bound_from_counts
-from .counting import CountingError, count_workload
+from .counting import FILLED_NOTE, CountingError, count_workload
 from .hwspec import HardwareSpec, load_hardware
 
 MODELS = ("refined", "solar")
@@ -22,18 +22,20 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
 
     One problem's workloads share a reference: once the FakeTensor run of one has failed and
     real tensors counted it (a reference that reads values), the later ones go from a failed
-    meta run straight to real tensors (:func:`count_workload`'s ``fake_failed``).
+    meta run straight to real tensors (:func:`count_workload`'s ``fake_failed``); once a lazy
+    real run has met a read of unfilled values, the later ones fill at once (``lazy_fill``).
     ``cache``: a :class:`solbench.sol.cache.CountsCache` to read counts from and store new
     ones in (failures are not stored).
     """
     chosen = workloads if workloads is not None else problem.workloads
     out: list = []
     fake_failed = None
+    lazy_fill = True
     for w in chosen:
         c = cache.get(problem, w) if cache is not None else None
         if c is None:
             try:
-                c = count_workload(problem, w, fake_failed=fake_failed)
+                c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill)
             except CountingError as e:
                 out.append(e)
                 continue
@@ -41,6 +43,8 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
                 cache.put(problem, w, c)
         if c.real_tensors and c.fake_error and fake_failed is None:
             fake_failed = c.fake_error
+        if any(n.startswith(FILLED_NOTE) for n in c.notes):
+            lazy_fill = False  # this reference reads what its matmuls compute: fill them at once
         out.append(c)
     return out
 

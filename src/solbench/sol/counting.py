@@ -306,6 +306,9 @@ class _CountingFunctionMode(SolarGraphMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         counter = self.counter
+        if counter.taint and getattr(func, "__name__", None) in _VALUE_READ_METHODS \
+                and any(_skey(t) in counter.taint for t in flat_tensors(args, kwargs)):
+            raise ValuesObserved(f"{func.__name__} reads values derived from an unfilled output")
         if func is torch.nn.functional.scaled_dot_product_attention and counter.depth == 0:
             counter.record_sdpa(args, kwargs)
             counter.depth += 1
@@ -329,12 +332,51 @@ def _causal_pairs(L: int, S: int) -> int:
     return S * (S + 1) // 2 + (L - S) * S
 
 
+class ValuesObserved(Exception):
+    """A lazy-fill run (:class:`_CountingMode` with ``lazy_fill``) reached a point where a value
+    derived from an unfilled short-circuit output could steer control flow or a count: the
+    run is void and is repeated with filled outputs."""
+
+
+#: ops whose result is a Python scalar read from a tensor's values, or is computed from
+#: values in a way that is not a tensor of a known shape (besides the torch tags below)
+_VALUE_READS = {"_local_scalar_dense", "is_nonzero", "item", "equal", "allclose", "is_same_size",
+                "_assert_async", "_assert_scalar", "_assert_tensor_metadata"}
+#: ops that take integer index tensors (an out-of-range index raises)
+_INDEXING_OPS = {"index", "_unsafe_index", "index_select", "gather", "scatter", "scatter_add",
+                 "scatter_reduce", "index_put", "_index_put_impl", "_unsafe_index_put", "index_add",
+                 "index_copy", "index_fill", "index_reduce", "embedding", "embedding_bag",
+                 "_embedding_bag", "_embedding_bag_forward_only", "take", "put", "one_hot",
+                 "take_along_dim", "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate"}
+#: the note of a count whose lazy run met a value read and was repeated with filled outputs
+FILLED_NOTE = "counted with filled short-circuit outputs"
+#: Tensor methods that read values without dispatching an aten op (seen at torch-function level)
+_VALUE_READ_METHODS = {"tolist", "numpy", "__array__", "data_ptr", "__dlpack__", "untyped_storage",
+                       "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "__setstate__"}
+
+
 class _CountingMode(TorchDispatchMode):
-    def __init__(self, counts: Counts, short_circuit: bool = False):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # nothing is compiled under a counting mode: an unwrapped __torch_dispatch__ spares the
+        # per-op dynamo guard and the import of torch._dynamo (~1.6 s of CPU per process)
+        return False
+
+    def __init__(self, counts: Counts, short_circuit: bool = False, lazy_fill: bool = False):
         super().__init__()
         self.c = counts
         self.depth = 0  # > 0 while inside an analytically counted SDPA call
         self.short_circuit = short_circuit
+        #: short-circuit outputs are filled with random values (from ``fill_gen``, never the
+        #: global generator: the reference's own random draws are the same either way), or,
+        #: with ``lazy_fill``, left as zeros and *tainted*: ``taint`` holds the storage keys of
+        #: every tensor whose values derive from an unfilled output. A tainted value reaching
+        #: a value read (``.item()``, a data-dependent shape, ``.tolist()``, an op that raises)
+        #: raises :class:`ValuesObserved`; a run that ends without one counted exactly what a
+        #: filled run counts, since counts depend on values only through those reads
+        self.lazy_fill = lazy_fill
+        self.taint: set = set()
+        self.fill_gen = torch.Generator().manual_seed(0) if short_circuit else None
         #: storage key -> input name, and per input: read in full? bytes gathered
         self.input_storages: dict = {}
         self.full_read: set[str] = set()
@@ -538,14 +580,35 @@ class _CountingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         name = _packet(func)
         flat_in = flat_tensors(args, kwargs)
+        taint = self.taint
+        tainted_in = bool(taint) and any(_skey(t) in taint for t in flat_in)
+        if tainted_in:
+            self._check_values_unread(func, name, args, kwargs, flat_in)
+        fresh = {}
         if self.short_circuit and name in _MMA_PACKETS:
             out = self._fake_output(func, args, kwargs)
+            tainted_out = self.lazy_fill
         elif self.short_circuit:
-            out = _stand_in(func, args, kwargs, flat_in)
+            out = _stand_in(func, args, kwargs, flat_in, fresh)
             if out is None:
-                out = func(*args, **kwargs)
+                out = self._run_op(func, args, kwargs, tainted_in)
+            # a fresh stand-in holds a new value, not one computed from the operands
+            tainted_out = tainted_in and not fresh
         else:
-            out = func(*args, **kwargs)
+            out = self._run_op(func, args, kwargs, tainted_in)
+            tainted_out = tainted_in
+        if tainted_out:
+            for t in flat_tensors(out):
+                taint.add(_skey(t))
+            for i in (_written_args(func) or ()):
+                if i < len(args) and isinstance(args[i], torch.Tensor):
+                    taint.add(_skey(args[i]))
+        elif taint:
+            # an output of an op with no tainted operand, or a fresh stand-in, aliases no
+            # tainted storage, so a tainted key it carries is that of a freed storage whose
+            # address was reused
+            for t in flat_tensors(out):
+                taint.discard(_skey(t))
         try:
             flat_out = flat_tensors(out)
             self.propagate(name, args, flat_in, flat_out)
@@ -559,17 +622,51 @@ class _CountingMode(TorchDispatchMode):
                 self.c.unknown_ops[name] += 1
         return out
 
+    def _run_op(self, func, args, kwargs, tainted_in: bool):
+        if not tainted_in:
+            return func(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the op rejected values that a fill would give
+            raise ValuesObserved(f"{_packet(func)} raised on unfilled values: {type(e).__name__}") from None
+
+    def _check_values_unread(self, func, name, args, kwargs, flat_in) -> None:
+        """Raise :class:`ValuesObserved` when ``func`` reads tainted values into something
+        other than a tensor of a value-independent shape."""
+        tags = func.tags if hasattr(func, "tags") else ()
+        if name in _VALUE_READS or torch.Tag.data_dependent_output in tags:
+            raise ValuesObserved(f"{name} reads values derived from an unfilled output")
+        taint = self.taint
+        if torch.Tag.dynamic_output_shape in tags:
+            # indexing a tainted source by clean indices has a fixed shape (a tainted index is
+            # a read: a boolean one decides the shape, an integer one whether it is in range)
+            if name in ("index", "_unsafe_index") and args and all(
+                    _skey(t) not in taint for t in flat_tensors(args[1:], kwargs)):
+                return
+            raise ValuesObserved(f"{name}: an output shape depends on values derived from an unfilled output")
+        if name in _INDEXING_OPS and any(_skey(t) in taint and not t.dtype.is_floating_point
+                                         and t.dtype != torch.bool for t in flat_in):
+            # whether an index is in range (the op raises, or not) is a read of its value
+            raise ValuesObserved(f"{name}: an index derived from an unfilled output")
+        if name in ("index_put", "_index_put_impl", "masked_fill"):
+            # _constant_mask_write reads one element of a stand-in mask
+            if any(_is_stand_in(t) and t.dtype == torch.bool and _skey(t) in taint for t in flat_in):
+                raise ValuesObserved(f"{name}: a mask derived from an unfilled output")
+
     def _fake_output(self, func, args, kwargs):
-        """Output of ``func`` computed on meta tensors, then materialised as random data."""
+        """Output of ``func`` computed on meta tensors, then materialised: random data from
+        ``fill_gen``, or zeros for a lazy fill (tainted by the caller)."""
         def to_meta(x):
             return x.to("meta") if isinstance(x, torch.Tensor) else x
         meta_out = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
+        gen = self.fill_gen
+        lazy = self.lazy_fill
 
         def mat(x):
             if not isinstance(x, torch.Tensor):
                 return x
-            if x.dtype.is_floating_point and x.element_size() >= 2:
-                return torch.randn(x.shape, dtype=x.dtype).mul_(0.1)  # in place: same values
+            if not lazy and x.dtype.is_floating_point and x.element_size() >= 2:
+                return torch.randn(x.shape, dtype=x.dtype, generator=gen).mul_(0.1)  # in place: same values
             return torch.zeros(x.shape, dtype=x.dtype)
         return map_tree(mat, meta_out)
 
@@ -677,6 +774,28 @@ class _CountingMode(TorchDispatchMode):
             c.cuda_by_precision[_prec_cuda_class(_cuda_class(o.dtype, o.dtype), self.rank(o))] += o.numel()
 
 
+class _ShortCircuitMode(TorchDispatchMode):
+    """The real run's generation of custom inputs: matmul-class ops get random outputs and
+    large floating results are stand-ins, exactly as under a non-lazy :class:`_CountingMode`
+    (same functions, same random draws), with nothing counted."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as _CountingMode: nothing is compiled here
+
+    def __init__(self):
+        super().__init__()
+        self.fill_gen = torch.Generator().manual_seed(0)
+        self.lazy_fill = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _packet(func) in _MMA_PACKETS:
+            return _CountingMode._fake_output(self, func, args, kwargs)
+        out = _stand_in(func, args, kwargs)
+        return func(*args, **kwargs) if out is None else out
+
+
 #: real-tensor runs: a floating-point result at least this large is replaced by a stand-in
 STAND_IN_BYTES = 64 << 20
 
@@ -707,11 +826,13 @@ def _written_args(func):
     return got
 
 
-def _stand_in(func, args, kwargs, flat=None):
+def _stand_in(func, args, kwargs, flat=None, fresh=None):
     """In a real-tensor run, skip work whose result only matters by its shape: an in-place
     write into a stand-in, and any op whose floating-point outputs are all large (each is
     returned as a stand-in). Returns None when the op must really run. ``flat``: the tensors
-    of ``args`` and ``kwargs`` (:func:`flat_tensors`) when the caller has them."""
+    of ``args`` and ``kwargs`` (:func:`flat_tensors`) when the caller has them. ``fresh``: a dict
+    that gets ``{"fresh": True}`` when the result is a new stand-in (a value not computed
+    from the operands)."""
     written = _written_args(func)
     if written is None:
         return None
@@ -722,7 +843,7 @@ def _stand_in(func, args, kwargs, flat=None):
         # only applies to a non-writing op with 1 MiB of inputs or more, or none at all
         if written or (flat and sum(x.numel() * x.element_size() for x in flat) < (1 << 20)):
             return None
-        return _large_result(func, args, kwargs)
+        return _large_result(func, args, kwargs, fresh)
     schema = func._schema
     masked = _constant_mask_write(func, args, kwargs, bool(written))
     if masked is not None:
@@ -734,12 +855,49 @@ def _stand_in(func, args, kwargs, flat=None):
     const = _constant_pointwise(func, args, kwargs)
     if const is not None:
         return const
-    return _large_result(func, args, kwargs)
+    return _large_result(func, args, kwargs, fresh)
 
 
-def _large_result(func, args, kwargs):
+#: metadata keys (:func:`_meta_key`) of calls whose results are not all large floating
+#: tensors: the meta run that decides it is a function of that metadata alone (meta-device ops
+#: draw from no generator), so a loop repeating a call at the same shapes decides it once
+_NOT_LARGE: set = set()
+
+
+def _meta_key(func, args, kwargs):
+    """A hashable key of everything a meta run of ``func`` sees: each tensor's shape, strides,
+    storage offset and dtype, every other argument as is; None when one is unhashable."""
+    def frz(x):
+        if isinstance(x, torch.Tensor):
+            return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+        if isinstance(x, (list, tuple)):
+            return (type(x).__name__, tuple(frz(y) for y in x))
+        if isinstance(x, dict):
+            return ("D", tuple(sorted((k, frz(v)) for k, v in x.items())))
+        return x
+    try:
+        key = (func, frz(args), frz(kwargs))
+        hash(key)
+        return key
+    except (TypeError, RuntimeError):  # unhashable, or a tensor without strides
+        return None
+
+
+def _large_result(func, args, kwargs, fresh=None):
     """Stand-ins for the results of ``func`` when every result is a floating-point tensor of
     at least STAND_IN_BYTES (shapes from the meta device); None otherwise (run it)."""
+    key = _meta_key(func, args, kwargs)
+    if key is not None and key in _NOT_LARGE:
+        return None
+    out = _large_result_meta(func, args, kwargs, fresh)
+    if out is None and key is not None:
+        if len(_NOT_LARGE) >= 1 << 16:
+            _NOT_LARGE.clear()
+        _NOT_LARGE.add(key)
+    return out
+
+
+def _large_result_meta(func, args, kwargs, fresh=None):
     to_meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
     mkwargs = tree_map(to_meta, kwargs)
     if "device" in mkwargs:  # factory ops (randn, empty, zeros): shape on the meta device
@@ -753,9 +911,12 @@ def _large_result(func, args, kwargs):
                        or x.numel() * x.element_size() < STAND_IN_BYTES for x in outs):
         return None
     try:
-        return tree_map(lambda x: stand_in(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x, meta_out)
+        out = tree_map(lambda x: stand_in(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x, meta_out)
     except Exception:  # noqa: BLE001 - a dtype without a cast (packed fp4): run it
         return None
+    if fresh is not None:
+        fresh["fresh"] = True
+    return out
 
 
 def _prec_cuda_class(cls: str, rank: int) -> str:
@@ -1002,7 +1163,7 @@ def _custom_inputs(problem, workload, env, device: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------
 
-def _run_once(problem, workload, *, real: bool, meta: bool = False) -> Counts:
+def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: bool = False) -> Counts:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     counts = Counts(mode="real" if real else ("meta" if meta else "fake"), real_tensors=real)
@@ -1020,7 +1181,7 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False) -> Counts:
         gen_device = "meta"
     else:
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    mode = _CountingMode(counts, short_circuit=real)
+    mode = _CountingMode(counts, short_circuit=real, lazy_fill=real and lazy_fill)
     ctx_stack = []
     try:
         if fake_mode is not None:
@@ -1031,8 +1192,7 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False) -> Counts:
                 # generating inputs is not part of the workload: the short-circuit mode
                 # only keeps big GEMMs in the generator from running on the CPU
                 if real:
-                    gen_counts = Counts()
-                    with _CountingMode(gen_counts, short_circuit=True):
+                    with _ShortCircuitMode():
                         vals = _custom_inputs(problem, workload, env, "cpu")
                 else:
                     vals = _custom_inputs(problem, workload, env, gen_device)
@@ -1130,7 +1290,7 @@ def _storage_key(t: torch.Tensor):
 
 def count_workload(problem, workload, *, allow_real: bool = True,
                    max_real_bytes: float = 6e9, meta: bool = True,
-                   fake_failed: str | None = None) -> Counts:
+                   fake_failed: str | None = None, lazy_fill: bool = True) -> Counts:
     """Count the work of ``problem``'s reference on ``workload`` (see module docstring).
 
     Args:
@@ -1145,6 +1305,10 @@ def count_workload(problem, workload, *, allow_real: bool = True,
             run, go straight to real tensors. The real run counts the same reference on values,
             so it is as valid as a fake run would be; it only skips a retry that, for a
             reference that reads values, costs up to a second per workload and fails again.
+        lazy_fill: the real run first leaves short-circuited outputs (matmuls, attention)
+            unfilled (:class:`_CountingMode`); when a value derived from one is read
+            (:class:`ValuesObserved`), it runs again with them filled. Either way the counts
+            are those of the filled run; ``Counts.notes`` records a repeated run.
 
     Raises:
         CountingError: no run succeeded (the message gives the reasons).
@@ -1168,7 +1332,16 @@ def count_workload(problem, workload, *, allow_real: bool = True,
         raise CountingError(f"fake run failed ({fake_err}); inputs of {declared / 1e9:.1f} GB are "
                             f"too large for the real CPU fallback")
     try:
-        c = _run_once(problem, workload, real=True)
+        c = None
+        if lazy_fill:
+            try:
+                c = _run_once(problem, workload, real=True, lazy_fill=True)
+            except ValuesObserved as e:
+                observed = str(e)
+        if c is None:
+            c = _run_once(problem, workload, real=True)
+            if lazy_fill:
+                c.notes.append(f"{FILLED_NOTE} ({observed})")
     except Exception as e:  # noqa: BLE001
         raise CountingError(f"fake run failed ({fake_err}); real run failed "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None

@@ -1,0 +1,155 @@
+"""Real-tensor runs leave matmul-class outputs unfilled (lazy fill) until a value derived from
+one is read: such a read voids the run and it is repeated with filled outputs, so the counts are
+always those of the filled run (counting.ValuesObserved, count_workload's ``lazy_fill``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from solbench.sol.batch import problem_counts
+from solbench.sol.cache import counts_to_json
+from solbench.sol.counting import FILLED_NOTE, ValuesObserved, _run_once, count_workload
+from solbench.spec import load_problem
+
+#: reads input values (so it counts on real tensors), never the product's
+READS_INPUT_ONLY = """import torch
+def run(x, w):
+    k = int((x[:, 0] > 0).sum().item())
+    h = x[: max(k, 1)] @ w
+    return torch.relu(h) * 2.0
+"""
+
+#: how much work follows depends on the product's values
+READS_PRODUCT = """import torch
+def run(x, w):
+    n = int((x @ w > 0).sum().item())
+    return (x @ w) + (torch.ones(n + 1) * 2.0).sum()
+"""
+
+READS_PRODUCT_TOLIST = """import torch
+def run(x, w):
+    k = int((x[:, 0] > 0).sum().item())
+    v = (x @ w)[0, :4].tolist()
+    return x * (1.0 + k + sum(v))
+"""
+
+MASKS_BY_PRODUCT = """import torch
+def run(x, w):
+    k = int((x[:, 0] > 0).sum().item())
+    y = x @ w
+    return y[y > 0] * float(k)
+"""
+
+#: unfilled products are dropped; later tensors of the same size (likely at the same storage
+#: address) are computed from the inputs only, and their values are read
+DROPS_PRODUCTS = """import torch
+def run(x, w):
+    for _ in range(8):
+        t = (x @ w) * 3.0
+        del t
+    u = x * 1.0
+    if u.sum().item() > 1e30:
+        return u * 2.0
+    return u
+"""
+
+
+#: indices computed from the product: with filled (random) values they fall out of range
+INDEXES_BY_PRODUCT = """import torch
+def run(x, w):
+    k = int((x[:, 0] > 0).sum().item())
+    idx = ((x @ w) * 1e6).long()
+    return x.reshape(-1)[idx] * float(k)
+"""
+
+
+def _problem(tmp_path: Path, reference: str, n: int = 32, name: str = "p"):
+    d = tmp_path / name
+    d.mkdir()
+    defn = {"name": name, "axes": {"N": {"type": "var"}},
+            "inputs": {"x": {"shape": ["N", "N"], "dtype": "float32"},
+                       "w": {"shape": ["N", "N"], "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["N", "N"], "dtype": "float32"}}, "reference": reference}
+    (d / "definition.json").write_text(json.dumps(defn))
+    (d / "workload.jsonl").write_text("".join(
+        json.dumps({"uuid": f"w{i}", "axes": {"N": n + 8 * i},
+                    "inputs": {"x": {"type": "random"}, "w": {"type": "random"}}}) + "\n" for i in range(2)))
+    return load_problem(d)
+
+
+def _same_counts(a, b):
+    """Every counted field equal (notes and the fake run's error say how, not what)."""
+    ja, jb = counts_to_json(a), counts_to_json(b)
+    for k in ("notes", "fake_error"):
+        ja.pop(k), jb.pop(k)
+    assert ja == jb
+
+
+def test_a_reference_that_never_reads_its_products_counts_lazily_as_filled(tmp_path):
+    p = _problem(tmp_path, READS_INPUT_ONLY)
+    w = p.workloads[0]
+    lazy = _run_once(p, w, real=True, lazy_fill=True)  # no ValuesObserved
+    filled = _run_once(p, w, real=True, lazy_fill=False)
+    _same_counts(lazy, filled)
+    # hand-worked: one k x 32 x 32 product, 2 FLOP per MAC, k = rows of x with x[:, 0] > 0
+    assert lazy.mma_flops["fp32"] > 0 and lazy.mma_flops["fp32"] % (2 * 32 * 32) == 0
+    c = count_workload(p, w)
+    assert c.mode == "real" and not any(n.startswith(FILLED_NOTE) for n in c.notes)
+
+
+def test_a_read_of_a_products_values_repeats_the_run_filled(tmp_path):
+    p = _problem(tmp_path, READS_PRODUCT)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved):
+        _run_once(p, w, real=True, lazy_fill=True)
+    filled = _run_once(p, w, real=True, lazy_fill=False)
+    c = count_workload(p, w)
+    _same_counts(c, filled)
+    assert any(n.startswith(FILLED_NOTE) for n in c.notes)
+    # the work after the read depends on the filled values: n + 1 elements multiplied by 2,
+    # with n the positive entries of the filled 32 x 32 product (a zero fill would give n = 0)
+    ones_mul = filled.cuda_flops["fp32"] - 32 * 32 - 32 * 32  # minus the compare and the add
+    assert ones_mul > 1
+
+
+@pytest.mark.parametrize("ref", [READS_PRODUCT_TOLIST, MASKS_BY_PRODUCT], ids=["tolist", "boolean-mask"])
+def test_value_reads_outside_item_are_seen(tmp_path, ref):
+    p = _problem(tmp_path, ref)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved):
+        _run_once(p, w, real=True, lazy_fill=True)
+    _same_counts(count_workload(p, w), _run_once(p, w, real=True, lazy_fill=False))
+
+
+def test_a_reused_storage_address_is_not_taken_for_an_unfilled_value(tmp_path):
+    p = _problem(tmp_path, DROPS_PRODUCTS)
+    w = p.workloads[0]
+    lazy = _run_once(p, w, real=True, lazy_fill=True)  # u is computed from x alone: no ValuesObserved
+    _same_counts(lazy, _run_once(p, w, real=True, lazy_fill=False))
+
+
+def test_problem_counts_fills_at_once_after_a_read(tmp_path):
+    p = _problem(tmp_path, READS_PRODUCT)
+    together = problem_counts(p)
+    assert any(n.startswith(FILLED_NOTE) for n in together[0].notes)
+    assert not any(n.startswith(FILLED_NOTE) for n in together[1].notes)  # filled from the start
+    for c, w in zip(together, p.workloads):
+        _same_counts(c, _run_once(p, w, real=True, lazy_fill=False))
+
+
+def test_an_index_derived_from_a_product_is_a_read(tmp_path):
+    """Whether an index is in range decides whether the op raises: a zero fill would give
+    valid indices (and a count) where the filled run fails."""
+    from solbench.sol.counting import CountingError
+
+    p = _problem(tmp_path, INDEXES_BY_PRODUCT)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved):
+        _run_once(p, w, real=True, lazy_fill=True)
+    with pytest.raises((IndexError, RuntimeError)):
+        _run_once(p, w, real=True, lazy_fill=False)
+    with pytest.raises(CountingError):
+        count_workload(p, w)
