@@ -19,7 +19,7 @@
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -110,6 +110,15 @@ case "$stage" in
       [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }
     done
     grep -h "^real\|as expected" "$R/demo.log" 2>/dev/null | tail -16
+    ;;
+  s8a)  # after the isolation, measurement and SOL changes: host launch gaps, sandbox probe,
+        # the late-finalizer hostile, the CUDA corpus at full strength, honest kernels vs SOL
+    step host_gap 60 python3 bench/host_gap_check.py --out "$R/host_gap.json"
+    step sandbox 95 python3 bench/sandbox_device.py --device cuda --out "$R/sandbox_device.json" --budget-s 80
+    step late_finalizer 60 python3 -m solbench.cli eval tests/adversarial/problems/add_large_f32 \
+      --solution tests/adversarial/cuda/late_finalizer_write.py --device cuda -o "$R/late_finalizer.jsonl"
+    step corpus 250 python3 bench/integrity_gpu.py --quick --jobs 6 --wall-s 90 --out "$R/integrity"
+    step sol_honest 130 python3 bench/sol_honest_device.py --out "$R/sol_honest.json" --budget-s 110
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
