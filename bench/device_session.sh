@@ -19,7 +19,7 @@
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -119,6 +119,16 @@ case "$stage" in
       --solution tests/adversarial/cuda/late_finalizer_write.py --device cuda -o "$R/late_finalizer.jsonl"
     step corpus 250 python3 bench/integrity_gpu.py --quick --jobs 6 --wall-s 90 --out "$R/integrity"
     step sol_honest 130 python3 bench/sol_honest_device.py --out "$R/sol_honest.json" --budget-s 110
+    ;;
+  s8b)  # launch gaps (plain process; the harness's reference with and without the sandbox),
+        # the persisting-L2 reset and the A/A distribution (bench/meas_device.sh), the CUDA demo
+    step host_gap 40 python3 bench/host_gap_check.py --out "$R/host_gap.json"
+    step ref_sandbox 45 python3 -m solbench.cli eval .devdata/upstream-examples/triton/rmsnorm -w 33bf737d \
+      --device cuda -o "$R/ref_sandbox.jsonl"
+    SOLBENCH_SANDBOX=off step ref_nosandbox 45 python3 -m solbench.cli eval .devdata/upstream-examples/triton/rmsnorm \
+      -w 33bf737d --device cuda -o "$R/ref_nosandbox.jsonl"
+    OUT="$R" AA_BUDGET_S="${AA_BUDGET_S:-170}" step meas 290 bash bench/meas_device.sh
+    step demo 110 bash -c 'time python3 -m solbench.cli demo --device cuda'
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac

@@ -54,27 +54,22 @@ def _spans(fn, iters, activities):
     from torch.profiler import profile
 
     torch.cuda.synchronize()
-    marks = []
     with profile(activities=activities) as prof:
         for i in range(iters):
             torch.cuda.synchronize()
             fn()
             torch.cuda.synchronize()
-            marks.append(i)
     kern = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     kern.sort(key=lambda e: e.time_range.start)
-    # group kernels into calls by the idle gaps the synchronize() leaves between calls
-    calls, cur = [], []
-    for e in kern:
-        if cur and e.time_range.start - cur[-1].time_range.end > 200:  # us: a sync gap
-            calls.append(cur)
-            cur = []
-        cur.append(e)
-    if cur:
-        calls.append(cur)
+    # every call launches the same kernels: split the ordered list into `iters` equal calls
+    # (a count that does not divide means a stray kernel; the figures are then not reported)
+    if not kern or len(kern) % iters:
+        return float("nan"), float("nan"), len(kern)
+    per = len(kern) // iters
+    calls = [kern[i * per:(i + 1) * per] for i in range(iters)]
     spans = [c[-1].time_range.end - c[0].time_range.start for c in calls]
     ksum = [sum(e.time_range.end - e.time_range.start for e in c) for c in calls]
-    return statistics.median(spans) / 1e3, statistics.median(ksum) / 1e3, len(calls)
+    return statistics.median(spans) / 1e3, statistics.median(ksum) / 1e3, per
 
 
 def main() -> None:
@@ -102,14 +97,15 @@ def main() -> None:
         sc, ks, n1 = _spans(fn, a.iters, [ProfilerActivity.CUDA])
         scc, _, n2 = _spans(fn, a.iters, [ProfilerActivity.CPU, ProfilerActivity.CUDA])
         rows.append({"case": name, "events_ms": statistics.median(ev), "span_cuda_ms": sc,
-                     "span_cpu_cuda_ms": scc, "ksum_ms": ks, "calls_seen": [n1, n2]})
+                     "span_cpu_cuda_ms": scc, "ksum_ms": ks, "kernels_per_call": [n1, n2]})
     print(f"{'case':40s} {'events':>9s} {'span CUDA':>10s} {'span CPU+CUDA':>14s} {'kernel sum':>11s}")
     for r in rows:
         print(f"{r['case']:40s} {r['events_ms']:9.4f} {r['span_cuda_ms']:10.4f} "
               f"{r['span_cpu_cuda_ms']:14.4f} {r['ksum_ms']:11.4f}")
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows]
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": clean}, f, indent=1)
 
 
 if __name__ == "__main__":
