@@ -367,16 +367,18 @@ class _CountingMode(TorchDispatchMode):
         self.c = counts
         self.depth = 0  # > 0 while inside an analytically counted SDPA call
         self.short_circuit = short_circuit
-        #: short-circuit outputs are filled with random values (from ``fill_gen``, never the
-        #: global generator: the reference's own random draws are the same either way), or,
-        #: with ``lazy_fill``, left as zeros and *tainted*: ``taint`` holds the storage keys of
+        #: short-circuit outputs are filled with random values (never from the global
+        #: generator: the reference's own random draws are the same either way), or, with
+        #: ``lazy_fill`` and LAZY_FILL_MIN_ELEMS or more, left as zeros and *tainted*: ``taint`` holds the storage keys of
         #: every tensor whose values derive from an unfilled output. A tainted value reaching
         #: a value read (``.item()``, a data-dependent shape, ``.tolist()``, an op that raises)
         #: raises :class:`ValuesObserved`; a run that ends without one counted exactly what a
         #: filled run counts, since counts depend on values only through those reads
         self.lazy_fill = lazy_fill
         self.taint: set = set()
-        self.fill_gen = torch.Generator().manual_seed(0) if short_circuit else None
+        #: fills made so far: fill k draws from a generator seeded k, so it holds the same
+        #: values whether or not earlier outputs were left unfilled
+        self.fills = 0
         #: storage key -> input name, and per input: read in full? bytes gathered
         self.input_storages: dict = {}
         self.full_read: set[str] = set()
@@ -585,9 +587,11 @@ class _CountingMode(TorchDispatchMode):
         if tainted_in:
             self._check_values_unread(func, name, args, kwargs, flat_in)
         fresh = {}
+        unfilled = ()
         if self.short_circuit and name in _MMA_PACKETS:
-            out = self._fake_output(func, args, kwargs)
-            tainted_out = self.lazy_fill
+            # the outputs' values depend on no operand: only those left unfilled are tainted
+            out, unfilled = self._fake_output(func, args, kwargs)
+            tainted_out = False
         elif self.short_circuit:
             out = _stand_in(func, args, kwargs, flat_in, fresh)
             if out is None:
@@ -609,6 +613,8 @@ class _CountingMode(TorchDispatchMode):
             # address was reused
             for t in flat_tensors(out):
                 taint.discard(_skey(t))
+        for t in unfilled:
+            taint.add(_skey(t))
         try:
             flat_out = flat_tensors(out)
             self.propagate(name, args, flat_in, flat_out)
@@ -654,21 +660,30 @@ class _CountingMode(TorchDispatchMode):
                 raise ValuesObserved(f"{name}: a mask derived from an unfilled output")
 
     def _fake_output(self, func, args, kwargs):
-        """Output of ``func`` computed on meta tensors, then materialised: random data from
-        ``fill_gen``, or zeros for a lazy fill (tainted by the caller)."""
+        """Output of ``func`` computed on meta tensors, then materialised: floating outputs of
+        16-bit or wider as random data (fill k from a generator seeded k), others as zeros.
+        With ``lazy_fill``, a floating output of LAZY_FILL_MIN_ELEMS or more is left as zeros
+        instead. Returns (output, the outputs left unfilled: the caller taints them)."""
         def to_meta(x):
             return x.to("meta") if isinstance(x, torch.Tensor) else x
         meta_out = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
-        gen = self.fill_gen
-        lazy = self.lazy_fill
+        lazy = getattr(self, "lazy_fill", False)
+        unfilled = []
 
         def mat(x):
             if not isinstance(x, torch.Tensor):
                 return x
-            if not lazy and x.dtype.is_floating_point and x.element_size() >= 2:
+            if x.dtype.is_floating_point and x.element_size() >= 2:
+                k = self.fills
+                self.fills += 1
+                if lazy and x.numel() >= LAZY_FILL_MIN_ELEMS:
+                    z = torch.zeros(x.shape, dtype=x.dtype)
+                    unfilled.append(z)
+                    return z
+                gen = torch.Generator().manual_seed(k)
                 return torch.randn(x.shape, dtype=x.dtype, generator=gen).mul_(0.1)  # in place: same values
             return torch.zeros(x.shape, dtype=x.dtype)
-        return map_tree(mat, meta_out)
+        return map_tree(mat, meta_out), unfilled
 
     def _record(self, func, name, args, kwargs, out, flat_in, flat_out) -> None:
         c = self.c
@@ -785,16 +800,20 @@ class _ShortCircuitMode(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.fill_gen = torch.Generator().manual_seed(0)
+        self.fills = 0
         self.lazy_fill = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if _packet(func) in _MMA_PACKETS:
-            return _CountingMode._fake_output(self, func, args, kwargs)
+            return _CountingMode._fake_output(self, func, args, kwargs)[0]
         out = _stand_in(func, args, kwargs)
         return func(*args, **kwargs) if out is None else out
 
+
+#: lazy fills leave short-circuit outputs of at least this many elements unfilled; smaller
+#: ones cost less to fill (about 5 ns an element) than tainting costs every later op
+LAZY_FILL_MIN_ELEMS = 1 << 16
 
 #: real-tensor runs: a floating-point result at least this large is replaced by a stand-in
 STAND_IN_BYTES = 64 << 20
