@@ -167,7 +167,9 @@ register("timing_plausibility", H, """The parent's round trip exceeds the report
     than the no-op overhead on most iterations (patched clock, work outside the timed window).""",
          advisory_when="""on the CPU unless the excess is gross (10x reported + 10 ms on most
     iterations); on CUDA when the call's own event window does not show the excess (host or GPU
-    busy with other processes).""")
+    busy with other processes), and when it does show it on most iterations (host work inside the
+    call: then each sample is the larger of the device span and that window, so the work is counted
+    in the latency instead of judged).""")
 register("background_thread", H, """OS threads of the worker appeared during timed calls and
     outlived them (read from /proc by the parent; a joined pool's threads are gone).""")
 register("child_process", H, """The worker started a process (not an allowed compile/runtime

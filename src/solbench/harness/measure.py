@@ -178,6 +178,13 @@ def first_call_outliers(samples: list[float], sizes: list[int]) -> list[dict]:
     return out
 
 
+def _window_holds_excess(f: Finding, n: int) -> bool:
+    """Did the call's own event window show the unexplained time on most of the ``n``
+    iterations (``guards.plausibility_finding``'s ``call_window_agrees``)?"""
+    agrees = f.evidence.get("call_window_agrees")
+    return isinstance(agrees, int) and agrees * 2 > n
+
+
 def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes: int,
                  findings: list[Finding] | None, overhead: float,
                  plausibility_overhead: float | None = None) -> TimingStats:
@@ -210,6 +217,19 @@ def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes
                                         is not None else overhead,
                                         severity="hack" if is_cuda else "advisory",
                                         gross_hack=True, call_window_ms=ev_win)
+        if f is not None and cupti_ok and f.severity == "hack" and ev_win is not None \
+                and _window_holds_excess(f, len(samples)):
+            # the call's own event window holds host work the device span leaves out (a thread
+            # pool started in the call, a CPU step before the first launch): that time is the
+            # candidate's cost, so it is counted rather than judged. A latency that includes it
+            # cannot read faster than the work done, and an honest candidate with heavy host
+            # work is not called a hack.
+            samples = [max(s, w) for s, w in zip(samples, ev_win)]
+            notes.append("host work inside the call: each sample is the larger of the device span "
+                         "and the call's CUDA-event window")
+            f = finding("timing_plausibility", f.message + "; host work inside the call, counted in the "
+                        "latency (each sample the larger of device span and event window)",
+                        {**f.evidence, "counted": True}, advisory=True)
         if f is not None:
             findings.append(f)
     l2 = sorted({b.l2_reset for b in blocks if b.l2_reset not in (None, "ok")})
