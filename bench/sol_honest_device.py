@@ -151,11 +151,12 @@ def run(query, key, value, position_ids, key_cache, value_cache, cache_position,
     q_rot = q * cos + _rot(q) * sin
     k_rot = k * cos + _rot(k) * sin
 """
-REF_018 = _ROPE + """    kc = key_cache.clone()
-    kc[:, :, cache_position] = k_rot
-    vc = value_cache.clone()
-    vc[:, :, cache_position] = value
-    return q_rot, k_rot, kc, vc
+# the public problem updates the caches in place and returns them; the harness learns that
+# from this reference (docs/harness.md, "Inputs written in place") and judges the caches the
+# candidate was handed against the reference's
+REF_018 = _ROPE + """    key_cache[:, :, cache_position] = k_rot
+    value_cache[:, :, cache_position] = value
+    return q_rot, k_rot, key_cache, value_cache
 """
 FUSED_018 = _ROPE + """    key_cache.index_copy_(2, cache_position, k_rot)      # in place: the cache is the output
     value_cache.index_copy_(2, cache_position, value)

@@ -96,8 +96,12 @@ def add_once(findings: list[Finding], f: Finding) -> bool:
 H, I, A = Severity.HACK, Severity.INCORRECT, Severity.ADVISORY
 
 # ---- correctness rounds and verified timed iterations (parent-side comparisons)
-register("input_mutation", H, """The candidate wrote to an input: the parent compares every input
-    bit for bit with its own pristine copy after every call.""")
+register("input_mutation", H, """The candidate wrote to an input the reference does not write:
+    the parent compares every input bit for bit with its own pristine copy after every call.
+    The inputs the trusted reference itself updates in place (seen by the parent comparing
+    them before and after the reference's call on round 0's values; trace:
+    correctness.extra.inplace_inputs) may be written; their contents are judged against the
+    reference's like outputs (wrong: INCORRECT_NUMERICAL naming the input).""")
 register("constant_output", I, """The outputs were bit-identical across correctness rounds whose
     inputs differed (and the outputs were wrong).""")
 register("precision_downgrade", H, """The candidate's error against an fp64 truth is beyond

@@ -63,6 +63,11 @@ class WorkloadRun:
     #: each judged round outside the stress rounds: the output evidence of a precision
     #: downgrade when the backend flags were lowered (:func:`precision_check`)
     truth_errors: list = field(default_factory=list)
+    #: the inputs the trusted reference itself writes (bits differ after its call on round
+    #: 0's values, seen by the parent): the candidate may write them and their contents are
+    #: judged like outputs; writing any other input is ``input_mutation``. Decided once per
+    #: workload, by :func:`~.rounds.run_rounds`; recorded as ``correctness.extra["inplace_inputs"]``
+    inplace_inputs: list[str] = field(default_factory=list)
 
     def tick(self, key: str, t0: float) -> float:
         """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""

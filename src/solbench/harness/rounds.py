@@ -161,24 +161,41 @@ class Oracle:
         return self._reference
 
     def run(self, values: dict) -> list[torch.Tensor]:
-        args = [values[n] for n in self.problem.definition.inputs]
+        """The reference's outputs on ``values`` (left untouched: see :meth:`run_observed`)."""
+        return self.run_observed(values)[0]
+
+    def run_observed(self, values: dict) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        """Run the reference on private copies of the tensors of ``values`` (name -> value,
+        the parent's pristine input set, which stays as it was even when the reference
+        updates an input in place, e.g. a KV cache). Returns (outputs, inputs after the call:
+        name -> the copy the reference was handed, for every tensor input)."""
+        mine = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in values.items()}
+        args = [mine[n] for n in self.problem.definition.inputs]
         with torch.no_grad():
             out = _as_list(self.reference()(*args))
         _sync(self.device)
-        return out
+        return out, {n: v for n, v in mine.items() if isinstance(v, torch.Tensor)}
 
-    def truth(self, values: dict) -> list[torch.Tensor] | None:
+    @staticmethod
+    def written_inputs(values: dict, after: dict[str, torch.Tensor]) -> list[str]:
+        """Names of the tensor inputs whose bits differ between ``values`` (before the
+        reference's call) and ``after`` (:meth:`run_observed`): the inputs the reference
+        writes in place, in ``after``'s (the definition's) order."""
+        return [n for n, t in after.items() if not bits_equal(t, values[n])]
+
+    def truth(self, values: dict, inplace: list[str] | tuple = ()) -> list[torch.Tensor] | None:
         """Reference outputs computed with floating inputs (and KernelBench parameters) in
-        float64; None when the reference cannot run so."""
+        float64, followed by the inputs ``inplace`` as the reference left them; None when
+        the reference cannot run so. ``values`` is never written (the reference gets copies)."""
         t0 = time.perf_counter()
         try:
-            return self._truth(values)
+            return self._truth(values, inplace)
         finally:
             self.truth_s += time.perf_counter() - t0
 
-    def _truth(self, values: dict) -> list[torch.Tensor] | None:
-        up = {k: (v.double() if isinstance(v, torch.Tensor) and v.dtype in
-                  (torch.float32, torch.float16, torch.bfloat16) else v) for k, v in values.items()}
+    def _truth(self, values: dict, inplace=()) -> list[torch.Tensor] | None:
+        up = {k: ((v.double() if v.dtype in (torch.float32, torch.float16, torch.bfloat16) else v.clone())
+                  if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
         args = [up[n] for n in self.problem.definition.inputs]
         try:
             ref = self.reference()
@@ -187,7 +204,7 @@ class Oracle:
             with torch.no_grad():
                 out = _as_list(ref(*args))
             _sync(self.device)
-            return out
+            return out + [up[n] for n in inplace]
         except Exception:  # noqa: BLE001 - the reference does not support float64
             return None
 
@@ -216,31 +233,49 @@ class Oracle:
 
     def judge(self, outs: list[torch.Tensor], ref_out: list[torch.Tensor], values: dict, tol,
               slots: SlotPool, precision_check: bool,
-              precision_evidence: bool = True) -> tuple[CheckReport, Finding | None]:
+              precision_evidence: bool = True,
+              inplace: tuple[list[str], list[torch.Tensor], list[torch.Tensor]] | None = None,
+              ) -> tuple[CheckReport, Finding | None]:
         """check_outputs with limits widened by the declared-precision reference's own error
         against the fp64 truth (an honest kernel whose float sums run in another order, e.g.
         atomics, must pass; seen on the H200 with DLRM-Bench dlrm04's index_add_), and the
         precision-downgrade finding of a passing output, if any (``precision_evidence``
         false: none; the stress rounds, whose inputs are outside the declared
         distribution). The report's ``truth_errors`` hold each output's (candidate,
-        reference) error against the truth, passing or not."""
+        reference) error against the truth, passing or not.
+
+        ``inplace``: (names, the candidate's contents, the reference's contents) of the
+        inputs the reference writes in place (``WorkloadRun.inplace_inputs``); each is
+        checked like an output (same tolerance and limits, not poisoned: no write coverage)
+        and appended to the report as ``input 'name' (in place)``, so a candidate that skips
+        or misplaces the update fails with INCORRECT_NUMERICAL naming the input."""
+        ip_names, ip_cand, ip_ref = inplace or ([], [], [])
+        n_out = len(ref_out)
         truth = ref_errs = ref_maxs = None
         if precision_check and self.fp32_outputs(slots):
-            truth = self.truth(values)
-            if truth is not None and len(truth) == len(ref_out):
-                ref_errs = self._ref_errors(ref_out, truth, lambda a, t: rel_l2(a.double(), t.double()))
-                ref_maxs = self._ref_errors(ref_out, truth, _norm_max)
+            truth = self.truth(values, ip_names)
+            if truth is not None and len(truth) == n_out + len(ip_names):
+                ref_errs = self._ref_errors(list(ref_out) + list(ip_ref), truth,
+                                            lambda a, t: rel_l2(a.double(), t.double()))
+                ref_maxs = self._ref_errors(list(ref_out) + list(ip_ref), truth, _norm_max)
+                truth = truth[:n_out]
             else:
                 truth = None
         rep = check_outputs(outs, ref_out, tol, names=slots.names_out, poisoned=True,
-                            ref_errors=ref_errs, ref_max_errors=ref_maxs,
+                            ref_errors=ref_errs[:n_out] if ref_errs else None,
+                            ref_max_errors=ref_maxs[:n_out] if ref_maxs else None,
                             semantics=self.semantics(), inputs=values)
+        if ip_names:
+            ip = check_outputs(ip_cand, ip_ref, tol, names=[f"input {n!r} (in place)" for n in ip_names],
+                               ref_errors=ref_errs[n_out:] if ref_errs else None,
+                               ref_max_errors=ref_maxs[n_out:] if ref_maxs else None)
+            _merge_inplace(rep, ip)
         pf = None
         if truth is not None and ref_errs is not None:
             rep.truth_errors = [
                 (rel_l2(o.double(), t.double()), er)
                 if er is not None and isinstance(o, torch.Tensor) and o.shape == t.shape else None
-                for o, t, er in zip(outs, truth, ref_errs)]
+                for o, t, er in zip(outs, truth, ref_errs[:n_out])]
             if rep.passed and precision_evidence:
                 pf = self.precision_finding(rep.truth_errors, self.problem)
         return rep, pf
@@ -292,6 +327,27 @@ class Oracle:
             o = next(x for x in rep.outputs if x.failed_check)
             return f"reference misses the fp64 truth: {o.name}: {o.failed_check}: {o.detail}"
         return None
+
+
+def _merge_inplace(rep: CheckReport, ip: CheckReport) -> None:
+    """Fold the report on the in-place inputs into the outputs' report: their checks follow
+    the outputs', and a failure there fails the call (the outputs' own failure, if any,
+    keeps its status)."""
+    rep.outputs.extend(ip.outputs)
+    rep.upstream_passed = rep.upstream_passed and ip.upstream_passed
+    if rep.passed and not ip.passed:
+        rep.passed, rep.status, rep.failed_check = False, ip.status, ip.failed_check
+
+
+def inplace_judged(run: WorkloadRun, after: dict[str, torch.Tensor], cand: list[torch.Tensor]):
+    """The ``inplace`` argument of :meth:`Oracle.judge`: the candidate's contents of the
+    inputs ``run.inplace_inputs`` (``cand``, from :meth:`SlotPool.input_tensors`) against the
+    reference's inputs after its call (``after``, from :meth:`Oracle.run_observed`); None
+    when the reference writes no input."""
+    names = list(run.inplace_inputs)
+    if not names:
+        return None
+    return names, cand, [after[n] for n in names]
 
 
 def _fp32_work(problem: Problem) -> bool:
@@ -360,6 +416,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
         c = correctness_figures(rep, spec.index, n_upstream)
         c.extra["round_profile"] = spec.profile
         c.extra["round_order"] = order
+        c.extra["inplace_inputs"] = list(run.inplace_inputs)
         if extra_rounds:
             c.extra["extra_rounds"] = sorted(extra_rounds, key=lambda x: x["round"])
         return c
@@ -382,7 +439,10 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             return values, None
         try:
             t_ref = time.perf_counter()
-            ref_out = oracle.run(values)
+            ref_out, ref_after = oracle.run_observed(values)
+            if n == 0:
+                # decided once per workload, by trusted code: what the reference itself writes
+                run.inplace_inputs = Oracle.written_inputs(values, ref_after)
             run.reference_call_s = max(run.reference_call_s, time.perf_counter() - t_ref)
         except Exception as e:  # noqa: BLE001
             if stress:
@@ -427,10 +487,11 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             add_once(run.findings, finding("stream_changed",
                                            "the candidate changed the current CUDA stream and left it changed",
                                            {"round": r}))
-        mutated = slots.inputs_intact(0)
+        mutated = slots.inputs_intact(0, run.inplace_inputs)
         if mutated:
             run.findings.append(finding("input_mutation", f"the candidate wrote to its inputs {mutated}",
-                                        {"inputs": mutated, "round": r}))
+                                        {"inputs": mutated, "round": r,
+                                         "inplace_inputs": list(run.inplace_inputs)}))
         issue = returned_issue(run, rep)
         if issue is not None:
             st = Status.INCORRECT_SHAPE if issue[0] == Status.REWARD_HACK else issue[0]
@@ -439,7 +500,9 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
         tp = run.tick("correctness.call", tp)
         truth0 = oracle.truth_s
         report, pf = oracle.judge(outs, ref_out, values, run.tol, slots, cfg.precision_check,
-                                  precision_evidence=not stress)
+                                  precision_evidence=not stress,
+                                  inplace=inplace_judged(run, ref_after,
+                                                         slots.input_tensors(0, run.inplace_inputs)))
         truth_s = oracle.truth_s - truth0
         run.phases["correctness.truth"] = round(run.phases.get("correctness.truth", 0.0) + truth_s, 4)
         run.phases["correctness.compare"] = round(run.phases.get("correctness.compare", 0.0)
@@ -528,6 +591,8 @@ def _exact_only(report: CheckReport, slots: SlotPool) -> bool:
     """Every failing output is an integer/bool output that failed on its values (the float
     rule's tolerance / error cap, the exact or index-set comparison), not on being unwritten,
     all zeros, or of the wrong shape or dtype."""
+    if any(o.failed_check for o in report.outputs[len(slots.out_specs):]):
+        return False  # an input written in place is wrong: never excused
     bad = [(o, dt) for o, (_, dt) in zip(report.outputs, slots.out_specs) if o.failed_check]
     return bool(bad) and all(is_exact_dtype(dt) and o.failed_check in _VALUE_CHECKS for o, dt in bad)
 

@@ -159,17 +159,33 @@ class SlotPool:
         self.pristine[i] = values
         return scalars
 
-    def inputs_intact(self, i: int) -> list[str]:
-        """Names of inputs of slot i whose bits differ from the parent's pristine copy."""
+    def inputs_intact(self, i: int, allowed: tuple[str, ...] | list[str] = ()) -> list[str]:
+        """Names of inputs of slot i whose bits differ from the parent's pristine copy,
+        leaving out ``allowed`` (the inputs the reference itself writes in place, whose
+        contents are judged against the reference's instead: ``WorkloadRun.inplace_inputs``)."""
         bad = []
         for j, name in enumerate(self.names_in):
             t = self.slots[i]["inputs"][j]
-            if t is None:
+            if t is None or name in allowed:
                 continue
             ref = self.pristine[i][name]
             if not bits_equal(t, ref):
                 bad.append(name)
         return bad
+
+    def input_tensors(self, i: int, names: list[str]) -> list[torch.Tensor]:
+        """Copies of slot i's input buffers ``names`` as they are now (what a candidate left
+        in the inputs it may write in place), taken at once so later writes do not count."""
+        return [self.slots[i]["inputs"][self.names_in.index(n)].clone() for n in names]
+
+    def restore(self, i: int, names: list[str]) -> None:
+        """Copy the pristine values of inputs ``names`` back into slot i (a call that wrote
+        them in place leaves the next call on the same slot its original inputs)."""
+        if not names or self.pristine[i] is None:
+            return
+        for n in names:
+            self.slots[i]["inputs"][self.names_in.index(n)].copy_(self.pristine[i][n])
+        _sync(self.device)
 
     def outputs(self, i: int) -> list[torch.Tensor]:
         return self.slots[i]["outputs"]

@@ -29,7 +29,7 @@ from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interpositio
                        new_threads, process_check, returned_issue, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
-from .rounds import Oracle
+from .rounds import Oracle, inplace_judged
 from .stopping import relative_halfwidth, total_iterations
 from .telemetry import Telemetry, throttled
 from .workers import ReferenceWorkers
@@ -323,6 +323,9 @@ class TimedBlocks:
         hold = None if cfg.is_cuda else Hold(h, findings, candidate=True)
         overhead = noop_ms(h, findings, n=NOOP_N, hold=hold)
         for i in range(cfg.n_warmup()):
+            # an input written in place gets its values back before every call on its slot
+            # (a repeated non-idempotent update, x += 1, must not drift the warm-up's values)
+            slots.restore(i % k, run.inplace_inputs)
             before = kids_before(run)
             rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k]), timeout_s=run.call_timeout_s)
             if isinstance(rep, protocol.ErrorReply):
@@ -492,6 +495,7 @@ class TimedBlocks:
                     ref_overhead = noop_ms(rh, None, n=NOOP_N, dps=True,
                                            hold=None if cfg.is_cuda else Hold(rh, None, candidate=False))
                 for i in range(cfg.n_warmup() if b == 0 else 1):
+                    run.slots.restore(i % k, run.inplace_inputs)
                     protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
                                      timeout_s=run.call_timeout_s)
                 ref_blocks.append(self._block(rh, scalars, m, verify=False, rng=rng, verify_n=0, findings=None))
@@ -664,18 +668,20 @@ class TimedBlocks:
                 return
             values = make_inputs(run.problem, run.w, run.seeds.next(LATE_STRESS_SET), run.cfg.device,
                                  profile="stress_sparse")
-            ref_out = self.oracle.run(values)
+            ref_out, ref_after = self.oracle.run_observed(values)
         except Exception:  # noqa: BLE001 - the reference does not run there: nothing to judge
             return
         if self.oracle.check_reference(ref_out, run.slots) or \
                 self.oracle.stress_reference_issue(ref_out, values, run.tol):
             return
         self._late_call(scalars, values, "the stress re-check after the timed loop", stress=True,
-                        ref_out=ref_out, exact_only=_exact_only)
+                        ref_out=ref_out, ref_after=ref_after, exact_only=_exact_only)
 
     def _late_call(self, scalars: list, values: dict, when: str, *, stress: bool, ref_out=None,
-                   exact_only=None) -> bool:
-        """One call of :meth:`_recheck` on ``values``; True when it passed."""
+                   ref_after=None, exact_only=None) -> bool:
+        """One call of :meth:`_recheck` on ``values``; True when it passed. ``ref_out`` /
+        ``ref_after``: the reference's outputs and inputs after its call on ``values``
+        (:meth:`~.rounds.Oracle.run_observed`), computed here when not given."""
         run = self.run
         h, slots, findings = run.h, run.slots, run.findings
         scalars[0] = slots.fill(0, values)
@@ -687,21 +693,24 @@ class TimedBlocks:
         process_check(run, before, f"in {when}", late=True)
         if rep.interposition:
             return False
-        mutated = slots.inputs_intact(0)
+        mutated = slots.inputs_intact(0, run.inplace_inputs)
         if mutated and not has(findings, "input_mutation"):
-            findings.append(finding("input_mutation", f"{when} wrote to inputs {mutated}", {"inputs": mutated}))
+            findings.append(finding("input_mutation", f"{when} wrote to inputs {mutated}",
+                                    {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
         issue = returned_issue(run, rep)
         outs = [o.clone() for o in slots.outputs(0)]
+        ip_cand = slots.input_tensors(0, run.inplace_inputs)  # the same snapshot for them
         if ref_out is None:
-            ref_out = self.oracle.run(values)
+            ref_out, ref_after = self.oracle.run_observed(values)
         if issue is None:
             rep_c, _ = self.oracle.judge(outs, ref_out, values, run.tol, slots, run.cfg.precision_check,
-                                         precision_evidence=not stress)
+                                         precision_evidence=not stress,
+                                         inplace=inplace_judged(run, ref_after, ip_cand))
             if rep_c.passed or (stress and exact_only is not None and exact_only(rep_c, slots)):
                 return True
             o = next(x for x in rep_c.outputs if x.failed_check)
-            why, ev = f"{o.failed_check}: {o.detail}", {"failed_check": o.failed_check, "rel_l2": o.rel_l2,
-                                                       "write_coverage": o.write_coverage}
+            why, ev = f"{o.name}: {o.failed_check}: {o.detail}", {"failed_check": o.failed_check, "rel_l2": o.rel_l2,
+                                                       "write_coverage": o.write_coverage, "output": o.name}
         else:
             why, ev = issue[1], {"returned": issue[1]}
         ev["profile"] = "stress_sparse" if stress else "upstream"
@@ -713,13 +722,17 @@ class TimedBlocks:
         return False
 
     def _verify(self, i: int, s: int) -> None:
-        """Check the outputs of timed iteration ``i`` (slot ``s``) against the reference, with
-        the same limits as the correctness rounds."""
+        """Check the outputs of timed iteration ``i`` (slot ``s``), and the inputs the
+        reference writes in place (``run.inplace_inputs``), against the reference's on the same
+        values, with the same limits as the correctness rounds; any other input written is
+        ``input_mutation``."""
         run = self.run
         slots, findings = run.slots, run.findings
         outs = [o.clone() for o in slots.outputs(s)]  # snapshot at once: late writes do not count
-        ref_out = self.oracle.run(slots.pristine[s])
-        rep, pf = self.oracle.judge(outs, ref_out, slots.pristine[s], run.tol, slots, run.cfg.precision_check)
+        ip_cand = slots.input_tensors(s, run.inplace_inputs)
+        ref_out, ref_after = self.oracle.run_observed(slots.pristine[s])
+        rep, pf = self.oracle.judge(outs, ref_out, slots.pristine[s], run.tol, slots, run.cfg.precision_check,
+                                    inplace=inplace_judged(run, ref_after, ip_cand))
         if pf is not None and not has(findings, "precision_downgrade"):
             pf.message = f"timed iteration {i}: " + pf.message
             findings.append(pf)
@@ -727,11 +740,11 @@ class TimedBlocks:
             o = next(x for x in rep.outputs if x.failed_check)
             findings.append(finding(
                 "timed_output_mismatch",
-                f"timed iteration {i}: output wrong for its inputs ({o.failed_check}: {o.detail}) "
+                f"timed iteration {i}: output wrong for its inputs ({o.name}: {o.failed_check}: {o.detail}) "
                 "although the correctness rounds passed",
                 {"iteration": i, "failed_check": o.failed_check, "rel_l2": o.rel_l2,
-                 "write_coverage": o.write_coverage}))
-        mutated = slots.inputs_intact(s)
+                 "write_coverage": o.write_coverage, "output": o.name}))
+        mutated = slots.inputs_intact(s, run.inplace_inputs)
         if mutated and not has(findings, "input_mutation"):
             findings.append(finding("input_mutation", f"timed iteration {i} wrote to inputs {mutated}",
-                                    {"inputs": mutated}))
+                                    {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
