@@ -68,22 +68,24 @@ def test_parent_copy_out_reads_the_named_bytes_only():
 
 # ---------------------------------------------------------------- end to end
 def _speedup(prob, sol) -> tuple[float, float]:
-    """(speedup, band) of one evaluation: the band is log(1.6) plus three times the two
-    sides' notch half-widths (stopping.relative_halfwidth, about 95% each), as a bound on
-    |log speedup| of two timings of the same work. 1.6: the A/A spread of the reference
-    against itself seen at load 3-4 on the 2-core CI host (0.9-1.5x over 20 calls a side),
-    far under the 3-6x an honest DPS relu read while the non-DPS side paid its page faults."""
+    """(speedup, band) of one evaluation: the band is log(1.6) plus the two sides' notch
+    half-widths (stopping.relative_halfwidth, about 95% each, added rather than combined in
+    quadrature), as a bound on |log speedup| of two timings of the same work. 1.6: the A/A
+    spread of the reference against itself seen at load 3-8 on the 2-core CI host
+    (0.88-1.5x over 20 calls a side), under the ~5x (log 1.6) an honest DPS relu of 32 MiB
+    and more read while the non-DPS side paid its page faults, copy-out and poisoning."""
     (t,) = evaluate(prob, sol, EvalConfig(device="cpu", iters=20, rounds=1))
     ev = t.evaluation
     assert ev.status == Status.PASSED, (ev.log, ev.findings)
     hw = (relative_halfwidth(ev.timing.samples_ms) or 0.0) + (relative_halfwidth(ev.reference_timing.samples_ms) or 0.0)
-    return ev.performance.speedup_factor, math.log(1.6) + 3.0 * hw
+    return ev.performance.speedup_factor, math.log(1.6) + hw
 
 
 def test_dps_and_non_dps_relu_read_alike_and_hostiles_no_faster(tmp_path, solbench_cache):
-    # 4096 x 1024 f32: 16 MiB an output, 4096 pages a fresh buffer faults
+    # 8192 x 1024 f32: 32 MiB an output, at glibc's largest mmap threshold, so without
+    # WORKER_MALLOC_ENV every non-DPS call maps and faults 8192 fresh pages
     prob = load_problem(write_problem(tmp_path / "relu", RELU, [
-        {"uuid": "w", "axes": {"rows": 4096}, "inputs": {"x": {"type": "random"}}}]))
+        {"uuid": "w", "axes": {"rows": 8192}, "inputs": {"x": {"type": "random"}}}]))
     dps, band_d = _speedup(prob, py_solution("relu_dps", (HERE / "cand_relu_dps_honest.py").read_text(),
                                              prob.name, dps=True))
     non, band_n = _speedup(prob, py_solution("relu_nondps", NON_DPS, prob.name))
@@ -100,5 +102,5 @@ def test_dps_and_non_dps_relu_read_alike_and_hostiles_no_faster(tmp_path, solben
         # it does the same relu and skips the copy-out: no faster than the honest DPS relu
         # beyond the noise of the two runs
         hw = relative_halfwidth(ev.timing.samples_ms) or 0.0
-        assert math.log(ev.performance.speedup_factor / dps) <= band_d + 3.0 * hw + math.log(1.6), \
+        assert math.log(ev.performance.speedup_factor / dps) <= band_d + hw + math.log(1.6), \
             (name, ev.performance.speedup_factor, dps)
