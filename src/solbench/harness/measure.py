@@ -51,6 +51,9 @@ class Block:
     cupti_reason: str | None = None
     #: the worker's persisting-L2 reset at the block's start ("ok", why not, None on the CPU)
     l2_reset: str | None = None
+    #: CPU, non-DPS side: whether the parent copied the returned outputs from the stopped
+    #: worker (True) or the worker copied them inside its windows (False); None: DPS or CUDA
+    parent_copy: bool | None = None
 
 
 def _cat(blocks: list[Block], attr: str) -> list:

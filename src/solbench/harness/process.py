@@ -261,6 +261,16 @@ def _fd_target(pid: int, fd: int) -> str | None:
         return None
 
 
+#: glibc malloc of every worker (candidate's and reference's alike): no allocation is served by
+#: its own mmap and freed memory is never returned to the OS, so a buffer freed after one call
+#: is reused, its pages already faulted in, by the next (the steady state of PyTorch's CUDA
+#: caching allocator, on the CPU). Without it a non-DPS call of 64 MiB (relu 16384x1024 f32)
+#: mapped and faulted a fresh buffer on every call, 50-60 ms against 8-11 ms for the same relu
+#: written into the slot (DPS) on a 2-core host, and an honest DPS relu read 5.7x against the
+#: reference (docs/harness.md, "DPS and non-DPS alike"). Env names: mallopt(3).
+WORKER_MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 36), "MALLOC_TOP_PAD_": "0"}
+
+
 class WorkerHandle:
     """One worker process (a fresh ``python -m solbench.harness.worker``) inside the sandbox
     of :mod:`solbench.harness.sandbox`, connected through a private AF_UNIX socket pair (no
@@ -337,6 +347,7 @@ class WorkerHandle:
         env["SOLBENCH_SANDBOX_MODE"] = mode
         if mode != "none":
             env = sandbox.sandbox_env(env, mode, self.uid)
+        env.update(WORKER_MALLOC_ENV)
         if build_out is not None:
             # an ahead-of-time build (harness/prebuild.py): the one host directory this worker
             # may write, its build output; in ``uid`` mode owned by the worker's uid

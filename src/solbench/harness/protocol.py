@@ -127,6 +127,10 @@ class TimeIter(Request):
     scalars: dict[str, Any] = Field(default_factory=dict)
     i: int
     flush: bool = True
+    #: CPU, non-DPS: the worker does not copy the returned outputs into the slot; it
+    #: reports their addresses and the parent copies them from the stopped worker's memory
+    #: (outside the timed window, :func:`solbench.harness.timed.parent_copy_out`)
+    parent_copy: bool = False
 
 
 class TimeEnd(Request):
@@ -184,6 +188,10 @@ class ReturnedOutput(_Msg):
     shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] | None
     dtype: Annotated[str, Field(max_length=64)] | None
     device: Annotated[str, Field(max_length=64)] | None = None
+    #: the address of the output's first byte in the worker (a contiguous CPU tensor of the
+    #: declared shape and dtype, left for the parent to copy: ``TimeIter.parent_copy``);
+    #: None when the worker copied it itself or did not copy it
+    addr: Annotated[int, Field(ge=0, lt=2**64)] | None = None
 
     @model_validator(mode="after")
     def _plain_tensor_has_shape(self):

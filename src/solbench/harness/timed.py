@@ -88,6 +88,55 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
     return sorted(rts)[len(rts) // 2]
 
 
+def open_worker_memory(pid: int) -> int | None:
+    """A read-only fd on ``/proc/<pid>/mem`` once one read of the worker's first mapping
+    succeeded (the parent may read the worker's memory: the same ptrace access check as a
+    debugger's), else None."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            first = f.readline().split()
+        lo = int(first[0].split("-")[0], 16)
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        if len(os.pread(fd, 1, lo)) == 1:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def parent_copy_out(mem_fd: int, returned: list | None, outs: list[torch.Tensor]) -> None:
+    """Copy a non-DPS call's returned outputs from the stopped worker's memory into the
+    parent's slot outputs ``outs`` (CPU, outside the timed window; every process of the
+    worker is stopped, so the bytes are those the call left). Only the address comes from
+    the worker (``returned[j].addr``, untrusted): the byte count is the parent's own slot's,
+    and an output whose reported shape or dtype differs from the slot's, or that has no
+    address, is left poisoned (the worker copied it itself, or it is wrong, which
+    verification judges). Whatever address the worker names, the parent only reads
+    ``nbytes`` from it: a worker that wrote its result straight into the slot and names the
+    slot's own mapping gains nothing (it is a DPS call), one that names a buffer it never
+    filled is judged wrong. Raises :class:`CandidateError` when a named address cannot be
+    read (an honest worker's returned tensor is mapped until its next request)."""
+    if not returned or len(returned) != len(outs):
+        return
+    for r, dst in zip(returned, outs):
+        if r.addr is None or not r.plain or list(dst.shape) != list(r.shape or []) \
+                or str(dst.dtype).replace("torch.", "") != r.dtype:
+            continue
+        view = memoryview(dst.detach().reshape(-1).view(torch.uint8).numpy())
+        try:
+            got = os.preadv(mem_fd, [view], r.addr)
+        except OSError as e:
+            raise CandidateError(f"the returned output at the address the worker reported could not be "
+                                 f"read: {e}") from None
+        if got != view.nbytes:
+            raise CandidateError(f"the returned output at the address the worker reported: {got} of "
+                                 f"{view.nbytes} bytes readable")
+
+
 def freeze_all(h: WorkerHandle) -> list[int]:
     """SIGSTOP, by pid, every descendant of the candidate's worker and every unregistered child
     of this process, after the worker's process group was stopped: a process in its own
@@ -409,6 +458,14 @@ class TimedBlocks:
                 if ts is not None:
                     ts.notes.append(f"no-op baseline {cand_over:.4g} ms (messaging and checks, no flush, no copy-out; "
                                     f"the same for both sides, measured in {where})")
+        for ts, blocks in ((timing, cand_blocks), (ref_timing, ref_blocks)):
+            pc = {b.parent_copy for b in blocks} - {None}
+            if ts is not None and pc:
+                ts.notes.append("returned outputs copied into the slots by the parent from the stopped worker, "
+                                "outside the windows" if pc == {True} else
+                                "returned outputs copied by the worker inside its windows on "
+                                f"{sum(b.parent_copy is False for b in blocks)} block(s) (the parent could "
+                                "not read the worker's memory)")
         if cfg.is_cuda and timing.method == "cupti":
             # the kernels that ran are evidence of a precision downgrade on their own (a flag
             # change alone is not: harness/precision.py)
@@ -536,9 +593,15 @@ class TimedBlocks:
         hold = None if cfg.is_cuda else Hold(h, findings, candidate)
         if hold is not None:
             hold.settle()
+        # a non-DPS side's returned outputs are copied into the slot by the parent, from the
+        # stopped worker, outside the window (docs/harness.md, "copy-out"): no side's sample
+        # holds a copy the harness makes, and none can skip one to read faster
+        non_dps = (not self.dps) if candidate else True
+        mem_fd = open_worker_memory(h.pid) if hold is not None and non_dps else None
         base_tids = guards.thread_ids(h.pid)
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
-        blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset)
+        blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset,
+                    parent_copy=mem_fd is not None if non_dps and hold is not None else None)
         seen_threads: set[int] = set()
         #: threads new after the previous call, still there (stopped) when it ended: they
         #: count when they outlive the next call too (a joined pool's OS threads linger about
@@ -577,11 +640,14 @@ class TimedBlocks:
                     # the call's window on the parent's clock: resume, request, reply, stop
                     t0 = time.perf_counter()
                     hold.cont()
-                    rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False),
+                    rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
+                                                                parent_copy=mem_fd is not None),
                                            timeout_s=run.call_timeout_s)
                     hold.stop()
                     rt = (time.perf_counter() - t0) * 1e3
                     hold.settle()
+                    if mem_fd is not None and not isinstance(rep, protocol.ErrorReply):
+                        parent_copy_out(mem_fd, rep.returned, slots.outputs(s))
                 else:
                     t0 = time.perf_counter()
                     rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
@@ -623,6 +689,9 @@ class TimedBlocks:
             if hold is not None:  # never leave a worker stopped behind an error
                 hold.cont()
             raise
+        finally:
+            if mem_fd is not None:
+                os.close(mem_fd)
         if hold is not None:
             hold.cont()
             if candidate and pending:

@@ -269,7 +269,8 @@ class Worker:
             return "ok", {"cupti": self.prof is not None, "l2_reset": l2}
         if op == "time_iter":
             return "ok", self._timed_iter(self.slots[p["slot"]], p.get("scalars") or {}, p["i"],
-                                          flush=p.get("flush", True))
+                                          flush=p.get("flush", True),
+                                          parent_copy=bool(p.get("parent_copy")) and not self.is_cuda)
         if op == "time_end":
             return "ok", self._time_end()
         if op == "guards":
@@ -437,7 +438,7 @@ class Worker:
             return [ret], None
         return [ret], f"{t.__module__}.{t.__qualname__}"
 
-    def _copy_out(self, slot, ret, args, materialized=None) -> dict:
+    def _copy_out(self, slot, ret, args, materialized=None, parent_copy: bool = False) -> dict:
         """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped,
         inside a ``solbench::copy_out`` range so the timeline tells its kernels from any other
         device work after the end marker. Only plain torch.Tensor outputs of the declared
@@ -445,9 +446,14 @@ class Worker:
         if self.is_cuda:
             with self._record_function("solbench::copy_out"):
                 return self._copy_out_body(slot, ret, args, materialized)
-        return self._copy_out_body(slot, ret, args, materialized)
+        return self._copy_out_body(slot, ret, args, materialized, parent_copy)
 
-    def _copy_out_body(self, slot, ret, args, materialized=None) -> dict:
+    def _copy_out_body(self, slot, ret, args, materialized=None, parent_copy: bool = False) -> dict:
+        """``parent_copy`` (CPU timed calls): a contiguous output of the declared shape and
+        dtype is not copied here, its address is reported and the parent copies it from the
+        stopped worker, outside the timed window; the returned buffers are not poisoned (every
+        timed call gets input values never seen before, so what a freed buffer still holds is
+        no call's answer; the parent poisons the slot's outputs itself before each call)."""
         torch = self.torch
         outs, container = materialized if materialized is not None else self._materialize(ret)
         if container is not None:
@@ -470,7 +476,12 @@ class Worker:
             if not m["plain"] or tuple(o.shape) != tuple(dst.shape) or o.dtype != dst.dtype \
                     or o.device.type != dst.device.type:
                 continue
+            if parent_copy and o.is_contiguous():
+                m["addr"] = o.data_ptr()
+                continue
             dst.copy_(o)
+        if parent_copy:
+            return {"returned": meta}
         if self.is_cuda:
             self._sync()
         # poison the returned buffers (freed-memory poisoning) unless they alias an input
@@ -501,7 +512,7 @@ class Worker:
                 self.end_buf.fill_(i & 0x7FFFFFFF)
             self._sync()
 
-    def _timed_iter(self, slot, scalars, i: int, flush: bool = True) -> dict:
+    def _timed_iter(self, slot, scalars, i: int, flush: bool = True, parent_copy: bool = False) -> dict:
         torch = self.torch
         args = self._args(slot, scalars)
         if flush:
@@ -534,7 +545,7 @@ class Worker:
             self.timed_n += 1
             return meta
         if not self.dps:
-            meta.update(self._copy_out(slot, ret, args, mat))
+            meta.update(self._copy_out(slot, ret, args, mat, parent_copy=parent_copy))
         self.timed_n += 1
         return meta
 
