@@ -35,18 +35,27 @@ from .timing import stats
 NOTCH_Z = 1.57
 
 
-def relative_halfwidth(samples_ms: Sequence[float], z: float = NOTCH_Z) -> float | None:
-    """``z * IQR / sqrt(n) / median`` of ``samples_ms`` (ms, any count >= 2): the notch
-    interval's half-width relative to the median. None when there are fewer than 2 finite
-    samples or the median is not positive."""
+def _iqr_median(samples_ms: Sequence[float]) -> tuple[float, float, int] | None:
+    """(IQR, median, n) of the finite ``samples_ms``; None with fewer than 2 of them or a
+    median that is not positive."""
     xs = [x for x in samples_ms if x is not None and math.isfinite(x)]
     if len(xs) < 2:
         return None
     st = stats(xs)
-    med = st["median_ms"]
-    if not med > 0:
+    if not st["median_ms"] > 0:
         return None
-    return z * st["iqr_ms"] / math.sqrt(len(xs)) / med
+    return st["iqr_ms"], st["median_ms"], len(xs)
+
+
+def relative_halfwidth(samples_ms: Sequence[float], z: float = NOTCH_Z) -> float | None:
+    """``z * IQR / sqrt(n) / median`` of ``samples_ms`` (ms, any count >= 2): the notch
+    interval's half-width relative to the median. None when there are fewer than 2 finite
+    samples or the median is not positive."""
+    m = _iqr_median(samples_ms)
+    if m is None:
+        return None
+    iqr, med, n = m
+    return z * iqr / math.sqrt(n) / med
 
 
 def iterations_needed(samples_ms: Sequence[float], target: float, z: float = NOTCH_Z) -> int | None:
@@ -55,14 +64,11 @@ def iterations_needed(samples_ms: Sequence[float], target: float, z: float = NOT
     not positive). Raises ValueError for ``target <= 0``."""
     if not target > 0:
         raise ValueError(f"target relative noise must be > 0, got {target}")
-    xs = [x for x in samples_ms if x is not None and math.isfinite(x)]
-    if len(xs) < 2:
+    m = _iqr_median(samples_ms)
+    if m is None:
         return None
-    st = stats(xs)
-    med = st["median_ms"]
-    if not med > 0:
-        return None
-    return max(1, math.ceil((z * st["iqr_ms"] / (target * med)) ** 2))
+    iqr, med, _ = m
+    return max(1, math.ceil((z * iqr / (target * med)) ** 2))
 
 
 def total_iterations(pilots: Sequence[Sequence[float]], n_min: int, n_max: int, target: float) -> int:
