@@ -594,8 +594,8 @@ class TimedBlocks:
         if hold is not None:
             hold.settle()
         # a non-DPS side's returned outputs are copied into the slot by the parent, from the
-        # stopped worker, outside the window (docs/harness.md, "copy-out"): no side's sample
-        # holds a copy the harness makes, and none can skip one to read faster
+        # stopped worker, outside the window (docs/harness.md, "DPS and non-DPS alike"): no
+        # side's sample holds a copy the harness makes, and none can skip one to read faster
         non_dps = (not self.dps) if candidate else True
         mem_fd = open_worker_memory(h.pid) if hold is not None and non_dps else None
         base_tids = guards.thread_ids(h.pid)
