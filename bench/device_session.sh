@@ -19,7 +19,7 @@
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b|s9a}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -129,6 +129,20 @@ case "$stage" in
       -w 33bf737d --device cuda -o "$R/ref_nosandbox.jsonl"
     OUT="$R" AA_BUDGET_S="${AA_BUDGET_S:-170}" step meas 290 bash bench/meas_device.sh
     step demo 110 bash -c 'time python3 -m solbench.cli demo --device cuda'
+    ;;
+  s9a)  # the honest per-call thread pool and the sandbox probe, honest kernels vs SOL (the in-place
+        # cache update), then the dev dataset through the Ray executor and locally (carry .whl_ray)
+    step sandbox 95 python3 bench/sandbox_device.py --device cuda --out "$R/sandbox_device.json" --budget-s 80
+    step sol_honest 130 python3 bench/sol_honest_device.py --out "$R/sol_honest.json" --budget-s 110
+    thru=(--live "$DATA" --device cuda --seed 0x5eed --max-workloads "${PER_PROBLEM:-2}")
+    step ray "${RAY_S:-150}" python3 bench/throughput.py "${thru[@]}" --executor ray \
+      --budget-s "$(( $(cap "${RAY_S:-150}") - 15 ))" --out "$R/ray"
+    step local "${LOCAL_S:-120}" python3 bench/throughput.py "${thru[@]}" \
+      --budget-s "$(( $(cap "${LOCAL_S:-120}") - 15 ))" --out "$R/local"
+    step compare 30 python3 bench/executor_compare.py "$R/local_run/results.jsonl" \
+      "$R/ray_run/results.jsonl" --out "$R/compare" --wall "$R/local.json" "$R/ray.json"
+    rm -rf "$R"/*_run/solutions
+    for f in local.md ray.md compare.md; do [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }; done
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
