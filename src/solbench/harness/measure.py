@@ -68,6 +68,7 @@ def cupti_samples(blocks: list[Block], findings: list[Finding] | None, notes: li
     """(samples, kernel-sum median) from CUPTI device activity."""
     samples = _cat_end(blocks, "span_ms")
     ksum_med = stats(_cat_end(blocks, "kernel_sum_ms"))["median_ms"]
+    notes.extend(dict.fromkeys(b.end.note for b in blocks if b.end.note))
     sets = [tuple(s) for s in _cat_end(blocks, "kernel_sets")]
     cons = kernel_set_consistency(sets)
     events = _cat(blocks, "event")

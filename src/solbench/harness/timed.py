@@ -593,7 +593,7 @@ class TimedBlocks:
         # where the harness's own time goes, so per-pair cost can be measured and not guessed
         pre = "timing." if candidate else "ref_timing."
         tp = time.perf_counter()
-        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti), timeout_s=60)
+        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti, markers=cfg.cupti_markers), timeout_s=60)
         if isinstance(info, protocol.ErrorReply):
             raise CandidateError(f"time_begin: {info.type}: {info.message}")
         tp = run.tick(pre + "profiler", tp)
