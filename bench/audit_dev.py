@@ -145,6 +145,16 @@ def write_md(records: list[dict], path: Path, args) -> None:
               "| problem | dtypes that pass upstream |", "|---|---|"]
     for r in down:
         lines.append(f"| {r['subset']}/{r['problem']} | {', '.join(r['result']['downgrade_dtypes'])} |")
+    lines += ["", "## Stress rounds the reference itself fails (stress_reference_failed: no candidate is "
+              "judged there)", "", "| problem | workload | round | reason |", "|---|---|---|---|"]
+    n_stress = 0
+    for r in ok:
+        for x in r["result"].get("stress_reference_failed") or []:
+            n_stress += 1
+            lines.append(f"| {r['subset']}/{r['problem']} | {x['workload']} | {x['round']} ({x['label']}) | "
+                         f"{(x['reason'] or '')[:160]} |")
+    if not n_stress:
+        lines.append("| (none) | | | |")
     lines += ["", "## All problems", "", "| problem | status | degenerate | downgrade | workloads | s | note |",
               "|---|---|---|---|---|---|---|"]
     for r in records:

@@ -62,6 +62,11 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
                        "terms_ms": x.terms_ms} for m, x in both.items()},
         "bound": b.model_dump(mode="json"), "baseline": "eager"}
     perf = trace.evaluation.performance
+    if perf is not None and not time_resolved(trace):
+        # a time below the CPU path's resolution is noise: no ratio to the bound, no score
+        block["unresolved"] = True
+        block["score"] = None
+        return block
     if perf is not None and perf.latency_ms and b.sol_ms:
         block["measured_over_sol"] = perf.latency_ms / b.sol_ms
         block["measured_over_sol_by_model"] = {m: perf.latency_ms / x.sol_ms
@@ -70,6 +75,13 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
         s = sol_score(perf.latency_ms, perf.reference_latency_ms, b.sol_ms, baseline="eager")
         block.update(s.model_dump(mode="json"))
     return block
+
+
+def time_resolved(trace: Trace) -> bool:
+    """False when the candidate's time (``evaluation.timing.resolved``) is below what the CPU
+    timing path resolves; True otherwise (resolved, or not judged: CUDA, older traces)."""
+    ts = trace.evaluation.timing
+    return ts is None or ts.resolved is not False
 
 
 def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:
@@ -157,8 +169,10 @@ def _score(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> 
     perf = ev.performance
     from .sol import classify_against_sol, sol_finding
 
-    verdict = classify_against_sol(perf.latency_ms if perf else None, block.get("sol_ms"),
-                                   block.get("t_certain_ms"))
+    # an unresolved time is never judged against the bound (it can read anything down to
+    # the sample floor, far below any T_SOL)
+    verdict = None if block.get("unresolved") else classify_against_sol(
+        perf.latency_ms if perf else None, block.get("sol_ms"), block.get("t_certain_ms"))
     t = t.model_copy(update={"evaluation": ev})
     if verdict is not None:
         # the finding is registered (harness.checks); what it means for the status is the

@@ -100,3 +100,54 @@ def test_dev_problem_with_missing_blobs_records_why():
     res = screen_problem(prob, workloads=[missing[0][0]], downgrade=False)
     assert res.screened_workloads == []
     assert len(res.skipped) == 1 and "blob" in res.skipped[0]["reason"]
+
+
+# ---------------------------------------------------------------- stress rounds (issue 13)
+#: a softmax-class reference that overflows itself on the stress inputs' large logits: exp
+#: of a logit above ~88.7 is inf in float32 (the upstream randn inputs stay near 0)
+OVERFLOW_DEF = {
+    "name": "softmax_of_exp", "axes": {"m": {"type": "var"}, "n": {"type": "const", "value": 64}},
+    "inputs": {"x": {"shape": ["m", "n"], "dtype": "float32"}},
+    "outputs": {"y": {"shape": ["m", "n"], "dtype": "float32"}},
+    "reference": "import torch\n\ndef run(x):\n    return torch.softmax(torch.exp(x), dim=-1)\n"}
+
+
+def _write(root, definition, workloads):
+    root.mkdir(parents=True)
+    (root / "definition.json").write_text(json.dumps(definition))
+    (root / "workload.jsonl").write_text("\n".join(json.dumps(w) for w in workloads) + "\n")
+    return root
+
+
+def test_stress_rounds_the_reference_fails_are_listed_per_workload(tmp_path):
+    d = _write(tmp_path / "p", OVERFLOW_DEF, [
+        {"uuid": "w8", "axes": {"m": 8}, "inputs": {"x": {"type": "random"}}},
+        {"uuid": "w4", "axes": {"m": 4}, "inputs": {"x": {"type": "random"}}}])
+    res = screen_problem(load_problem(d), downgrade=False)
+    # both stress rounds of the softmax class (501 stress, 502 stress_sparse), both workloads
+    assert [(r["workload"], r["round"], r["label"]) for r in res.stress_reference_failed] == [
+        ("w8", 501, "stress:softmax"), ("w8", 502, "stress_sparse:softmax"),
+        ("w4", 501, "stress:softmax"), ("w4", 502, "stress_sparse:softmax")]
+    assert all("NaN/Inf" in r["reason"] for r in res.stress_reference_failed)
+    assert not res.degenerate  # a separate finding: the screen's verdicts are unchanged
+    # the same problem's honest softmax reference holds on the same inputs
+    ok = _write(tmp_path / "q", {**OVERFLOW_DEF, "name": "softmax_plain",
+                                 "reference": "import torch\n\ndef run(x):\n    return torch.softmax(x, dim=-1)\n"},
+                [{"uuid": "w8", "axes": {"m": 8}, "inputs": {"x": {"type": "random"}}}])
+    res = screen_problem(load_problem(ok), downgrade=False)
+    assert res.stress_reference_failed == []
+    assert [(r["round"], r["reference_failed"]) for r in res.details["workloads"]["w8"]["stress"]] == [
+        (501, False), (502, False)]
+    assert screen_problem(load_problem(d), downgrade=False, stress=False).stress_reference_failed == []
+
+
+def test_cli_lists_stress_reference_failed(tmp_path):
+    d = _write(tmp_path / "p", OVERFLOW_DEF, [{"uuid": "w8", "axes": {"m": 8}, "inputs": {"x": {"type": "random"}}}])
+    run = [sys.executable, "-c", "from solbench.cli import main; main()", "audit", str(d), "--no-downgrade"]
+    doc = json.loads(subprocess.run(run + ["--json"], capture_output=True, text=True, timeout=120,
+                                    check=True).stdout)
+    assert [(r["workload"], r["round"]) for r in doc["stress_reference_failed"]] == [("w8", 501), ("w8", 502)]
+    text = subprocess.run(run, capture_output=True, text=True, timeout=120, check=True,
+                          env={**__import__("os").environ, "COLUMNS": "200"}).stdout
+    assert "stress rounds the reference itself fails" in text
+    assert "501 (stress:softmax)" in text and "502 (stress_sparse:softmax)" in text

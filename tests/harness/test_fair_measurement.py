@@ -110,8 +110,8 @@ def test_both_sides_subtract_one_noop_of_the_held_path_measured_in_the_trusted_w
     calls, used = [], []
     real_noop, real_stats = timed_mod.noop_ms, timed_mod.timing_stats
 
-    def noop(h, findings, n=5, dps=None, hold=None):
-        v = real_noop(h, findings, n, dps=dps, hold=hold)
+    def noop(h, findings, n=5, dps=None, hold=None, windows=None):
+        v = real_noop(h, findings, n, dps=dps, hold=hold, windows=windows)
         calls.append((h.pid, dps, findings is None, v, hold is not None))
         return v
 

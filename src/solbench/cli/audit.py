@@ -42,12 +42,15 @@ def register(app: typer.Typer) -> None:
                                       "bytes, e.g. 1e9, 512M (default 1G on CPU, none on CUDA)"),
         no_downgrade: bool = typer.Option(False, "--no-downgrade",
                                           help="skip the bf16/fp16 reference runs"),
+        no_stress: bool = typer.Option(False, "--no-stress",
+                                       help="skip judging the reference on the stress rounds' inputs"),
         fail_on_degenerate: bool = typer.Option(
             False, "--fail-on-degenerate", help="exit 1 when the problem is degenerate"),
     ):
         """Screen PROBLEM with trivial candidates (zeros, a tiny constant, the reference's
         mean, inputs passed through) in upstream and solbench modes, plus the reduced-precision
-        reference; or, with --solution, list the static audit's advisory findings."""
+        reference, and list the stress rounds the reference itself fails; or, with
+        --solution, list the static audit's advisory findings."""
         mb = parse_bytes(max_bytes)
         if limit is not None and limit < 1:
             fail(f"--limit: must be >= 1, got {limit}")
@@ -87,7 +90,7 @@ def register(app: typer.Typer) -> None:
 
             res = screen_problem(prob, device=_device(device), workloads=wl_arg,
                                  seed=seed, cpu_tagged_only=cpu_only, max_bytes=mb,
-                                 downgrade=not no_downgrade)
+                                 downgrade=not no_downgrade, stress=not no_stress)
         if json_out:
             print(json.dumps(res.to_json(), allow_nan=False))
         else:
@@ -131,6 +134,18 @@ def _print_screen(res) -> None:
                 t.add_row(f"reference in {r['dtype']}", "*", _yn(r["upstream_passed"]),
                           _yn(r["passed"]), str(r.get("failed_check") or "-"))
         console.print(t)
+    if res.stress_reference_failed:
+        t = Table(title="stress rounds the reference itself fails (stress_reference_failed: "
+                        "not judged for any candidate)")
+        for col in ("workload", "round", "reason"):
+            t.add_column(col, overflow="fold")
+        for r in res.stress_reference_failed:
+            t.add_row(r["workload"], f"{r['round']} ({r['label']})", r["reason"])
+        console.print(t)
+    else:
+        judged = sum(len(wd.get("stress") or []) for wd in res.details.get("workloads", {}).values())
+        if judged:
+            console.print(f"stress rounds: the reference holds on all {judged}")
     for s in res.skipped:
         console.print(f"skipped {s['workload']}: {s['reason']}", style="dim", highlight=False,
                       markup=False)

@@ -330,11 +330,12 @@ class EvalProgress:
             self._prog.update(self._task, completed=self.n,
                               description=label or self.label)
             return
-        from ..report.tables import speedup_text
+        from ..report.tables import speedup_text, unresolved_text
 
         ev = trace.evaluation
         perf = ev.performance
-        lat = f"{perf.latency_ms:.4g} ms" if perf else "-"
+        lat = ((unresolved_text(ev.timing) if perf else None)
+               or (f"{perf.latency_ms:.4g} ms" if perf else "-"))
         eta = self.eta_s()
         width = len(str(self.total))
         line = (f"[{self.n:>{width}}/{self.total}] {label or self.label} {trace.workload.uuid} "

@@ -39,6 +39,10 @@ class EvalConfig:
             secure random source after nothing of the sample was announced.
         timing / reference_timing: measure the candidate / the eager reference.
         cupti: use torch.profiler (Kineto/CUPTI) device activity on CUDA.
+        cupti_markers: how the timed sessions find the flush and end markers
+            (``harness.timing.MARKER_METHODS``): "ranges" (default; CPU and CUDA activity,
+            record_function ranges) or "streams" (CUDA activity only, the worker's own
+            marker and copy streams; not yet confirmed on a GPU).
         precision_check: compare errors against an fp64 truth on round 0.
         build_timeout_s: limit (s) of the build (import, C++/CUDA compile, class
             construction). Default 600 s.
@@ -82,6 +86,7 @@ class EvalConfig:
     timing: bool = True
     reference_timing: bool = True
     cupti: bool = True
+    cupti_markers: str = "ranges"
     precision_check: bool = True
     build_timeout_s: float = 600.0
     first_call_timeout_s: float = 300.0
@@ -94,6 +99,10 @@ class EvalConfig:
     spare_workers: int = 2
     progress: Callable[[str, int, int], None] | None = None
     on_trace: Callable[[Any], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.cupti_markers not in ("ranges", "streams"):
+            raise ValueError(f"cupti_markers: 'ranges' or 'streams', got {self.cupti_markers!r}")
 
     def set_timeout(self, seconds: float) -> None:
         """``--timeout``: one limit (s) for every call, the first included."""

@@ -175,9 +175,13 @@ class Evaluator:
         perf = None
         if status == Status.PASSED and timing is not None and timing.median_ms is not None \
                 and math.isfinite(timing.median_ms):
-            ref_ms = ref_timing.median_ms if ref_timing else None
+            # a side whose time the CPU path could not resolve gives no ratio: the reference's
+            # time is left out too, so no reader recomputes one from latency_ms
+            ref_ms = ref_timing.median_ms if ref_timing and ref_timing.resolved is not False else None
+            ok = timing.resolved is not False
             perf = Performance(latency_ms=timing.median_ms, reference_latency_ms=ref_ms,
-                               speedup_factor=(ref_ms / timing.median_ms) if ref_ms and timing.median_ms > 0 else None)
+                               speedup_factor=(ref_ms / timing.median_ms)
+                               if ok and ref_ms and timing.median_ms > 0 else None)
         seeds = run.seeds if run is not None else None
         return Trace(
             definition=self.problem.name, solution=solution.name, workload=w,

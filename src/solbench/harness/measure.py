@@ -68,6 +68,7 @@ def cupti_samples(blocks: list[Block], findings: list[Finding] | None, notes: li
     """(samples, kernel-sum median) from CUPTI device activity."""
     samples = _cat_end(blocks, "span_ms")
     ksum_med = stats(_cat_end(blocks, "kernel_sum_ms"))["median_ms"]
+    notes.extend(dict.fromkeys(b.end.note for b in blocks if b.end.note))
     sets = [tuple(s) for s in _cat_end(blocks, "kernel_sets")]
     cons = kernel_set_consistency(sets)
     events = _cat(blocks, "event")
@@ -146,6 +147,56 @@ def perf_counter_samples(blocks: list[Block], overhead: float, notes: list[str],
     return out
 
 
+#: a CPU side's time is resolved when its sample median exceeds RESOLVE_K x the IQR of the
+#: no-op windows subtracted from it (docs/harness.md, "Resolution of CPU times"): with
+#: NOOP_N = 9 windows the subtracted median's standard error is about 0.31 IQR (normal
+#: approximation, 1.2533 sigma / sqrt(9), sigma = IQR / 1.349), so at two standard errors the
+#: subtraction moves a resolved median by at most 0.62 / 3 = 21%
+RESOLVE_K = 3.0
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Whether a CPU side's time is above what the held-timing path can resolve.
+
+    ``resolution_ms``: RESOLVE_K x the IQR (ms) of the no-op windows, or the no-op median when
+    fewer than 4 windows give no IQR; ``median_ms``: the side's sample median (ms);
+    ``reason``: why not resolved (None when resolved)."""
+
+    resolved: bool
+    resolution_ms: float
+    median_ms: float
+    reason: str | None
+
+
+def cpu_resolution(samples: list[float], noop_windows: list[float]) -> Resolution:
+    """Is the median of ``samples`` (ms, the parent's windows less the no-op median) resolved
+    by the held path whose no-op windows (ms) were ``noop_windows``?
+
+    The subtracted baseline is only known to within its windows' spread: a call whose median
+    is not several spreads above zero reads as whatever the subtraction's noise makes it (a
+    16-element add read 0.001 ms on one side and 0.7 ms on the other, 700x). Not resolved when
+    the median is at most RESOLVE_K x the no-op windows' IQR, when it is the floor
+    :data:`MIN_SAMPLE_MS` (the call shorter than the baseline's noise), or when there are no
+    finite samples. Raises nothing."""
+    xs = sorted(x for x in samples if x is not None and math.isfinite(x))
+    ws = sorted(w for w in noop_windows if w is not None and math.isfinite(w))
+    if len(ws) >= FIRST_CALL_MIN_BLOCK:
+        res = RESOLVE_K * (_q(ws, 0.75) - _q(ws, 0.25))
+        what = f"{RESOLVE_K:g} x the IQR of {len(ws)} no-op windows"
+    else:
+        # too few windows to see their spread: the whole baseline is the uncertainty
+        res = _q(ws, 0.5) if ws else math.inf
+        what = "the no-op median (too few no-op windows for an IQR)"
+    if not xs:
+        return Resolution(False, res, math.nan, "no finite samples")
+    med = _q(xs, 0.5)
+    if med <= MIN_SAMPLE_MS or med <= res:
+        return Resolution(False, res, med, f"sample median {med:.4g} ms is not above {res:.4g} ms "
+                                           f"({what}): below the CPU timer's resolution")
+    return Resolution(True, res, med, None)
+
+
 def _q(xs: list[float], p: float) -> float:
     """Quantile ``p`` of sorted ``xs`` with linear interpolation (numpy's default)."""
     pos = p * (len(xs) - 1)
@@ -190,10 +241,13 @@ def _window_holds_excess(f: Finding, n: int) -> bool:
 
 def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes: int,
                  findings: list[Finding] | None, overhead: float,
-                 plausibility_overhead: float | None = None) -> TimingStats:
+                 plausibility_overhead: float | None = None,
+                 noop_windows: list[float] | None = None) -> TimingStats:
     """One TimingStats from the blocks of one side (``findings`` None: the trusted
     reference's, no findings). ``overhead``: no-op round trip (ms) subtracted on the CPU;
-    ``plausibility_overhead``: the one the plausibility check uses (default ``overhead``)."""
+    ``plausibility_overhead``: the one the plausibility check uses (default ``overhead``);
+    ``noop_windows``: the no-op windows (ms) whose median is ``overhead``: on the CPU they
+    decide whether the side's time is resolved (:func:`cpu_resolution`; None: not judged)."""
     notes: list[str] = []
     cupti_ok = is_cuda and all(b.end.cupti for b in blocks)
     host, rt = _cat(blocks, "host"), _cat(blocks, "roundtrip")
@@ -239,8 +293,14 @@ def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes
     if l2:
         notes.append(f"persisting-L2 reset before each call did not run: {l2}")
     st = stats(samples)
+    res = cpu_resolution(samples, noop_windows) if method == "perf_counter" and noop_windows is not None else None
+    if res is not None and not res.resolved:
+        notes.append(f"time unresolved: {res.reason}")
     return TimingStats(
         method=method, n_samples=len(samples), warmup=warmup, cold_l2=True,
         l2_flush_bytes=int(flush_bytes or 0), samples_ms=samples, kernel_sum_median_ms=ksum_med,
-        host_median_ms=stats(host)["median_ms"], notes=notes, **st,
+        host_median_ms=stats(host)["median_ms"], notes=notes,
+        resolved=res.resolved if res is not None else None,
+        resolution_ms=res.resolution_ms if res is not None and math.isfinite(res.resolution_ms) else None,
+        **st,
     )

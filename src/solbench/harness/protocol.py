@@ -116,6 +116,8 @@ class Flush(Request):
 class TimeBegin(Request):
     op: Literal["time_begin"] = "time_begin"
     cupti: bool = True
+    #: how the session's markers are found (harness.timing.MARKER_METHODS)
+    markers: Literal["ranges", "streams"] = "ranges"
 
 
 class TimeIter(Request):

@@ -59,13 +59,15 @@ def _load(run: WorkloadRun, h: WorkerHandle) -> None:
 
 
 def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bool | None = None,
-            hold: "Hold | None" = None) -> float:
+            hold: "Hold | None" = None, windows: list[float] | None = None) -> float:
     """Median round trip (ms) of ``n`` no-op requests to ``h`` (flush, checks, messaging: the
     timed path without the call). ``dps``: the path measured (True: destination passing, no
     copy-out; False: with the copy-out of returned outputs; None: the worker's own
     solution's). ``hold``: measured through the same stop/resume path as a held timed call
     (:class:`Hold`), without the flush (on that path a step of its own), so what is
-    subtracted is what a held call's window holds besides the call."""
+    subtracted is what a held call's window holds besides the call. ``windows``: when given,
+    each round trip (ms) is appended to it (their spread is the baseline's uncertainty,
+    :func:`~.measure.cpu_resolution`)."""
     rts = []
     if hold is not None:
         hold.settle()
@@ -85,6 +87,8 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
         interposition_seen(rep, findings, "no-op round trip")
     if hold is not None:
         hold.cont()  # left running, as it was found
+    if windows is not None:
+        windows.extend(rts)
     return sorted(rts)[len(rts) // 2]
 
 
@@ -395,6 +399,8 @@ class TimedBlocks:
         ref_blocks: list[Block] = []
         #: no-op round trip (ms), measured in the trusted reference worker
         ref_overhead: float | None = None
+        #: its windows (ms), whose spread says which CPU times are resolved
+        self._noop_windows: list[float] = []
 
         # verified timed iterations: as many as the fixed count n_max had, however many
         # iterations the stopping rule keeps (a candidate wrong on a fraction of its calls is
@@ -435,11 +441,13 @@ class TimedBlocks:
             cand_over = ref_over = ref_overhead
             where = "the trusted reference worker"
         else:
-            cand_over = ref_over = overhead if cfg.is_cuda else noop_ms(h, findings, n=NOOP_N, dps=True, hold=hold)
+            cand_over = ref_over = overhead if cfg.is_cuda else noop_ms(h, findings, n=NOOP_N, dps=True, hold=hold,
+                                                                        windows=self._noop_windows)
             where = "the candidate's worker (no reference worker)"
         # (the plausibility verdict keeps the candidate's own no-op: measured under the same
         # host load as its calls, it does not turn a busy moment into a hack)
-        common = dict(is_cuda=cfg.is_cuda, warmup=cfg.n_warmup(), flush_bytes=run.flush_bytes)
+        common = dict(is_cuda=cfg.is_cuda, warmup=cfg.n_warmup(), flush_bytes=run.flush_bytes,
+                      noop_windows=None if cfg.is_cuda else self._noop_windows)
         timing = timing_stats(cand_blocks, findings=findings, overhead=cand_over,
                               plausibility_overhead=overhead, **common)
         ref_timing = timing_stats(ref_blocks, findings=None, overhead=ref_over, **common) if ref_blocks else None
@@ -550,7 +558,8 @@ class TimedBlocks:
                     # no-op slower, i.e. its subtraction larger. The DPS path (no copy-out) on
                     # the held path both sides' calls take: see TimedBlocks._body
                     ref_overhead = noop_ms(rh, None, n=NOOP_N, dps=True,
-                                           hold=None if cfg.is_cuda else Hold(rh, None, candidate=False))
+                                           hold=None if cfg.is_cuda else Hold(rh, None, candidate=False),
+                                           windows=self._noop_windows)
                 for i in range(cfg.n_warmup() if b == 0 else 1):
                     run.slots.restore(i % k, run.inplace_inputs)
                     protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
@@ -584,7 +593,7 @@ class TimedBlocks:
         # where the harness's own time goes, so per-pair cost can be measured and not guessed
         pre = "timing." if candidate else "ref_timing."
         tp = time.perf_counter()
-        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti), timeout_s=60)
+        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti, markers=cfg.cupti_markers), timeout_s=60)
         if isinstance(info, protocol.ErrorReply):
             raise CandidateError(f"time_begin: {info.type}: {info.message}")
         tp = run.tick(pre + "profiler", tp)

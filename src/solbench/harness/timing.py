@@ -254,6 +254,76 @@ def kineto_segmentation(prof, n_iters: int) -> tuple[Segmentation, list[DeviceAc
     return seg, others
 
 
+#: how a timed profiler session finds the harness's markers (``EvalConfig.cupti_markers``):
+#: "ranges" (CPU and CUDA activity; flush, end marker and copy-out found through their
+#: record_function ranges: :func:`kineto_segmentation`) or "streams" (CUDA activity only; the
+#: flush and end marker run on a marker stream of the worker's own, the copy-out on a copy
+#: stream of its own: :func:`stream_segmentation`)
+MARKER_METHODS = ("ranges", "streams")
+
+
+def stream_segmentation(acts: list[DeviceActivity], n_iters: int, marker_stream: int,
+                        copy_stream: int | None) -> tuple[Segmentation, list[DeviceActivity]]:
+    """Segment a CUDA-only session by streams (no CPU activity recorded, so no ranges).
+
+    ``acts``: every device activity of the session (``stream`` = CUPTI's stream id, times in
+    ns); ``marker_stream`` / ``copy_stream``: the CUPTI stream ids of the worker's own marker
+    and copy-out streams (created with the driver, never handed to the candidate). On the
+    marker stream the worker launches only fills, in the order flush 0, end 0, flush 1, ...,
+    end n-1, closing flush: exactly 2n + 1 of them, alternating, each end marker (one
+    element) shorter than the flushes either side of it (2x L2 bytes each). Anything else
+    there (a kernel not of PyTorch's fill/copy family, a count or an order that differs) is
+    not the harness's sequence, and the segmentation fails (the caller falls back to CUDA
+    events, as for ranges that do not match). Activities on the copy stream after an end
+    marker are the harness's copy-out (excluded from ``late_ms``; those not of PyTorch's
+    copy/fill family stay in ``late_all_ms``); on every other stream after an end marker they
+    are late work, as with ranges. Returns (segmentation, the activities off the marker
+    stream)."""
+    mk = [a for a in acts if a.stream == marker_stream]
+    others = [a for a in acts if a.stream != marker_stream]
+    foreign = [a for a in mk if not is_harness_activity(a.name, a.kind)]
+    if foreign:
+        return Segmentation(False, reason=f"{len(foreign)} device activit(ies) not the harness's on its marker "
+                                          f"stream (first: {foreign[0].name[:80]})"), others
+    mk = _merge_close(mk)
+    if len(mk) != 2 * n_iters + 1:
+        return Segmentation(False, reason=f"found {len(mk)} fills on the marker stream, expected "
+                                          f"{2 * n_iters + 1} (n flushes + n end markers + the closing flush)"), others
+    flushes, ends = mk[0::2], mk[1::2]
+    dur = [a.end_ns - a.start_ns for a in mk]
+    for i in range(n_iters):
+        if not dur[2 * i + 1] < min(dur[2 * i], dur[2 * i + 2]):
+            return Segmentation(False, reason=f"marker {2 * i + 1} on the marker stream ({dur[2 * i + 1]} ns) is not "
+                                              "shorter than the flushes beside it: not an end marker"), others
+    seg = segment(flushes, others, n_iters, ends)
+    if seg.ok:
+        if copy_stream is None:
+            seg.reason = "copy stream unknown: device work after the clock not judged"
+        else:
+            copy_ids = {id(a) for a in others if a.stream == copy_stream}
+            seg.late_ms = late_activity(flushes, ends, others, copy_ids)
+            seg.late_all_ms = late_activity(flushes, ends, others,
+                                            {id(a) for a in others if a.stream == copy_stream
+                                             and is_harness_activity(a.name, a.kind)})
+    return seg, others
+
+
+def kineto_stream_segmentation(prof, n_iters: int, marker_stream: int,
+                               copy_stream: int | None) -> tuple[Segmentation, list[DeviceActivity]]:
+    """:func:`stream_segmentation` of a finished CUDA-only ``torch.profiler`` session (every
+    CUDA device activity that is not a user annotation)."""
+    from torch.autograd import DeviceType
+
+    acts = []
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() != DeviceType.CUDA or e.is_user_annotation():
+            continue
+        name = e.name()
+        kind = "memcpy" if name.startswith("Memcpy") else "memset" if name.startswith("Memset") else "kernel"
+        acts.append(DeviceActivity(name, e.start_ns(), e.end_ns(), e.device_resource_id(), kind))
+    return stream_segmentation(acts, n_iters, marker_stream, copy_stream)
+
+
 def _merge_close(fl: list[DeviceActivity]) -> list[DeviceActivity]:
     fl = sorted(fl, key=lambda a: a.start_ns)
     out: list[DeviceActivity] = []

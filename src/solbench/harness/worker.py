@@ -99,6 +99,12 @@ class Worker:
         self._prev_ret = None
         self._sync = torch.cuda.synchronize
         self._record_function = torch.profiler.record_function
+        self._stream_ctx = torch.cuda.stream if self.is_cuda else None
+        #: timed sessions' marker method (timing.MARKER_METHODS) and, for "streams", the
+        #: worker's own marker and copy-out streams: (torch streams, CUPTI stream ids)
+        self.markers = "ranges"
+        self._markers_note: str | None = None
+        self._mstreams = None
         # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
         # are done, before any candidate code exists
         self.dispatch = guards.DispatchGuard()
@@ -256,12 +262,21 @@ class Worker:
                     l2 = f"failed: {dict(self._l2.errors)}"
                 else:
                     l2 = "ok"
+            self.markers, self._markers_note = "ranges", None
             if self.is_cuda and p.get("cupti", True):
                 try:
                     from torch.profiler import ProfilerActivity, profile
 
-                    self.prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                                        record_shapes=False, with_stack=False)
+                    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+                    if p.get("markers") == "streams":
+                        why = self._marker_streams()
+                        if why is None:
+                            # the profiler's CPU-side recording of every op widens the
+                            # host's launch gaps inside the span (bench/cupti_cuda_only.py)
+                            acts, self.markers = [ProfilerActivity.CUDA], "streams"
+                        else:
+                            self._markers_note = f"marker streams unavailable ({why}): markers found through ranges"
+                    self.prof = profile(activities=acts, record_shapes=False, with_stack=False)
                     self.prof.__enter__()
                 except Exception as e:  # noqa: BLE001 - fall back to events
                     self.prof = None
@@ -438,12 +453,55 @@ class Worker:
             return [ret], None
         return [ret], f"{t.__module__}.{t.__qualname__}"
 
+    def _marker_streams(self) -> str | None:
+        """Make (once) the marker and copy-out streams of the "streams" method and learn their
+        CUPTI stream ids; None when ready, else why not. The streams are created through the
+        driver (``cuStreamCreate``), not taken from PyTorch's pool (whose streams a candidate's
+        ``torch.cuda.Stream()`` gets in turn); their ids come from CUPTI itself
+        (``cuptiGetStreamIdEx``, the id its activity records carry)."""
+        if self._mstreams is not None:
+            return None
+        import ctypes
+
+        torch = self.torch
+        try:
+            cu = ctypes.CDLL("libcuda.so.1")
+            path = next((ln.split()[-1] for ln in open("/proc/self/maps") if "libcupti" in ln), None)
+            cupti = ctypes.CDLL(path or "libcupti.so")
+            cu.cuStreamCreate.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint)
+            get_id = cupti.cuptiGetStreamIdEx
+            get_id.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint8, ctypes.POINTER(ctypes.c_uint32))
+            out = []
+            for _ in range(2):
+                h = ctypes.c_void_p()
+                rc = cu.cuStreamCreate(ctypes.byref(h), 1)  # CU_STREAM_NON_BLOCKING
+                if rc != 0:
+                    return f"cuStreamCreate returned {rc}"
+                sid = ctypes.c_uint32()
+                rc = get_id(None, h, 0, ctypes.byref(sid))
+                if rc != 0:
+                    return f"cuptiGetStreamIdEx returned {rc}"
+                out.append((torch.cuda.ExternalStream(h.value, device=self.device), int(sid.value)))
+        except Exception as e:  # noqa: BLE001 - any failure here means: ranges, as before
+            return f"{type(e).__name__}: {e}"
+        self._mstreams = out
+        return None
+
+    def _on(self, which: int):
+        """Context for the harness's own launches: the marker (0) or copy (1) stream in a
+        "streams" session, else a ``record_function`` range is the caller's."""
+        return self._stream_ctx(self._mstreams[which][0])
+
     def _copy_out(self, slot, ret, args, materialized=None, parent_copy: bool = False) -> dict:
         """Copy returned outputs into the parent's buffers (non-DPS), after the clock stopped,
         inside a ``solbench::copy_out`` range so the timeline tells its kernels from any other
         device work after the end marker. Only plain torch.Tensor outputs of the declared
         shape and dtype are copied."""
         if self.is_cuda:
+            if self.markers == "streams" and self.prof is not None:
+                # its own stream: the timeline tells the copy-out from late work by stream
+                with self._on(1):
+                    return self._copy_out_body(slot, ret, args, materialized)
             with self._record_function("solbench::copy_out"):
                 return self._copy_out_body(slot, ret, args, materialized)
         return self._copy_out_body(slot, ret, args, materialized, parent_copy)
@@ -499,8 +557,12 @@ class Worker:
             # no persisting L2 lines or window survive into the flush (harness/l2.py)
             self._l2(self.stream0)
         if self.flush_buf is not None:
-            with self._record_function("solbench::l2_flush"):
-                self.flush_buf.fill_(i & 0x7FFFFFFF)
+            if self.is_cuda and self.markers == "streams" and self.prof is not None:
+                with self._on(0):
+                    self.flush_buf.fill_(i & 0x7FFFFFFF)
+            else:
+                with self._record_function("solbench::l2_flush"):
+                    self.flush_buf.fill_(i & 0x7FFFFFFF)
             if self.is_cuda:
                 self._sync()
 
@@ -508,8 +570,12 @@ class Worker:
         if self.is_cuda:
             if self.end_buf is None:
                 self.end_buf = self.torch.empty(1, dtype=self.torch.int32, device=self.device)
-            with self._record_function("solbench::call_end"):
-                self.end_buf.fill_(i & 0x7FFFFFFF)
+            if self.markers == "streams" and self.prof is not None:
+                with self._on(0):
+                    self.end_buf.fill_(i & 0x7FFFFFFF)
+            else:
+                with self._record_function("solbench::call_end"):
+                    self.end_buf.fill_(i & 0x7FFFFFFF)
             self._sync()
 
     def _timed_iter(self, slot, scalars, i: int, flush: bool = True, parent_copy: bool = False) -> dict:
@@ -552,19 +618,27 @@ class Worker:
     def _time_end(self) -> dict:
         if self.prof is None:
             return {"cupti": False}
-        from .timing import kineto_segmentation
+        from .timing import kineto_segmentation, kineto_stream_segmentation
 
         self._flush(10**6)  # closing flush: ends the last iteration's window
         self.prof.__exit__(None, None, None)
+        streams = self.markers == "streams"
+        self.markers = "ranges"
         try:
-            seg, _ = kineto_segmentation(self.prof, self.timed_n)
+            if streams:
+                seg, _ = kineto_stream_segmentation(self.prof, self.timed_n, self._mstreams[0][1],
+                                                    self._mstreams[1][1])
+            else:
+                seg, _ = kineto_segmentation(self.prof, self.timed_n)
         except Exception as e:  # noqa: BLE001
             return {"cupti": False, "reason": f"segmentation failed: {type(e).__name__}: {e}"}
         finally:
             self.prof = None
         if not seg.ok:
             return {"cupti": False, "reason": seg.reason}
-        return {"cupti": True, "note": seg.reason, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
+        note = "; ".join(x for x in ("markers: streams (CUDA activity only)" if streams else None,
+                                       self._markers_note, seg.reason) if x)
+        return {"cupti": True, "note": note or None, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
                 "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets],
                 "late_ms": seg.late_ms, "late_all_ms": seg.late_all_ms}
 

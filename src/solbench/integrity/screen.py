@@ -28,6 +28,17 @@ reduced-precision run passes on every screened workload, the tolerance **admits 
 downgrade** (reported apart from degeneracy): those problems need the harness's precision
 check most.
 
+Separately, for each workload whose input rules give stress rounds (docs/inputs.md,
+"Rounds"), the reference runs on each stress input set and is judged as the harness judges
+it before a stress round (``harness.rounds.Oracle.stress_reference_issue``: NaN/Inf in a
+float output, an exception, or a miss of its own fp64 truth by the workload's tolerance).
+Such a round does not apply when candidates are evaluated (advisory
+``stress_reference_failed``): the audit lists it per workload in
+``stress_reference_failed``, since every candidate of the problem goes unjudged there. The
+stress inputs are those ``solbench evaluate --seed SEED`` draws for the workload when every
+workload is evaluated (``harness.seeds.derived_seed`` of the workload's index and the
+round's input-set index).
+
 Inputs come from :func:`solbench.inputs.make_inputs` (seeded), the reference from
 ``problem.make_reference(device)``. Workloads whose inputs or reference cannot run on the
 chosen device (CUDA-only code, missing safetensors blobs, Triton) are skipped, each with the
@@ -88,6 +99,9 @@ class ScreenResult(BaseModel):
     downgrade_dtypes: list[str] = Field(default_factory=list)
     screened_workloads: list[str] = Field(default_factory=list)
     skipped: list[dict[str, str]] = Field(default_factory=list)
+    #: stress rounds the problem's own reference fails: workload, round (input-set index),
+    #: label (``stress:<op class>``), reason
+    stress_reference_failed: list[dict[str, Any]] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -116,6 +130,7 @@ def screen_problem(
     cpu_tagged_only: bool = False,
     max_bytes: int | None = None,
     downgrade: bool = True,
+    stress: bool = True,
 ) -> ScreenResult:
     """Screen ``problem`` with trivial stand-ins and the reduced-precision reference.
 
@@ -129,6 +144,8 @@ def screen_problem(
         max_bytes: skip workloads with more declared input+output bytes than this
             (default: 1 GiB on CPU, no limit on CUDA); skipped ones are recorded.
         downgrade: also run the bf16/fp16 reference (the "admits downgrade" finding).
+        stress: also judge the reference on each stress round's inputs (the
+            ``stress_reference_failed`` list; module doc).
 
     Returns:
         a :class:`ScreenResult`. Never raises for a workload that cannot run (it is
@@ -146,6 +163,7 @@ def screen_problem(
     downgrade_runs: dict[str, list[bool]] = {d: [] for d in DOWNGRADE_DTYPES}
     screened: list[str] = []
     structural: list[dict[str, str]] = []
+    stress_failed: list[dict[str, Any]] = []
 
     try:
         reference = problem.make_reference(device)
@@ -212,6 +230,10 @@ def screen_problem(
                 wd["downgrade"].append(rec)
                 if rec.get("error") is None:
                     downgrade_runs[dname].append(bool(rec["upstream_passed"]))
+        if stress:
+            wd["stress"] = _stress_reference(problem, w, seed, device, tol)
+            stress_failed += [{"workload": w.uuid, **{k: r[k] for k in ("round", "label", "reason")}}
+                              for r in wd["stress"] if r["reference_failed"]]
         wd["seconds"] = round(time.perf_counter() - t0, 3)
         details["workloads"][w.uuid] = wd
         screened.append(w.uuid)
@@ -229,8 +251,42 @@ def screen_problem(
         downgrade_dtypes=admitted,
         screened_workloads=screened,
         skipped=skipped,
+        stress_reference_failed=stress_failed,
         details=details,
     )
+
+
+def _stress_reference(problem: Problem, w: Workload, seed: int, device: str, tol) -> list[dict[str, Any]]:
+    """The reference judged on each stress round of ``w`` (module doc): one dict per round
+    with ``round``, ``label``, ``profile``, ``reference_failed`` and ``reason`` (None when it
+    holds). Raises nothing: inputs that cannot be made are a failed round with the reason."""
+    from ..harness.rounds import Oracle, round_plan
+    from ..harness.seeds import derived_seed
+
+    try:
+        plan = [r for r in round_plan(1, problem, w) if r.profile.startswith("stress")]
+    except Exception as e:  # noqa: BLE001 - bad input rules: the problem's own error
+        return [{"round": None, "label": "stress", "profile": "stress", "reference_failed": True,
+                 "reason": f"input rules: {_short(e)}"}]
+    j = next((i for i, x in enumerate(problem.workloads) if x.uuid == w.uuid), 0)
+    oracle = Oracle(problem, device)
+    out = []
+    for spec in plan:
+        why = None
+        try:
+            values = spec.generate(problem, w, derived_seed(seed, j, spec.index), device, profile=spec.profile)
+        except Exception as e:  # noqa: BLE001
+            why = f"inputs: {_short(e)}"
+        else:
+            try:
+                ref_out = oracle.run(values)
+            except Exception as e:  # noqa: BLE001 - what the harness records too
+                why = f"the reference raised {type(e).__name__}: {_short(e)}"
+            else:
+                why = oracle.stress_reference_issue(ref_out, values, tol)
+        out.append({"round": spec.index, "label": spec.label, "profile": spec.profile,
+                    "reference_failed": why is not None, "reason": why})
+    return out
 
 
 # --------------------------------------------------------------------------------------

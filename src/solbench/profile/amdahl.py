@@ -214,6 +214,8 @@ class ProblemResult:
 def _trace_speedup(ev: dict[str, Any]) -> float | None:
     if ev.get("status") != "PASSED":
         return None
+    if any((ev.get(k) or {}).get("resolved") is False for k in ("timing", "reference_timing")):
+        return None  # a time below the CPU timer's resolution gives no ratio
     perf = ev.get("performance") or {}
     s = perf.get("speedup_factor")
     if s is None and perf.get("reference_latency_ms") and perf.get("latency_ms"):

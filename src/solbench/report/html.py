@@ -177,6 +177,7 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
                              f"{escape(json.dumps(json.loads(f.evidence), indent=1)[:4000])}</pre>" for f in fs)
             fcell += "</details>"
         body.append([r.workload[:8], r.axes[:60], r.label, Html(f"<span class={escape(str(r.status))}>{escape(str(r.status))}</span>"),
+                     r.unresolved if r.unresolved and r.latency_ms is None else
                      _f(r.latency_ms if r.latency_ms is not None else r.raw_latency_ms, ".4g")
                      + ("" if r.latency_ms is not None or r.raw_latency_ms is None else " (raw)"),
                      _f(r.reference_latency_ms if r.reference_latency_ms is not None else r.raw_reference_ms, ".4g"),

@@ -34,6 +34,7 @@ from ..spec.trace import Status, Trace
 from ..store import StoreRead, read_store, warn_unverified
 from ..store.blocks import BlockError, sol_of
 from .summary import trace_speedup
+from .tables import unresolved_text
 
 @lru_cache(maxsize=1)
 def _bundled_suites() -> dict[str, str]:
@@ -93,6 +94,9 @@ class TraceRow:
     raw_reference_ms: float | None
     raw_speedup: float | None
     raw_sol_score: float | None
+    #: ``unresolved (below the CPU timer's resolution: X ms)`` when a side's CPU time is not
+    #: resolved (``report.tables.unresolved_text``); its latency, speedup and SOL figures are None
+    unresolved: str | None
     timing_method: str | None
     n_samples: int | None
     iqr_ms: float | None
@@ -203,9 +207,18 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
         h = _num(s.h) if s and ev.status == Status.PASSED else None
         lat = perf.latency_ms if perf else None
         ref = perf.reference_latency_ms if perf else None
+        un_c, un_r = unresolved_text(ev.timing), unresolved_text(ev.reference_timing)
+        if un_c is not None:
+            lat = None  # noise of the subtracted baseline, not a time
+        if un_r is not None:
+            ref = None
         raw_lat = lat if lat is not None else (ev.timing.median_ms if ev.timing else None)
         raw_ref = ref if ref is not None else (ev.reference_timing.median_ms if ev.reference_timing else None)
         raw_sp, raw_score = sp, score
+        if un_c is not None or un_r is not None:
+            raw_lat = lat
+            raw_ref = ref
+            raw_sp = raw_score = None
         if ev.status == Status.REWARD_HACK and raw_lat and raw_ref:
             raw_sp = raw_ref / raw_lat
             if t_sol:
@@ -230,6 +243,7 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             latency_ms=lat, reference_latency_ms=ref, speedup=sp, t_sol_ms=t_sol, sol_score=score,
             headroom=h, sol_distance=(lat / t_sol) if (lat and t_sol) else None,
             raw_latency_ms=raw_lat, raw_reference_ms=raw_ref, raw_speedup=raw_sp, raw_sol_score=raw_score,
+            unresolved=un_c or un_r,
             timing_method=ev.timing.method if ev.timing else None,
             n_samples=ev.timing.n_samples if ev.timing else None,
             iqr_ms=ev.timing.iqr_ms if ev.timing else None,

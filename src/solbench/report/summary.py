@@ -6,7 +6,8 @@ out by hand):
 
 * speedup of a PASSED trace = ``performance.speedup_factor`` (the eager reference's time over
   the candidate's, both measured in the same session), or ``reference_latency_ms /
-  latency_ms`` when the factor is absent. Non-PASSED traces have no speedup.
+  latency_ms`` when the factor is absent. Non-PASSED traces have no speedup, nor do traces
+  with a side's time below the CPU timer's resolution (``timing.resolved`` false).
 * unit ``"problem"`` (default, KernelBench-style: every problem weighs the same): one unit per
   (problem, candidate); it is correct when every one of its workloads PASSED, and its speedup
   is the geometric mean of its workloads' speedups. Unit ``"workload"``: one unit per trace.
@@ -39,6 +40,8 @@ def trace_speedup(trace: Trace) -> float | None:
     ev = trace.evaluation
     if ev.status != Status.PASSED or ev.performance is None:
         return None
+    if any(ts is not None and ts.resolved is False for ts in (ev.timing, ev.reference_timing)):
+        return None  # a time below the CPU timer's resolution gives no ratio
     perf = ev.performance
     s = perf.speedup_factor
     if s is None and perf.reference_latency_ms is not None and perf.latency_ms > 0:

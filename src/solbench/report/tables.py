@@ -80,9 +80,25 @@ def timing_unstable(trace: Trace) -> bool:
     return any(f.check == "timing_unstable" for f in trace.evaluation.findings)
 
 
+def unresolved_text(ts: TimingStats | None) -> str | None:
+    """``unresolved (below the CPU timer's resolution: 1.2 ms)`` for a side whose CPU time is
+    not resolved (``TimingStats.resolved`` False), else None."""
+    if ts is None or ts.resolved is not False:
+        return None
+    res = f"{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unknown"
+    return f"unresolved (below the CPU timer's resolution: {res})"
+
+
 def speedup_text(trace: Trace) -> str:
-    """``1.93x``, ``1.03x ~`` (within noise), ``0.8x !`` (timing_unstable), or ``-``."""
-    perf = trace.evaluation.performance
+    """``1.93x``, ``1.03x ~`` (within noise), ``0.8x !`` (timing_unstable), ``unresolved
+    (...)`` (a side's CPU time below the timer's resolution: :func:`unresolved_text`), or ``-``."""
+    ev = trace.evaluation
+    if ev.status == Status.PASSED:
+        for ts in (ev.timing, ev.reference_timing):
+            un = unresolved_text(ts)
+            if un is not None:
+                return un
+    perf = ev.performance
     if perf is None or perf.speedup_factor is None:
         return "-"
     marks = ("~" if within_noise(trace) else "") + ("!" if timing_unstable(trace) else "")
@@ -181,7 +197,9 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
                   else f"[{STATUS_STYLE.get(ev.status, '')}]{ev.status.value}[/]")
         tb.add_row(
             escape(t.solution), t.workload.uuid, escape(_axes(t)), status,
-            _fmt(perf.latency_ms if perf else None), _fmt(perf.reference_latency_ms if perf else None),
+            (unresolved_text(ev.timing) if perf else None) or _fmt(perf.latency_ms if perf else None),
+            (unresolved_text(ev.reference_timing) if perf else None)
+            or _fmt(perf.reference_latency_ms if perf else None),
             sp,
             _fmt(corr.max_absolute_error if corr else None, ".2e"),
             _fmt(corr.extra.get("rel_l2") if corr else None, ".2e"),

@@ -97,6 +97,13 @@ class TimingStats(_Model):
     kernel_sum_median_ms: float | None = None
     host_median_ms: float | None = None
     notes: list[str] = Field(default_factory=list)
+    #: CPU (perf_counter) only: whether the median is above what the held-timing path resolves
+    #: (``harness.measure.cpu_resolution``); False: the time is noise of the subtracted no-op
+    #: baseline and no speedup, score or SOL verdict is made from it; None: not judged (CUDA,
+    #: or a trace written before the rule)
+    resolved: bool | None = None
+    #: the smallest median (ms) judged resolved in this run (RESOLVE_K x the no-op windows' IQR)
+    resolution_ms: float | None = None
 
 
 class Evaluation(_Model):

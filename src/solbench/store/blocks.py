@@ -51,6 +51,8 @@ class SolBlock(_Block):
     t_sol_ms: float | None = None
     finding: dict[str, Any] | None = None
     error: str | None = None
+    #: True: the candidate's CPU time is below the timer's resolution (no score, no ratio)
+    unresolved: bool | None = None
 
 
 class TelemetrySample(_Block):

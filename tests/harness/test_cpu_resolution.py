@@ -1,0 +1,184 @@
+"""CPU times below what the held-timing path resolves (issue 13): the sample median must be
+above RESOLVE_K x the IQR of the no-op windows subtracted from it; a side that is not is
+recorded as unresolved, gives no speedup, no SOL score and no SOL verdict, and reports say
+so instead of printing a ratio of two noises."""
+
+import json
+import math
+
+import pytest
+
+from solbench import pipeline
+from solbench.harness import EvalConfig, evaluate
+from solbench.harness.measure import MIN_SAMPLE_MS, RESOLVE_K, Block, cpu_resolution, timing_stats
+from pathlib import Path
+
+from solbench.report.records import rows_from_traces
+from solbench.report.summary import trace_speedup
+from solbench.report.tables import speedup_text, unresolved_text
+from solbench.spec import load_problem
+from solbench.spec.solution import Solution
+from solbench.spec.trace import (Correctness, Environment, Evaluation, Performance, Status, TimingStats,
+                                 Trace)
+
+from harness_helpers import py_solution, write_problem
+
+#: 9 no-op windows: sorted, Q1 (position 2) = 1.2, Q3 (position 6) = 1.6, IQR 0.4
+WINDOWS = [1.5, 1.0, 1.8, 1.2, 1.3, 1.7, 1.1, 1.4, 1.6]
+
+
+# ---------------------------------------------------------------- the rule, by hand
+def test_resolution_is_k_times_the_noop_iqr():
+    assert RESOLVE_K == 3.0
+    r = cpu_resolution([1.25, 1.3, 1.35], WINDOWS)  # median 1.3 > 3 x 0.4 = 1.2
+    assert r.resolved and r.reason is None
+    assert r.resolution_ms == pytest.approx(1.2) and r.median_ms == pytest.approx(1.3)
+    r = cpu_resolution([1.0, 1.1, 5.0], WINDOWS)  # median 1.1 <= 1.2
+    assert not r.resolved and "1.1 ms is not above 1.2 ms" in r.reason
+    assert not cpu_resolution([1.2], WINDOWS).resolved  # equal is not above
+
+
+def test_a_floored_median_is_never_resolved_and_few_windows_use_their_median():
+    # windows without spread: resolution 0, but a median at the sample floor is the call
+    # shorter than the baseline's noise, not a time
+    r = cpu_resolution([MIN_SAMPLE_MS] * 5, [2.0] * 9)
+    assert r.resolution_ms == 0.0 and not r.resolved
+    assert cpu_resolution([0.01] * 5, [2.0] * 9).resolved
+    # 3 windows give no IQR: the whole baseline (median 2.0) is the uncertainty
+    r = cpu_resolution([1.9, 2.1, 2.5], [1.0, 3.0, 2.0])
+    assert r.resolution_ms == pytest.approx(2.0) and r.resolved  # median 2.1 > 2.0
+    assert not cpu_resolution([], WINDOWS).resolved
+    assert not cpu_resolution([float("nan")], WINDOWS).resolved
+
+
+def test_timing_stats_records_the_verdict_on_the_cpu_only_when_given_windows():
+    # overhead 2.0 (the windows' median would be; given here directly): round trips 2.5 ->
+    # samples 0.5 <= 1.2 unresolved; round trips 4.0 -> samples 2.0 > 1.2 resolved
+    common = dict(is_cuda=False, warmup=1, flush_bytes=0, findings=None, overhead=2.0)
+    low = timing_stats([Block(host=[0.4] * 5, roundtrip=[2.5] * 5)], noop_windows=WINDOWS, **common)
+    assert low.resolved is False and low.resolution_ms == pytest.approx(1.2)
+    assert any(n.startswith("time unresolved: sample median 0.5 ms") for n in low.notes)
+    high = timing_stats([Block(host=[1.9] * 5, roundtrip=[4.0] * 5)], noop_windows=WINDOWS, **common)
+    assert high.resolved is True and not any("unresolved" in n for n in high.notes)
+    assert timing_stats([Block(host=[0.4] * 5, roundtrip=[2.5] * 5)], **common).resolved is None
+
+
+# ---------------------------------------------------------------- what a report makes of it
+def _trace(cand: TimingStats, ref: TimingStats, latency=0.001, ref_latency=0.7, status=Status.PASSED) -> Trace:
+    from solbench.spec.workload import Workload
+
+    w = Workload.model_validate({"uuid": "w0", "axes": {}, "inputs": {"x": {"type": "random"}}})
+    perf = Performance(latency_ms=latency, reference_latency_ms=ref_latency,
+                       speedup_factor=None) if status == Status.PASSED else None
+    ev = Evaluation(status=status, correctness=Correctness(), environment=Environment(hardware="cpu"),
+                    performance=perf, timing=cand, reference_timing=ref)
+    return Trace(definition="add", solution="cand", workload=w, evaluation=ev)
+
+
+def _ts(median, resolved, resolution=2.4):
+    return TimingStats(method="perf_counter", median_ms=median, iqr_ms=0.1, min_ms=median, mean_ms=median,
+                       n_samples=10, warmup=1, cold_l2=True, samples_ms=[median] * 10,
+                       resolved=resolved, resolution_ms=resolution)
+
+
+def test_reports_say_unresolved_and_compute_no_ratio():
+    t = _trace(_ts(0.001, False), _ts(0.7, False))
+    assert unresolved_text(t.evaluation.timing) == "unresolved (below the CPU timer's resolution: 2.4 ms)"
+    assert speedup_text(t) == "unresolved (below the CPU timer's resolution: 2.4 ms)"
+    # the reference's latency is there: no fallback ratio of latency_ms is made from it
+    assert trace_speedup(t) is None
+    rows, _ = rows_from_traces([t], Path("results.jsonl"), labels={})
+    assert rows[0].speedup is None and rows[0].latency_ms is None and rows[0].sol_distance is None
+    assert rows[0].unresolved.startswith("unresolved (below")
+    # the reference alone unresolved: still no ratio
+    t = _trace(_ts(30.0, True), _ts(0.7, False), latency=30.0, ref_latency=None)
+    assert speedup_text(t).startswith("unresolved") and trace_speedup(t) is None
+    # both resolved: the ratio as before
+    t = _trace(_ts(1.0, True), _ts(2.0, True), latency=1.0, ref_latency=2.0)
+    assert trace_speedup(t) == pytest.approx(2.0) and unresolved_text(t.evaluation.timing) is None
+
+
+# ---------------------------------------------------------------- no SOL verdict from noise
+def _scale(tmp_path, n):
+    d = tmp_path / "scale"
+    d.mkdir()
+    (d / "definition.json").write_text(json.dumps({
+        "name": "scale", "axes": {}, "inputs": {"x": {"shape": [n], "dtype": "float32"}},
+        "outputs": {"y": {"shape": [n], "dtype": "float32"}},
+        "reference": "import torch\ndef run(x):\n    return x * 2\n"}))
+    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {}, "inputs": {"x": {"type": "random"}}}) + "\n")
+    return load_problem(d)
+
+
+def _scored(problem, timing: TimingStats):
+    class FakeEvaluator:
+        """One PASSED trace at the sample floor with ``timing``'s verdict, streamed."""
+        cfg = None
+
+        def __init__(self, p):
+            self.problem = p
+
+        def evaluate(self, s, on_trace=None):
+            ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
+                            performance=Performance(latency_ms=MIN_SAMPLE_MS, reference_latency_ms=10.0),
+                            timing=timing)
+            t = Trace(definition=self.problem.name, solution="cand", workload=self.problem.workloads[0], evaluation=ev)
+            on_trace(t)
+            return [t]
+
+    sol = Solution.model_validate({"name": "cand", "definition": problem.name, "author": "reference",
+                                   "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
+                                   "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
+    return pipeline.evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
+
+
+def test_an_unresolved_time_is_never_faster_than_sol(tmp_path):
+    p = _scale(tmp_path, 64 << 20)  # certain floor 0.043 ms on the H200: 0.001 ms is below it
+    judged = _scored(p, _ts(MIN_SAMPLE_MS, None))
+    assert judged.status == Status.REWARD_HACK  # the same time, resolved (or not judged), is one
+    ev = _scored(p, _ts(MIN_SAMPLE_MS, False))
+    assert ev.status == Status.PASSED and not any(f.check == "faster_than_sol" for f in ev.findings)
+    assert ev.sol["unresolved"] is True and ev.sol["score"] is None and "measured_over_sol" not in ev.sol
+    assert ev.sol["sol_ms"] > 0  # the bound itself is still there
+
+
+# ---------------------------------------------------------------- real runs on the CPU
+ADD = {"name": "add_res", "axes": {"n": {"type": "var"}},
+       "inputs": {"a": {"shape": ["n"], "dtype": "float32"}, "b": {"shape": ["n"], "dtype": "float32"}},
+       "outputs": {"c": {"shape": ["n"], "dtype": "float32"}},
+       "reference": "import torch\n\ndef run(a, b):\n    return a + b\n"}
+
+
+def _add_run(tmp_path, n):
+    prob = load_problem(write_problem(tmp_path / f"add{n}", ADD, [
+        {"uuid": "w", "axes": {"n": n}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
+    sol = py_solution("reference_as_candidate", ADD["reference"], prob.name)
+    (t,) = evaluate(prob, sol, EvalConfig(device="cpu", iters=10, rounds=2, pool_bytes=320 << 20))
+    return t
+
+
+def test_a_16_element_add_is_unresolved_on_both_sides(tmp_path, solbench_cache):
+    """The reference timed against itself on 16 elements: a few ns of work inside a held
+    window of milliseconds. Before the rule its two medians were each whatever the
+    subtraction of the no-op median left (0.001 ms against 0.7 ms: 700x)."""
+    t = _add_run(tmp_path, 16)
+    ev = t.evaluation
+    assert ev.status == Status.PASSED, (ev.log, ev.findings)
+    assert ev.timing.resolved is False and ev.reference_timing.resolved is False
+    assert ev.timing.resolution_ms > 0 and ev.timing.resolution_ms == ev.reference_timing.resolution_ms
+    assert ev.performance.speedup_factor is None and ev.performance.reference_latency_ms is None
+    assert speedup_text(t).startswith("unresolved (below the CPU timer's resolution: ")
+    assert not any(f.severity == "hack" for f in ev.findings)
+
+
+def test_a_large_add_stays_resolved(tmp_path, solbench_cache):
+    """8 Mi elements (96 MiB a call moved, tens of ms on one core): far above the no-op
+    windows' spread on both sides, so the speedup is made as before."""
+    t = _add_run(tmp_path, 8 << 20)
+    ev = t.evaluation
+    assert ev.status == Status.PASSED, (ev.log, ev.findings)
+    assert ev.timing.resolved is True and ev.reference_timing.resolved is True, \
+        (ev.timing.median_ms, ev.timing.resolution_ms, ev.reference_timing.median_ms)
+    p = ev.performance
+    assert p.speedup_factor == pytest.approx(p.reference_latency_ms / p.latency_ms)
+    assert math.isfinite(p.speedup_factor)
