@@ -101,6 +101,48 @@ def test_parse_cgroup_layouts():
     assert taskcap.parse_proc_cgroup(V2_CGROUP) == {"v2": "/user.slice/user-0.slice/session-3.scope"}
 
 
+def _fake_v2(tmp_path, monkeypatch, controllers: str, subtree: str, write_error: int | None):
+    """A cgroup2-only host's files under tmp_path (what the kernel would show), the process in
+    /job.scope; ``write_error``: the errno the kernel answers a write to subtree_control."""
+    d = tmp_path / "job.scope"
+    d.mkdir(parents=True)
+    (d / "cgroup.controllers").write_text(controllers + "\n")
+    (d / "cgroup.subtree_control").write_text(subtree + "\n")
+    (d / "cgroup.procs").write_text("")
+    proc = {"/proc/self/mountinfo": f"30 23 0:26 / {tmp_path} rw - cgroup2 cgroup2 rw\n",
+            "/proc/self/cgroup": "0::/job.scope\n"}
+    real_read, real_write = taskcap._read, taskcap._write
+    monkeypatch.setattr(taskcap, "_read", lambda path: proc.get(path) or real_read(path))
+
+    def write(path, text):
+        if write_error is not None and path.endswith("cgroup.subtree_control"):
+            raise OSError(write_error, os.strerror(write_error))
+        real_write(path, text)
+
+    monkeypatch.setattr(taskcap, "_write", write)
+    return str(d)
+
+
+def test_cgroup2_delegation_decides(tmp_path, monkeypatch):
+    """On a cgroup2-only host the harness's own cgroup is the base when pids is delegated (or
+    can be enabled in its subtree_control); when the kernel refuses that (EBUSY: processes in
+    a non-root cgroup) or pids is not among its controllers, there is no base and the reason
+    names the file's answer."""
+    import errno
+
+    d = _fake_v2(tmp_path / "a", monkeypatch, "cpu memory pids", "pids", None)
+    assert taskcap._own_base() == ("cgroup_v2", d, "")
+    d = _fake_v2(tmp_path / "b", monkeypatch, "cpu memory pids", "", None)
+    assert taskcap._own_base() == ("cgroup_v2", d, "")
+    assert Path(d, "cgroup.subtree_control").read_text() == "+pids"  # enabled by the probe
+    _fake_v2(tmp_path / "c", monkeypatch, "cpu memory pids", "", errno.EBUSY)
+    kind, base, why = taskcap._own_base()
+    assert kind is None and base is None and "pids not delegated (EBUSY" in why
+    _fake_v2(tmp_path / "e", monkeypatch, "cpu memory", "", None)
+    kind, base, why = taskcap._own_base()
+    assert kind is None and "no pids controller (controllers: cpu memory)" in why
+
+
 def test_status_names_what_binds(monkeypatch):
     """sandbox_status (the trace's environment.sandbox) says what bounds the tasks: in
     ``userns`` mode never RLIMIT_NPROC (it does not bind for a root-uid worker), in ``uid``
