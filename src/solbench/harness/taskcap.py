@@ -279,10 +279,15 @@ class TaskCap:
                 os.path.join(self.path, "cgroup.procs")] + list(argv)
 
     def watch(self, *pids: int) -> None:
-        """Start watching: ``pids`` are the launched process (and the sandbox's init): the
-        watchdog counts them and their descendants; every mechanism kills them at a hit."""
+        """Start watching: ``pids`` are launched processes (children of this process): the
+        watchdog counts them and their descendants; every mechanism kills them at a hit.
+        A pid is looked at only while it is still this process's unreaped child, so a pid
+        reused after the worker was reaped is never counted or signalled."""
         self._pids = [p for p in pids if p]
         _MONITOR.add(self)
+
+    def _live(self) -> list[int]:
+        return [p for p in self._pids if _own_child(p)]
 
     # -- reading
     def tasks(self) -> int:
@@ -292,7 +297,7 @@ class TaskCap:
                 return int(_read(os.path.join(self.path, "pids.current")))
             except (OSError, ValueError):
                 return 0
-        return _count_tasks(self._pids)
+        return _count_tasks(self._live())
 
     def peak(self) -> int | None:
         """The cgroup's pids.peak (kernels from 6.1 on); None without a cgroup or the file."""
@@ -326,7 +331,7 @@ class TaskCap:
             ev = {"mechanism": self.mechanism, "limit": self.limit, "refused_forks": refused,
                   "tasks": self.tasks()}
         else:
-            n = _count_tasks(self._pids)
+            n = _count_tasks(self._live())
             if n < self.limit:
                 return False
             ev = {"mechanism": "watchdog", "limit": self.limit, "tasks": n}
@@ -349,7 +354,7 @@ class TaskCap:
         everything in the cgroup (v2: cgroup.kill, one write for the whole subtree)."""
         from .guards import descendants
 
-        for p in self._pids:
+        for p in self._live():
             for q in {p} | descendants(p):
                 try:
                     os.kill(q, signal.SIGKILL)
@@ -396,6 +401,15 @@ class TaskCap:
                 if time.monotonic() > deadline:
                     return  # a stale empty cgroup: the next probe removes it
                 time.sleep(0.02)
+
+
+def _own_child(pid: int) -> bool:
+    """Whether ``pid`` is an unreaped child of this process (ppid is ours; a zombie counts:
+    its pid cannot be reused until it is reaped)."""
+    from .guards import _stat_fields
+
+    f = _stat_fields(f"/proc/{pid}/stat")
+    return bool(f) and len(f) > 1 and f[1] == str(os.getpid())
 
 
 def _count_tasks(pids: list[int]) -> int:
