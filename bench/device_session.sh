@@ -12,6 +12,8 @@
 #                                           # every upstream example, sandboxed: C++ builds ahead
 #                                           # of time in parallel, then one evaluation at a time
 #                                           # (carry .whl, .whl_lang, .devdata)
+#   DEADLINE_S=300 bash bench/device_session.sh taskcap  # issue 11: task bound in userns mode
+#                                           # (pids cgroup or watchdog), < 60 s after the smoke
 #   DEADLINE_S=480 bash bench/device_session.sh thru  # issue 14: dev dataset local + Ray, CUDA demo
 #                                           # (carry .whl, .whl_ray, .devdata)
 #
@@ -19,7 +21,7 @@
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b|s9a}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b|s9a|taskcap}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -143,6 +145,10 @@ case "$stage" in
       "$R/ray_run/results.jsonl" --out "$R/compare" --wall "$R/local.json" "$R/ray.json"
     rm -rf "$R"/*_run/solutions
     for f in local.md ray.md compare.md; do [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }; done
+    ;;
+  taskcap)  # issue 11: the sandbox's task bound on the GPU host (userns mode): which mechanism
+            # binds (pids cgroup or watchdog), bombs end as task_limit, honest pools' peaks
+    step taskcap 80 python3 bench/taskcap_device.py --device cuda --budget-s 55 --out "$R/taskcap_cuda.json"
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac

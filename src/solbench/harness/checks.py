@@ -179,6 +179,10 @@ register("background_thread", H, """OS threads of the worker appeared during tim
 register("child_process", H, """The worker started a process (not an allowed compile/runtime
     helper) that outlived a call, left its session, or was re-parented to the harness, or a
     process of the candidate's kept running while the reference was timed.""")
+register("task_limit", A, """The candidate's sandbox reached its limit of processes and
+    threads (cgroup pids.max, or the parent's watchdog where no cgroup can be made) and the
+    parent killed it; the workload is RUNTIME_ERROR from the worker's death. Evidence: the
+    mechanism, the limit, the tasks counted.""")
 register("reference_tampered", H, """The eager reference's worker was demoted (scheduling policy,
     nice, CPU affinity) around its timed block.""")
 register("batch_and_skip", H, """Some timed iterations launched no device work while the others

@@ -156,7 +156,7 @@ def environment(device: str) -> Environment:
 
     st = sandbox_status(device)
     box = {"mode": st["mode"], "namespaces": st["namespaces"], "seccomp": st["seccomp"],
-           "warning": st["warning"]}
+           "warning": st["warning"], "tasks": st["tasks"]}
     return Environment(hardware=hw, libs=libs, sandbox=box)
 
 

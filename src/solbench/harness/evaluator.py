@@ -205,6 +205,11 @@ class Evaluator:
         def done(failure: Failure | None, corr: Correctness | None = None, **kw) -> Trace:
             h.check_channels("the end of the workload", full=True)  # the parent's own look
             run.findings.extend(h.tamper_findings())
+            cap = getattr(h, "taskcap", None)
+            if failure is None and cap is not None and cap.hit is not None:
+                # killed at its task limit after its last reply of this workload: the worker
+                # is gone, so nothing it said stands
+                failure = Failure(Status.RUNTIME_ERROR, cap.describe())
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 

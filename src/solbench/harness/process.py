@@ -13,6 +13,8 @@ import time
 import weakref
 from typing import Any
 
+from .taskcap import TaskCap
+
 #: largest reply the parent accepts from a worker (bytes of JSON)
 MAX_REPLY_BYTES = 16 << 20
 #: most seconds the parent waits to hand one request (and its buffers' fds) to a worker;
@@ -358,6 +360,14 @@ class WorkerHandle:
         argv = [sys.executable, "-m", "solbench.harness.worker", f"fd:{theirs.fileno()}", device,
                 f"--fd-channel={fd_theirs.fileno()}"]
         cmd = sandbox.wrap(argv, device, mode, info_w, build_out)
+        # the bound on the sandbox's tasks, in every mode (RLIMIT_NPROC does not bind for a
+        # root-uid worker: userns mode on a root harness): the launcher joins its cgroup
+        # before it execs bwrap, so no task of the sandbox is ever outside it
+        self.taskcap = TaskCap()
+        cmd = self.taskcap.wrap(cmd)
+        self.sandbox["tasks"] = {"limit": self.taskcap.limit, "mechanism": self.taskcap.mechanism,
+                                 "cgroup": self.taskcap.path}
+        self._taskcap_reported = False
         passed = [theirs.fileno(), fd_theirs.fileno()] + ([info_w] if info_w is not None else [])
 
         become_subreaper()
@@ -373,6 +383,7 @@ class WorkerHandle:
                     on_spawn(self.proc)   # from its first instant if a timed window is open
         except BaseException:
             sandbox.release_uid(self.uid)
+            self.taskcap.release()
             for f in (info_r, info_w):
                 if f is not None:
                     os.close(f)
@@ -383,6 +394,7 @@ class WorkerHandle:
             fd_theirs.close()
         self.pid = self.pgid = self.proc.pid
         _HANDLES.add(self)
+        self.taskcap.watch(self.proc.pid)  # the launcher: bwrap's init and the worker descend from it
         self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
         self._drain.start()
         if info_w is not None:
@@ -606,6 +618,9 @@ class WorkerHandle:
             out.append(finding("reply_channel_unverified",
                                f"the parent could not check the worker's channel: {self.channel_unverifiable}",
                                {"reason": self.channel_unverifiable}))
+        if self.taskcap.hit is not None and not self._taskcap_reported:
+            self._taskcap_reported = True
+            out.append(finding("task_limit", self.taskcap.describe(), dict(self.taskcap.hit)))
         if self.contradictions:
             c = self.contradictions[0]
             out.append(finding("reply_contradiction", f"{c['op']} reply: {c['reason']}",
@@ -666,6 +681,8 @@ class WorkerHandle:
         except Exception:  # noqa: BLE001
             pass
         self.alive = False
+        if self.taskcap.hit is not None:  # killed at its task limit: the reason says so
+            during = f"{during} ({self.taskcap.describe()})"
         raise WorkerDied(self._exitcode(), during)
 
     def request(self, op: str, payload: dict | None = None, timeout_s: float = 120) -> tuple[str, dict]:
@@ -763,6 +780,9 @@ class WorkerHandle:
                 os.kill(init, signal.SIGKILL)  # takes every process left in the pid namespace
             except OSError:
                 pass
+        cap = getattr(self, "taskcap", None)
+        if cap is not None:  # whatever is left in its cgroup, then the cgroup itself
+            cap.release()
         LIVE_WORKERS.discard(self.proc.pid)
         LIVE_WORKERS.discard(pid)
         LIVE_WORKERS.discard(init)

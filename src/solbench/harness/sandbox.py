@@ -24,7 +24,8 @@ Environment: ``SOLBENCH_SANDBOX`` = ``auto`` (default) | ``uid`` | ``userns`` | 
 ``SOLBENCH_SANDBOX_UID_BASE`` (default 64000); ``SOLBENCH_SANDBOX_NET`` = 1 (default: no
 network) | 0;
 ``SOLBENCH_SANDBOX_SECCOMP`` = 1 (default: deny :data:`DENIED_SYSCALLS` when pyseccomp is
-installed) | 0.
+installed) | 0; ``SOLBENCH_SANDBOX_NPROC`` (tasks per sandbox) and
+``SOLBENCH_SANDBOX_PIDS_CGROUP`` (:mod:`solbench.harness.taskcap`).
 """
 
 from __future__ import annotations
@@ -36,13 +37,17 @@ import sys
 import threading
 from typing import Any
 
+from . import taskcap
+from .taskcap import default_limit
+
 #: first uid/gid of the pool the ``uid`` mode hands to workers (UID_BASE+1 .. UID_BASE+UID_COUNT)
 UID_BASE = int(os.environ.get("SOLBENCH_SANDBOX_UID_BASE", "64000"))
 UID_COUNT = 1000
 #: size of the private tmpfs (HOME, TMPDIR, compiler caches, build dirs) in bytes
 TMPFS_BYTES = int(os.environ.get("SOLBENCH_SANDBOX_TMPFS_BYTES", str(8 << 30)))
-#: RLIMIT_NPROC inside the sandbox (tasks of the worker's uid: threads count too)
-NPROC = int(os.environ.get("SOLBENCH_SANDBOX_NPROC", "4096"))
+#: tasks (processes and threads) one sandbox may hold: its cgroup's pids.max (or the parent's
+#: watchdog) and RLIMIT_NPROC (which binds only in ``uid`` mode: harness/taskcap.py says why)
+NPROC = default_limit()
 #: where the sandbox's scratch lives (a tmpfs private to each worker)
 SCRATCH = "/tmp"
 #: where a worker sees the harness's shared build cache ($SOLBENCH_BUILD_CACHE), read-only
@@ -254,7 +259,9 @@ def resolve_mode(device: str) -> tuple[str, str | None]:
 def sandbox_status(device: str = "cpu") -> dict[str, Any]:
     """What isolates a worker for ``device`` on this host, for the trace and the table:
     ``{"mode": "uid"|"userns"|"none", "uid": host uid of the worker (pool's first uid in uid
-    mode, else the harness's), "namespaces": [...], "warning": str|None, "bwrap": path}``."""
+    mode, else the harness's), "namespaces": [...], "warning": str|None, "bwrap": path,
+    "seccomp": bool, "tasks": {"limit", "bound_by", "kernel_enforced", "cgroup_unavailable"}}``
+    (``tasks``: what bounds the sandbox's processes and threads, :func:`taskcap.status`)."""
     mode, warning = resolve_mode(device)
     uid = UID_BASE + 1 if mode == "uid" else os.geteuid()
     if warning and warning not in _warned:  # once per process on stderr; every call returns it
@@ -262,7 +269,7 @@ def sandbox_status(device: str = "cpu") -> dict[str, Any]:
         print(f"solbench: WARNING: {warning}", file=sys.stderr)
     return {"mode": mode, "uid": uid, "namespaces": namespaces(mode, device), "warning": warning,
             "bwrap": bwrap_path() if mode != "none" else None,
-            "seccomp": mode != "none" and _seccomp_available()}
+            "seccomp": mode != "none" and _seccomp_available(), "tasks": taskcap.status(mode)}
 
 
 def _seccomp_available() -> bool:
