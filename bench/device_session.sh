@@ -103,7 +103,7 @@ case "$stage" in
     step compare 30 python3 bench/executor_compare.py "$R/local_run/results.jsonl" \
       "$R/ray_run/results.jsonl" --out "$R/compare" --wall "$R/local.json" "$R/ray.json"
     # the demo's wall time (process start to exit), its verdicts and its phases
-    step demo "${DEMO_S:-190}" bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
+    step demo "${DEMO_S:-150}" bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
     [ -s "$R/demo.jsonl" ] && python3 bench/throughput.py "$R/demo.jsonl" --out "$R/demo_phases" > /dev/null 2>&1
     rm -rf "$R"/*_run/solutions
     for f in local.md ray.md compare.md demo_phases.md; do

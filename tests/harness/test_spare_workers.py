@@ -244,6 +244,26 @@ def test_state_left_in_a_worker_does_not_reach_the_next_candidate(problem):
         ev.close()
 
 
+def test_workers_started_ahead_of_the_first_pair_are_handed_out_once(problem):
+    """start_ahead (the demo's) starts the pool before any pair: the first pair's candidate
+    and reference workers are both taken from it, each once; the next candidate still gets
+    a worker that never ran the first one's code (the detector passes)."""
+    ev = make_default_evaluator({"rounds": 5, "iters": 3, "warmup": 1, "seed": 11, "spare_workers": 2})
+    try:
+        ev.start_ahead("cpu", [(problem, ["w0"])])  # no SOL on the CPU: only the pool
+        pool = ev.spares
+        assert pool is not None and pool.started == 2 and pool.handed_out == 0
+        left = ev(problem, py_solution("leaver", LEAVER, problem.name), "cpu", ["w0"])
+        assert [t.evaluation.status for t in left] == [Status.PASSED]
+        assert pool.handed_out == 2 and ev.spares is pool  # candidate and reference, from it
+        _wait_ready(pool, 2)
+        det = ev(problem, py_solution("detector", DETECTOR, problem.name), "cpu", ["w0"])
+        assert [t.evaluation.status for t in det] == [Status.PASSED], [t.evaluation.log[-500:] for t in det]
+        assert pool.handed_out == 3
+    finally:
+        ev.close()
+
+
 def test_state_kept_across_workloads_of_one_worker_does_not_pass(problem):
     """The candidate's worker serves all its workloads; what it keeps from one (a replayed
     output) meets fresh inputs in the next."""
