@@ -128,6 +128,43 @@ def test_a_spare_asked_for_inside_a_timed_window_waits_to_fork(solbench_cache):
             h.close()
 
 
+def test_a_spare_dropped_while_starting_is_killed_not_waited_for(solbench_cache, monkeypatch):
+    """close() (and discard()) end a spare still starting by killing its process tree: it
+    never finishes its start (no profiler warm-up reply), and nothing of it is left."""
+    from solbench.harness import protocol
+
+    warmed: list[int] = []
+    real = protocol.request
+
+    def spy(h, req, **kw):
+        rep = real(h, req, **kw)
+        if isinstance(req, protocol.WarmProfiler):
+            warmed.append(h.pid)
+        return rep
+
+    monkeypatch.setattr(protocol, "request", spy)
+    pool = SparePool("cpu", 2)
+    try:
+        pool.fill()
+        deadline = time.monotonic() + 60
+        while len(pool._boxes) < 2 or any(b["proc"] is None for b in pool._boxes):
+            assert time.monotonic() < deadline, "spares did not spawn"
+            time.sleep(0.01)
+        procs = [b["proc"] for b in pool._boxes]
+        tree = set(pool.pids())
+    finally:
+        pool.close()
+    assert warmed == [], "close() waited for a spare to finish starting"
+    assert all(p.poll() is not None for p in procs)
+    deadline = time.monotonic() + 30  # a SIGKILLed process is gone once the kernel reaps it
+    while [p for p in tree if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    from solbench.harness import guards
+
+    left = [p for p in tree if _alive(p)]
+    assert not left, {p: guards.cmdline(p) for p in left}
+
+
 def test_a_started_spare_is_stopped_for_a_whole_window(solbench_cache):
     pool = SparePool("cpu", 1)
     try:
