@@ -35,26 +35,27 @@ def register(app: typer.Typer) -> None:
 
         check_output(output)
         dev = check_device(device)
-        with clean_errors():
-            jobs = demo_jobs(dev)
-        console.print(f"solbench demo on [bold]{dev}[/bold]: {len(jobs)} problem x candidate pairs")
-        total = sum(len(j.workloads) if j.workloads else len(j.problem.workloads) for j in jobs)
-        write = trace_appender(output)
-        lifetime.arm_watchdog()
-        traces, verdicts = [], []
+        lifetime.arm_watchdog()  # before any worker starts: each one carries its token
         # the suite runner's evaluator: a problem's reference worker kept between its
         # candidates, every pair's workers taken from spares started ahead (on CUDA: as many
-        # as two pairs' candidates and a new problem's reference take, all started before
-        # the first pair, while this process works out the SOL bounds the table shows)
+        # as the first pairs take, started before the problems load; then, while they start,
+        # this process works out the SOL bounds the table shows)
         options: dict = {"iters": iters} if iters is not None else {}
         if dev.startswith("cuda"):
             options["spare_workers"] = DEMO_CUDA_SPARES
         shared = make_default_evaluator(options)
         try:
+            shared.start_ahead(dev)
+            with clean_errors():
+                jobs = demo_jobs(dev)
             shared.start_ahead(dev, [(j.problem, j.workloads) for j in jobs if j.expect == "PASSED"])
         except BaseException:
             shared.close()
             raise
+        console.print(f"solbench demo on [bold]{dev}[/bold]: {len(jobs)} problem x candidate pairs")
+        total = sum(len(j.workloads) if j.workloads else len(j.problem.workloads) for j in jobs)
+        write = trace_appender(output)
+        traces, verdicts = [], []
         with EvalProgress(total, "demo") as prog:
             for job in jobs:
                 label = f"{job.problem.name} / {job.solution.name}"
