@@ -39,19 +39,16 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
     ``t_sol_model`` naming the one that is T_SOL (``sol_ms``), the certain floor
     (``t_certain_ms``), T_measured / T_SOL (``measured_over_sol``), and score and headroom h
     against the eager reference measured in the same run. Raises nothing: a counting failure
-    is recorded as ``{"error": ...}``."""
-    from .sol import bound, count_workload, sol_score
+    is recorded as ``{"error": ...}``.
 
-    key = (trace.workload.uuid, hardware)
+    ``cache``: bounds already worked out, keyed by the problem (its path and name), the
+    workload (its whole spec, not only its uuid) and the hardware; the bounds depend on these
+    alone, not on the candidate, so one cache serves every candidate of a run
+    (:func:`prime_sol` fills it ahead)."""
+    from .sol import sol_score
+
     try:
-        if cache is not None and key in cache:
-            both = cache[key]
-        else:
-            counts = count_workload(problem, trace.workload)
-            both = {m: bound(problem, trace.workload, hardware=hardware, model=m, counts=counts)
-                    for m in ("refined", "solar")}
-            if cache is not None:
-                cache[key] = both
+        both = _bounds(problem, trace.workload, hardware, cache)
         b = both[model]
     except Exception as e:  # noqa: BLE001 - the SOL block is best effort, never fatal
         return {"hardware": hardware, "model": model, "error": f"{type(e).__name__}: {e}"}
@@ -84,6 +81,39 @@ def time_resolved(trace: Trace) -> bool:
     return ts is None or ts.resolved is not False
 
 
+def _bounds(problem: Problem, workload, hardware: str, cache: dict | None) -> dict:
+    """{"refined": Bound, "solar": Bound} of ``workload`` (one count for both), from ``cache``
+    when there. Raises what counting raises."""
+    from .sol import bound, count_workload
+
+    key = (str(problem.path), problem.name, workload.model_dump_json(), hardware)
+    if cache is not None and key in cache:
+        return cache[key]
+    counts = count_workload(problem, workload)
+    both = {m: bound(problem, workload, hardware=hardware, model=m, counts=counts)
+            for m in ("refined", "solar")}
+    if cache is not None:
+        cache[key] = both
+    return both
+
+
+def prime_sol(problem: Problem, uuids: list[str], hardware: str | None, cache: dict) -> None:
+    """Work out the SOL bounds of ``problem``'s workloads ``uuids`` on ``hardware`` into
+    ``cache`` (see :func:`sol_block`) now, e.g. while workers start: the first count of a
+    process imports the tracing machinery (about 5 s on the H200 host). No-op when
+    ``hardware`` is None; a workload whose count fails is left out (its trace records the
+    error later). Raises nothing."""
+    if hardware is None:
+        return
+    by_uuid = {w.uuid: w for w in problem.workloads}
+    for u in uuids:
+        if u in by_uuid:
+            try:
+                _bounds(problem, by_uuid[u], hardware, cache)
+            except Exception:  # noqa: BLE001 - best effort, as in sol_block
+                pass
+
+
 def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:
     """The static audit's advisory findings (rule, file:line, snippet) for ``solution``; none
     for the reference. Advisory only: runtime evidence decides verdicts."""
@@ -114,13 +144,16 @@ def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace
 
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined",
-                       evaluator=None, on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
+                       evaluator=None, on_trace: Callable[[Trace], None] | None = None,
+                       sol_cache: dict | None = None) -> list[Trace]:
     """Evaluate and attach the SOL block to each PASSED trace.
 
     ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
     worker then serves several candidates in turn; ``config`` replaces its settings).
     ``on_trace``: called with each finished trace (static audit and SOL block attached) as
     soon as its workload is done, before the next one starts: to store it and show progress.
+    ``sol_cache``: SOL bounds shared with other calls of the run (see :func:`sol_block`);
+    None: this call's own.
 
     A candidate time below T_SOL is judged by :func:`solbench.sol.classify_against_sol`:
     below the certain floor (compulsory output bytes beyond L2 at peak bandwidth) it is
@@ -132,7 +165,7 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     cfg = config or EvalConfig()
     found = static_audit_findings(problem, solution)
     hw = resolve_hardware(cfg.device, hardware)
-    cache: dict = {}
+    cache: dict = sol_cache if sol_cache is not None else {}
     out: list[Trace] = []
 
     def finish(t: Trace) -> None:

@@ -128,6 +128,43 @@ def test_a_spare_asked_for_inside_a_timed_window_waits_to_fork(solbench_cache):
             h.close()
 
 
+def test_a_spare_dropped_while_starting_is_killed_not_waited_for(solbench_cache, monkeypatch):
+    """close() (and discard()) end a spare still starting by killing its process tree: it
+    never finishes its start (no profiler warm-up reply), and nothing of it is left."""
+    from solbench.harness import protocol
+
+    warmed: list[int] = []
+    real = protocol.request
+
+    def spy(h, req, **kw):
+        rep = real(h, req, **kw)
+        if isinstance(req, protocol.WarmProfiler):
+            warmed.append(h.pid)
+        return rep
+
+    monkeypatch.setattr(protocol, "request", spy)
+    pool = SparePool("cpu", 2)
+    try:
+        pool.fill()
+        deadline = time.monotonic() + 60
+        while len(pool._boxes) < 2 or any(b["proc"] is None for b in pool._boxes):
+            assert time.monotonic() < deadline, "spares did not spawn"
+            time.sleep(0.01)
+        procs = [b["proc"] for b in pool._boxes]
+        tree = set(pool.pids())
+    finally:
+        pool.close()
+    assert warmed == [], "close() waited for a spare to finish starting"
+    assert all(p.poll() is not None for p in procs)
+    deadline = time.monotonic() + 30  # a SIGKILLed process is gone once the kernel reaps it
+    while [p for p in tree if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    from solbench.harness import guards
+
+    left = [p for p in tree if _alive(p)]
+    assert not left, {p: guards.cmdline(p) for p in left}
+
+
 def test_a_started_spare_is_stopped_for_a_whole_window(solbench_cache):
     pool = SparePool("cpu", 1)
     try:
@@ -240,6 +277,26 @@ def test_state_left_in_a_worker_does_not_reach_the_next_candidate(problem):
         # the leaver's and the reference's workers started with the run; the detector's is a
         # spare started while the leaver ran (the reference's worker is kept)
         assert pool.handed_out == 1
+    finally:
+        ev.close()
+
+
+def test_workers_started_ahead_of_the_first_pair_are_handed_out_once(problem):
+    """start_ahead (the demo's) starts the pool before any pair: the first pair's candidate
+    and reference workers are both taken from it, each once; the next candidate still gets
+    a worker that never ran the first one's code (the detector passes)."""
+    ev = make_default_evaluator({"rounds": 5, "iters": 3, "warmup": 1, "seed": 11, "spare_workers": 2})
+    try:
+        ev.start_ahead("cpu", [(problem, ["w0"])])  # no SOL on the CPU: only the pool
+        pool = ev.spares
+        assert pool is not None and pool.started == 2 and pool.handed_out == 0
+        left = ev(problem, py_solution("leaver", LEAVER, problem.name), "cpu", ["w0"])
+        assert [t.evaluation.status for t in left] == [Status.PASSED]
+        assert pool.handed_out == 2 and ev.spares is pool  # candidate and reference, from it
+        _wait_ready(pool, 2)
+        det = ev(problem, py_solution("detector", DETECTOR, problem.name), "cpu", ["w0"])
+        assert [t.evaluation.status for t in det] == [Status.PASSED], [t.evaluation.log[-500:] for t in det]
+        assert pool.handed_out == 3
     finally:
         ev.close()
 

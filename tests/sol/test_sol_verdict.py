@@ -134,3 +134,57 @@ def test_cli_b200_solar_reproduces_the_official_figures():
     official = [w["sol_ms"] for w in json.loads((pdir / "metadata.json").read_text())["sol"]["per_workload"]]
     ours = [w["sol_ms"] for w in obj["workloads"]]
     assert all(0.95 <= o / f <= 1.05 for o, f in zip(ours, official))
+
+
+def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(tmp_path, monkeypatch):
+    """The bounds depend on the problem and the workload, not the candidate: with one cache
+    for the run (the suite runner's, filled ahead by prime_sol) a workload is counted once,
+    every candidate's block still carries T_SOL = 8 n / BW, and a different problem whose
+    workload has the same uuid gets its own bound."""
+    import solbench.sol as sol
+
+    calls = []
+    real = sol.count_workload
+
+    def counting(problem, w, *a, **kw):
+        calls.append((problem.name, problem.path, w.uuid))
+        return real(problem, w, *a, **kw)
+
+    monkeypatch.setattr(sol, "count_workload", counting)
+    n = 1 << 20
+    p = _problem(tmp_path, n)
+    cache: dict = {}
+    pipeline.prime_sol(p, ["w0", "no-such-workload"], "H200", cache)
+    assert len(calls) == 1
+    pipeline.prime_sol(p, ["w0"], None, cache)  # no hardware (CPU): nothing counted
+    assert len(calls) == 1
+
+    class Fake:
+        cfg = None
+
+        def __init__(self, problem):
+            self.problem = problem
+
+        def evaluate(self, s, on_trace=None):
+            ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
+                            performance=Performance(latency_ms=1.0, reference_latency_ms=1.0))
+            t = Trace(definition=self.problem.name, solution=s.name, workload=self.problem.workloads[0], evaluation=ev)
+            on_trace(t)
+            return [t]
+
+    def cand(name):
+        return Solution.model_validate({"name": name, "definition": p.name, "author": "someone",
+                                        "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
+                                        "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
+
+    for name in ("a", "b"):
+        ev = pipeline.evaluate_and_score(p, cand(name), hardware="H200", evaluator=Fake(p),
+                                         sol_cache=cache)[0].evaluation
+        assert ev.sol["sol_ms"] == pytest.approx(8 * n / BW * 1e3)
+    assert len(calls) == 1  # both candidates used the primed count
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    q = _problem(other_dir, 4 * n)  # same name and workload uuid, another problem
+    ev = pipeline.evaluate_and_score(q, cand("c"), hardware="H200", evaluator=Fake(q),
+                                     sol_cache=cache)[0].evaluation
+    assert ev.sol["sol_ms"] == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2
