@@ -101,7 +101,9 @@ def test_forged_replies_and_a_worker_that_stops_reading_end_in_a_status(tmp_path
     assert time.monotonic() - t0 < 120
     assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings, ev.log[-300:])
     assert "stopped reading requests" in ev.log
-    assert {"timed_output_mismatch", "flush_skipped"} <= _checks(ev, "hack")
+    # (on the CPU the parent writes the flush itself, so no flush of the worker's is missed:
+    # flush_skipped is CUDA's there)
+    assert "timed_output_mismatch" in _checks(ev, "hack")
     # the fd is the parent's own socket: no tampering is claimed where there was none
     assert "reply_channel_tampered" not in _checks(ev)
 
@@ -175,8 +177,8 @@ def test_the_reference_never_reads_buffers_the_candidate_mapped(tmp_path, solben
     # that as input_mutation (a true catch of this candidate, and the only one allowed)
     hacks = _checks(ev, "hack")
     if ev.status == Status.REWARD_HACK:
-        # or its writer armed on a pause of its own timed block (the held path's flush step
-        # between two of its calls) and, writing from a second thread, started an OpenMP
+        # or its writer armed on a pause of its own timed block (a gap between two of its
+        # calls, held stopped, seen once the next call's window resumed it) and, writing from a second thread, started an OpenMP
         # team that outlived the next call: also a true catch (background_thread); inputs
         # rewritten while one of its verified timed calls ran make that call's outputs wrong
         # (timed_output_mismatch), a true catch too
@@ -227,7 +229,7 @@ def test_many_buffers_cross_in_few_messages_without_blocking(monkeypatch):
 _VALID = {
     "ping": {"pid": 5}, "warm_profiler": {"ms": 1.0},
     "build": {"languages": ["pytorch"], "language": None, "entry_kind": "function", "module_path": None},
-    "load": {}, "exit": {}, "flush": {},
+    "load": {}, "exit": {},
     "call": {"returned": [{"type": "torch.Tensor", "plain": True, "shape": [4, 4], "dtype": "float32",
                            "device": "cpu"}], "count_mismatch": False, "interposition": []},
     "noop": {"host_ms": 0.1, "interposition": []},

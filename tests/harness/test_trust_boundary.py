@@ -91,15 +91,23 @@ def test_forged_guard_reply_does_not_hide_a_timer_patch(tmp_path, solbench_cache
     assert any(x.check == check and x.severity == "hack" for x in ev.findings), ev.findings
 
 
-def test_swapped_flush_buffer_is_seen_through_the_parents_own_buffer(tmp_path, solbench_cache):
+def test_swapped_flush_buffer_does_not_stop_the_parents_flush(tmp_path, solbench_cache):
     """Old code: PASSED, 1.45-1.75x faster (the worker's signature attribute was re-assigned
-    with the buffer). The parent owns the flush buffer and reads it back after each call."""
+    with the buffer). Then the parent read its own buffer back after each call and found the
+    worker's flush missing (``flush_skipped``, the path CUDA still takes). On the CPU the
+    parent now writes the flush itself while the worker is stopped (docs/harness.md, "CPU:
+    the parent's clock only"): the swap is made (the candidate says so) and changes
+    nothing: after every timed call 64 random words of the parent's buffer hold that
+    iteration's flush value, so no ``flush_skipped``, and the flush is noted for each call."""
     p = _mm(tmp_path)
     (t,) = evaluate(p, _cand(p, "cand_flush_swap.py"),
                     EvalConfig(device="cpu", iters=6, rounds=2, reference_timing=False))
     ev = t.evaluation
-    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
-    assert any(x.check == "flush_skipped" for x in ev.findings)
+    assert "SWAPPED" in ev.log, ev.log[-1000:]
+    assert ev.status == Status.PASSED, (ev.status, ev.findings)
+    assert not any(x.check == "flush_skipped" for x in ev.findings), ev.findings
+    assert any(f"written by the parent before each of {ev.timing.n_samples} calls" in n
+               for n in ev.timing.notes), ev.timing.notes
 
 
 def test_a_child_process_per_call_is_caught_on_every_workload(tmp_path, solbench_cache):

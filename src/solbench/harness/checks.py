@@ -166,7 +166,9 @@ register("reply_contradiction", H, """A well-formed worker reply that is impossi
     up.""")
 register("flush_skipped", H, """The cache flush did not happen: the flush buffer is owned by the
     parent, which reads random words of it (chosen after the call) and finds other values than the
-    ones the flush of that iteration writes.""")
+    ones the flush of that iteration writes. On CUDA the worker writes the flush; on the CPU the
+    parent writes it itself with the worker stopped, so there the check sees a call that wrote over
+    the parent's flush buffer.""")
 register("timing_plausibility", H, """The parent's round trip exceeds the reported time by far more
     than the no-op overhead on most iterations (patched clock, work outside the timed window).""",
          advisory_when="""on the CPU unless the excess is gross (10x reported + 10 ms on most

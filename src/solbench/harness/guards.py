@@ -96,6 +96,16 @@ def session_id(pid: int) -> int | None:
     return int(f[3]) if f and len(f) > 3 else None
 
 
+def last_cpu(pid: int) -> int | None:
+    """The CPU ``pid`` (its main thread) last ran on (/proc/<pid>/stat field 39,
+    ``processor``); None when it is gone or the field is missing."""
+    f = _stat_fields(f"/proc/{pid}/stat")
+    try:
+        return int(f[36]) if f and len(f) > 36 else None
+    except ValueError:
+        return None
+
+
 def running_tasks(pid: int) -> list[str]:
     """States of the threads of ``pid`` that can run (not stopped, traced, zombie or dead),
     read from every /proc/<pid>/task/*/stat: a process whose main thread exited (a zombie

@@ -54,6 +54,11 @@ class Block:
     #: CPU, non-DPS side: whether the parent copied the returned outputs from the stopped
     #: worker (True) or the worker copied them inside its windows (False); None: DPS or CUDA
     parent_copy: bool | None = None
+    #: CPU held path: per iteration, ms the parent's own cache flush took (written with the
+    #: worker stopped, outside the window: ``timed.parent_flush``), and on how many of them
+    #: it ran on the CPU the worker's main thread last ran on
+    flush_ms: list[float] = field(default_factory=list)
+    flush_pinned: int = 0
 
 
 def _cat(blocks: list[Block], attr: str) -> list:
@@ -129,14 +134,13 @@ MIN_SAMPLE_MS = 0.001
 def perf_counter_samples(blocks: list[Block], overhead: float, notes: list[str], candidate: bool) -> list[float]:
     """CPU samples from the parent's own clock only: each held call's window (resume,
     request, reply, stop: :class:`~solbench.harness.timed.Hold`) less ``overhead``, the
-    no-op window of the same path (flush, checks, messaging) measured in the trusted
-    reference worker, floored at :data:`MIN_SAMPLE_MS`. The worker's own clock (``host``) is
-    the candidate's data: it never enters a sample (a worker whose reply path is replaced
-    reports what it likes), it is only cross-checked (plausibility, window check). Every
-    process of the worker's sandbox is stopped outside the windows, so no work of the
-    candidate's falls between them; a non-DPS side's copy-out of its outputs is inside its
-    window, for the reference as for the candidate (nothing that a candidate can skip is
-    subtracted)."""
+    no-op window of the same path (checks, messaging; no flush, no copy-out) measured in the
+    trusted reference worker, floored at :data:`MIN_SAMPLE_MS`. The worker's own clock
+    (``host``) is the candidate's data: it never enters a sample (a worker whose reply path
+    is replaced reports what it likes), it is only cross-checked (plausibility, window
+    check). Every process of the worker's sandbox is stopped outside the windows, the cache
+    flush and a non-DPS side's copy-out included (both done by the parent), so no work of
+    the candidate's falls between them and nothing a candidate can skip is subtracted."""
     host, rt = _cat(blocks, "host"), _cat(blocks, "roundtrip")
     if candidate and sum(r - overhead > 1.5 * hm + 1.0 for hm, r in zip(host, rt)) * 2 > len(host):
         notes.append("the worker's clock missed part of the parent's window on most iterations")

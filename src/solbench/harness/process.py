@@ -26,7 +26,7 @@ SEND_TIMEOUT_S = 10.0
 FULL_CHANNEL_CHECK_OPS = frozenset({"build", "load", "guards", "time_end"})
 #: the harness's own ops (no candidate call inside): with ``--timeout`` their limits are
 #: capped at the larger of that limit and HARNESS_OP_FLOOR_S (:meth:`WorkerHandle.cap_harness_ops`)
-CAPPED_OPS = frozenset({"ping", "load", "noop", "flush", "guards", "time_begin"})
+CAPPED_OPS = frozenset({"ping", "load", "noop", "guards", "time_begin"})
 HARNESS_OP_FLOOR_S = 10.0
 
 

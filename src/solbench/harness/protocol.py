@@ -94,23 +94,13 @@ class Call(Request):
 class Noop(Request):
     """The timed path without the call; ``dps``: the path to measure (True: destination
     passing, no copy-out; False: the copy-out of returned outputs; None: the worker's own);
-    ``flush``: with the cache flush (False: the CPU's held path, where the flush is a step
-    of its own, :class:`Flush`)."""
+    ``flush``: with the cache flush (False: the CPU's held path, where the parent writes
+    the flush itself with the worker stopped, ``timed.parent_flush``)."""
 
     op: Literal["noop"] = "noop"
     slot: int | None = 0
     dps: bool | None = None
     flush: bool = True
-
-
-class Flush(Request):
-    """Write ``value`` over the whole flush buffer (the parent reads 64 random words back).
-    The CPU's held timing path flushes in a step of its own, before the parent fills the
-    next call's inputs, so no thread of the candidate's can compute from them while the
-    flush runs (:class:`~solbench.harness.timed.Hold`)."""
-
-    op: Literal["flush"] = "flush"
-    value: int
 
 
 class TimeBegin(Request):
@@ -122,7 +112,7 @@ class TimeBegin(Request):
 
 class TimeIter(Request):
     """One timed call; ``flush``: the worker flushes the cache first (False on the CPU's
-    held path, where :class:`Flush` did it before the inputs were filled)."""
+    held path, where the parent wrote it with the worker stopped, ``timed.parent_flush``)."""
 
     op: Literal["time_iter"] = "time_iter"
     slot: int
@@ -270,7 +260,7 @@ class GuardsReply(_Msg):
 #: op -> model of its "ok" reply
 OK_REPLIES: dict[str, type[_Msg]] = {
     "ping": PingReply, "warm_profiler": WarmProfilerReply, "build": BuildReply, "load": EmptyReply,
-    "call": CallReply, "noop": NoopReply, "flush": EmptyReply, "time_begin": TimeBeginReply, "time_iter": TimeIterReply,
+    "call": CallReply, "noop": NoopReply, "time_begin": TimeBeginReply, "time_iter": TimeIterReply,
     "time_end": TimeEndReply, "guards": GuardsReply, "exit": EmptyReply,
 }
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import statistics
 import time
 from typing import Any
 
@@ -64,16 +65,16 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
     timed path without the call). ``dps``: the path measured (True: destination passing, no
     copy-out; False: with the copy-out of returned outputs; None: the worker's own
     solution's). ``hold``: measured through the same stop/resume path as a held timed call
-    (:class:`Hold`), without the flush (on that path a step of its own), so what is
-    subtracted is what a held call's window holds besides the call. ``windows``: when given,
-    each round trip (ms) is appended to it (their spread is the baseline's uncertainty,
-    :func:`~.measure.cpu_resolution`)."""
+    (:class:`Hold`), without the flush (on that path the parent's, outside the window), so
+    what is subtracted is what a held call's window holds besides the call. ``windows``: when
+    given, each round trip (ms) is appended to it (their spread is the baseline's
+    uncertainty, :func:`~.measure.cpu_resolution`)."""
     rts = []
     if hold is not None:
         hold.settle()
     for _ in range(n):
         if hold is not None:
-            # the held path's window holds no flush (a step of its own, before the inputs)
+            # the held path's window holds no flush (the parent's, before the inputs)
             t0 = time.perf_counter()
             hold.cont()
             rep = protocol.request(h, protocol.Noop(slot=0, dps=dps, flush=False), timeout_s=60)
@@ -139,6 +140,40 @@ def parent_copy_out(mem_fd: int, returned: list | None, outs: list[torch.Tensor]
         if got != view.nbytes:
             raise CandidateError(f"the returned output at the address the worker reported: {got} of "
                                  f"{view.nbytes} bytes readable")
+
+
+def parent_flush(slots, value: int, pid: int) -> tuple[float, bool]:
+    """The CPU held path's cache flush, written by the parent into the flush buffer it owns
+    (``slots.flush``, int32, every element set to ``value``) while every process of the
+    worker ``pid`` is stopped: no code of the worker's runs for it, so nothing of the
+    candidate's can run outside a timed window (docs/harness.md, "CPU: the parent's clock
+    only"). The writing thread is moved for the flush onto the CPU the worker's main thread
+    last ran on, so that CPU's private caches are evicted as by the worker's own flush
+    before (a worker thread elsewhere keeps its private caches, as it did then); where that
+    CPU is not allowed to the parent, the flush runs where the parent is. One thread
+    (numpy's fill): the parent's torch runs single-threaded while timing. Returns (ms the
+    write took on the parent's clock, whether it ran on the worker's CPU)."""
+    if slots.flush is None:
+        return 0.0, False
+    cpu = guards.last_cpu(pid)
+    prev = None
+    if cpu is not None:
+        try:
+            prev = os.sched_getaffinity(0)  # 0: the calling thread (Linux)
+            if cpu in prev:
+                os.sched_setaffinity(0, {cpu})
+            else:
+                prev = None
+        except OSError:
+            prev = None
+    t0 = time.perf_counter()
+    try:
+        slots.flush.numpy().fill(value & 0x7FFFFFFF)
+    finally:
+        ms = (time.perf_counter() - t0) * 1e3
+        if prev is not None:
+            os.sched_setaffinity(0, prev)
+    return ms, prev is not None
 
 
 def freeze_all(h: WorkerHandle) -> list[int]:
@@ -467,6 +502,14 @@ class TimedBlocks:
                     ts.notes.append(f"no-op baseline {cand_over:.4g} ms (messaging and checks, no flush, no copy-out; "
                                     f"the same for both sides, measured in {where})")
         for ts, blocks in ((timing, cand_blocks), (ref_timing, ref_blocks)):
+            fl = [x for b in blocks for x in b.flush_ms]
+            if ts is not None and fl:
+                # the evidence that every iteration had its flush, none of it the worker's
+                ts.notes.append(
+                    f"cache flush ({run.flush_bytes / 2**20:.4g} MiB) written by the parent before each of "
+                    f"{len(fl)} calls with every process of the worker stopped (median {statistics.median(fl):.4g} ms, "
+                    f"max {max(fl):.4g} ms; on the CPU the worker's main thread last ran on: "
+                    f"{sum(b.flush_pinned for b in blocks)} of {len(fl)}); the worker ran only inside the windows")
             pc = {b.parent_copy for b in blocks} - {None}
             if ts is not None and pc:
                 ts.notes.append("returned outputs copied into the slots by the parent from the stopped worker, "
@@ -620,25 +663,12 @@ class TimedBlocks:
             for i in range(m):
                 s = i % k
                 if hold is not None:
-                    # the flush first, as a step of its own (the worker runs, but the inputs
-                    # are not there yet: nothing of the candidate's can compute from them
-                    # beside the flush), then the fill while everything is stopped
-                    hold.cont()
-                    try:
-                        rep = protocol.request(h, protocol.Flush(value=flush_value(i)), timeout_s=60)
-                    except protocol.ReplyInvalid:
-                        # a reply that is no flush reply: whether the flush happened is read
-                        # from the parent's own buffer (a forger's worker never flushed)
-                        if candidate and slots.flush_written(flush_value(i)):
-                            add_once(findings, finding(
-                                "flush_skipped", f"timed iteration {i}: the flush step's reply was not a "
-                                "flush reply and the parent's flush buffer does not hold the flush's value",
-                                {"iteration": i}))
-                        raise
-                    hold.stop()
-                    hold.settle()
-                    if isinstance(rep, protocol.ErrorReply):
-                        raise CandidateError(f"flush before timed call {i}: {rep.type}: {rep.message}")
+                    # the cache flush, by the parent, with every process of the worker still
+                    # stopped since the previous window; then the fill, still stopped: the
+                    # worker runs only inside the window below
+                    fms, pinned = parent_flush(slots, flush_value(i), h.pid)
+                    blk.flush_ms.append(fms)
+                    blk.flush_pinned += pinned
                     tp = run.tick(pre + "flush", tp)
                 # every timed call gets values never seen before (by either worker), at one of K
                 # addresses; outputs are poisoned again by fill()

@@ -150,7 +150,9 @@ class Worker:
         # the last call's returned objects are dropped here, at the next request, not as the
         # call's own frame returns (CPU): a finalizer of the candidate's on them (writing the
         # output buffer after the copy-out of a placeholder) runs after the parent has read
-        # that call's outputs and, on the held timing path, outside every timed window
+        # that call's outputs; on the held timing path that request is the next timed call,
+        # so its time falls in that call's window (both sides alike: the reference drops its
+        # returned outputs there too)
         # (tests/adversarial/hostile/late_finalizer_write.py)
         self._prev_ret = None
         if op == "ping":
@@ -219,17 +221,6 @@ class Worker:
             slot = self.slots[p["slot"]]
             meta = self._call(slot, p.get("scalars") or {})
             return "ok", meta
-        if op == "flush":  # the CPU's held path: the flush as a step of its own
-            v = int(p["value"]) & 0x7FFFFFFF
-            if self.flush_buf is not None and not self.is_cuda:
-                # one thread (numpy's fill, no OpenMP): a parallel fill leaves the OpenMP
-                # team spinning after it, and the worker, stopped right after this reply,
-                # spun on inside the next timed window (the reference timed against itself
-                # read 10-17 ms of spin on a 2-core host, a gross timing_plausibility)
-                self.flush_buf.numpy().fill(v)
-            else:
-                self._flush(v)
-            return "ok", {}
         if op == "noop":  # the timed-iteration path without the call: flush, checks, copy-out, messaging
             t0 = _perf()
             if p.get("flush", True):
