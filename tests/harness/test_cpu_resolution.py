@@ -1,5 +1,5 @@
 """CPU times below what the held-timing path resolves (issue 13): the sample median must be
-above RESOLVE_K x the IQR of the no-op windows subtracted from it; a side that is not is
+above the no-op windows' median plus RESOLVE_K x their IQR; a side that is not is
 recorded as unresolved, gives no speedup, no SOL score and no SOL verdict, and reports say
 so instead of printing a ratio of two noises."""
 
@@ -23,42 +23,47 @@ from solbench.spec.trace import (Correctness, Environment, Evaluation, Performan
 
 from harness_helpers import py_solution, write_problem
 
-#: 9 no-op windows: sorted, Q1 (position 2) = 1.2, Q3 (position 6) = 1.6, IQR 0.4
+#: 9 no-op windows: sorted, Q1 (position 2) = 1.2, median (4) = 1.4, Q3 (6) = 1.6, IQR 0.4:
+#: resolution 1.4 + 3 x 0.4 = 2.6
 WINDOWS = [1.5, 1.0, 1.8, 1.2, 1.3, 1.7, 1.1, 1.4, 1.6]
 
 
 # ---------------------------------------------------------------- the rule, by hand
-def test_resolution_is_k_times_the_noop_iqr():
+def test_resolution_is_the_noop_median_plus_k_times_its_iqr():
     assert RESOLVE_K == 3.0
-    r = cpu_resolution([1.25, 1.3, 1.35], WINDOWS)  # median 1.3 > 3 x 0.4 = 1.2
+    r = cpu_resolution([2.65, 2.7, 2.75], WINDOWS)  # median 2.7 > 1.4 + 3 x 0.4 = 2.6
     assert r.resolved and r.reason is None
-    assert r.resolution_ms == pytest.approx(1.2) and r.median_ms == pytest.approx(1.3)
-    r = cpu_resolution([1.0, 1.1, 5.0], WINDOWS)  # median 1.1 <= 1.2
-    assert not r.resolved and "1.1 ms is not above 1.2 ms" in r.reason
-    assert not cpu_resolution([1.2], WINDOWS).resolved  # equal is not above
+    assert r.resolution_ms == pytest.approx(2.6) and r.median_ms == pytest.approx(2.7)
+    r = cpu_resolution([1.0, 2.5, 5.0], WINDOWS)  # median 2.5 <= 2.6: above 3 IQR, not above the baseline
+    assert not r.resolved and "2.5 ms is not above 2.6 ms" in r.reason
+    assert not cpu_resolution([2.6], WINDOWS).resolved  # equal is not above
 
 
 def test_a_floored_median_is_never_resolved_and_few_windows_use_their_median():
-    # windows without spread: resolution 0, but a median at the sample floor is the call
-    # shorter than the baseline's noise, not a time
+    # windows without spread: resolution = their median 2.0; a median at the sample floor is
+    # the call shorter than the baseline's noise, not a time
     r = cpu_resolution([MIN_SAMPLE_MS] * 5, [2.0] * 9)
-    assert r.resolution_ms == 0.0 and not r.resolved
-    assert cpu_resolution([0.01] * 5, [2.0] * 9).resolved
-    # 3 windows give no IQR: the whole baseline (median 2.0) is the uncertainty
-    r = cpu_resolution([1.9, 2.1, 2.5], [1.0, 3.0, 2.0])
-    assert r.resolution_ms == pytest.approx(2.0) and r.resolved  # median 2.1 > 2.0
+    assert r.resolution_ms == pytest.approx(2.0) and not r.resolved
+    assert not cpu_resolution([1.99] * 5, [2.0] * 9).resolved
+    assert cpu_resolution([2.01] * 5, [2.0] * 9).resolved
+    # 3 windows give no IQR: twice their median (2 x 2.0) stands for baseline and spread
+    r = cpu_resolution([3.9, 4.1, 4.5], [1.0, 3.0, 2.0])
+    assert r.resolution_ms == pytest.approx(4.0) and r.resolved  # median 4.1 > 4.0
+    assert not cpu_resolution([1.9, 2.1, 2.5], [1.0, 3.0, 2.0]).resolved
     assert not cpu_resolution([], WINDOWS).resolved
     assert not cpu_resolution([float("nan")], WINDOWS).resolved
 
 
 def test_timing_stats_records_the_verdict_on_the_cpu_only_when_given_windows():
-    # overhead 2.0 (the windows' median would be; given here directly): round trips 2.5 ->
-    # samples 0.5 <= 1.2 unresolved; round trips 4.0 -> samples 2.0 > 1.2 resolved
+    # overhead 2.0 (given here directly), resolution 2.6 from WINDOWS: round trips 2.5 ->
+    # samples 0.5 unresolved; 4.0 -> 2.0 still unresolved; 5.0 -> 3.0 > 2.6 resolved
     common = dict(is_cuda=False, warmup=1, flush_bytes=0, findings=None, overhead=2.0)
     low = timing_stats([Block(host=[0.4] * 5, roundtrip=[2.5] * 5)], noop_windows=WINDOWS, **common)
-    assert low.resolved is False and low.resolution_ms == pytest.approx(1.2)
+    assert low.resolved is False and low.resolution_ms == pytest.approx(2.6)
     assert any(n.startswith("time unresolved: sample median 0.5 ms") for n in low.notes)
-    high = timing_stats([Block(host=[1.9] * 5, roundtrip=[4.0] * 5)], noop_windows=WINDOWS, **common)
+    mid = timing_stats([Block(host=[1.9] * 5, roundtrip=[4.0] * 5)], noop_windows=WINDOWS, **common)
+    assert mid.resolved is False
+    high = timing_stats([Block(host=[2.9] * 5, roundtrip=[5.0] * 5)], noop_windows=WINDOWS, **common)
     assert high.resolved is True and not any("unresolved" in n for n in high.notes)
     assert timing_stats([Block(host=[0.4] * 5, roundtrip=[2.5] * 5)], **common).resolved is None
 

@@ -151,11 +151,12 @@ def perf_counter_samples(blocks: list[Block], overhead: float, notes: list[str],
     return out
 
 
-#: a CPU side's time is resolved when its sample median exceeds RESOLVE_K x the IQR of the
-#: no-op windows subtracted from it (docs/harness.md, "Resolution of CPU times"): with
-#: NOOP_N = 9 windows the subtracted median's standard error is about 0.31 IQR (normal
-#: approximation, 1.2533 sigma / sqrt(9), sigma = IQR / 1.349), so at two standard errors the
-#: subtraction moves a resolved median by at most 0.62 / 3 = 21%
+#: a CPU side's time is resolved when its sample median exceeds the no-op windows' median
+#: plus RESOLVE_K x their IQR (docs/harness.md, "Resolution of CPU times"): with NOOP_N = 9
+#: windows the subtracted median's standard error is about 0.31 IQR (normal approximation,
+#: 1.2533 sigma / sqrt(9), sigma = IQR / 1.349), so at two standard errors the subtraction
+#: moves a resolved median by at most 0.62 / 3 = 21%; the median term covers the timed path's
+#: own work the no-op path does not do (0.3-0.7 ms for a 16-element add on a 2-core host)
 RESOLVE_K = 3.0
 
 
@@ -163,8 +164,8 @@ RESOLVE_K = 3.0
 class Resolution:
     """Whether a CPU side's time is above what the held-timing path can resolve.
 
-    ``resolution_ms``: RESOLVE_K x the IQR (ms) of the no-op windows, or the no-op median when
-    fewer than 4 windows give no IQR; ``median_ms``: the side's sample median (ms);
+    ``resolution_ms``: the median (ms) of the no-op windows plus RESOLVE_K x their IQR, or
+    twice their median when fewer than 4 windows give no IQR; ``median_ms``: the side's sample median (ms);
     ``reason``: why not resolved (None when resolved)."""
 
     resolved: bool
@@ -177,21 +178,23 @@ def cpu_resolution(samples: list[float], noop_windows: list[float]) -> Resolutio
     """Is the median of ``samples`` (ms, the parent's windows less the no-op median) resolved
     by the held path whose no-op windows (ms) were ``noop_windows``?
 
-    The subtracted baseline is only known to within its windows' spread: a call whose median
-    is not several spreads above zero reads as whatever the subtraction's noise makes it (a
-    16-element add read 0.001 ms on one side and 0.7 ms on the other, 700x). Not resolved when
-    the median is at most RESOLVE_K x the no-op windows' IQR, when it is the floor
+    The subtracted baseline is only known to within its windows' spread, and the timed path
+    does work of the harness's that the no-op path does not (the call's request and checks): a
+    call whose median is not above the whole baseline plus several spreads reads as whatever
+    the subtraction leaves (a 16-element add read 0.001 ms on one side and 0.7 ms on the
+    other, 700x; in another run 3.3 ms against a 1.2 ms spread term). Not resolved when the
+    median is at most the no-op windows' median + RESOLVE_K x their IQR, when it is the floor
     :data:`MIN_SAMPLE_MS` (the call shorter than the baseline's noise), or when there are no
     finite samples. Raises nothing."""
     xs = sorted(x for x in samples if x is not None and math.isfinite(x))
     ws = sorted(w for w in noop_windows if w is not None and math.isfinite(w))
     if len(ws) >= FIRST_CALL_MIN_BLOCK:
-        res = RESOLVE_K * (_q(ws, 0.75) - _q(ws, 0.25))
-        what = f"{RESOLVE_K:g} x the IQR of {len(ws)} no-op windows"
+        res = _q(ws, 0.5) + RESOLVE_K * (_q(ws, 0.75) - _q(ws, 0.25))
+        what = f"the median + {RESOLVE_K:g} x the IQR of {len(ws)} no-op windows"
     else:
-        # too few windows to see their spread: the whole baseline is the uncertainty
-        res = _q(ws, 0.5) if ws else math.inf
-        what = "the no-op median (too few no-op windows for an IQR)"
+        # too few windows to see their spread: the whole baseline again stands for it
+        res = 2 * _q(ws, 0.5) if ws else math.inf
+        what = "twice the no-op median (too few no-op windows for an IQR)"
     if not xs:
         return Resolution(False, res, math.nan, "no finite samples")
     med = _q(xs, 0.5)

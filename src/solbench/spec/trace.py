@@ -102,7 +102,7 @@ class TimingStats(_Model):
     #: baseline and no speedup, score or SOL verdict is made from it; None: not judged (CUDA,
     #: or a trace written before the rule)
     resolved: bool | None = None
-    #: the smallest median (ms) judged resolved in this run (RESOLVE_K x the no-op windows' IQR)
+    #: the smallest median (ms) judged resolved in this run (no-op median + RESOLVE_K x IQR)
     resolution_ms: float | None = None
 
 
