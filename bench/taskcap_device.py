@@ -54,19 +54,9 @@ def layout() -> dict:
 
 
 def _problem(root: Path):
-    from harness_helpers import write_problem
+    from harness_helpers import matmul_problem
 
-    from solbench.spec import load_problem
-
-    return load_problem(write_problem(root / "mm", {
-        "name": "mm", "axes": {"n": {"type": "var"}},
-        "inputs": {"a": {"shape": ["n", "n"], "dtype": "float32"},
-                   "b": {"shape": ["n", "n"], "dtype": "float32"}},
-        "outputs": {"c": {"shape": ["n", "n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n",
-    }, [{"uuid": "w", "axes": {"n": 256},
-         "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
-         "tolerance": {"max_atol": 1e-2, "max_rtol": 1e-2}}]))
+    return matmul_problem(root, (256,), tol=1e-2, uuid="w")
 
 
 def bomb_tasks() -> int:

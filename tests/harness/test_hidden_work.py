@@ -9,7 +9,7 @@ import pytest
 from solbench.harness import EvalConfig, evaluate
 from solbench.spec import Status, load_problem
 
-from harness_helpers import py_solution, write_problem
+from harness_helpers import matmul_problem, py_solution, write_problem
 
 #: the same with the collector's threshold lowered to 1: flagged as interposition
 HIDE_LOW_THRESHOLD = """import gc
@@ -70,16 +70,7 @@ def test_lowered_gc_threshold_is_interposition(tmp_path, solbench_cache):
 
 
 def _matmul_problem(tmp_path):
-    return load_problem(write_problem(tmp_path / "mm", {
-        "name": "mm",
-        "axes": {"n": {"type": "var"}},
-        "inputs": {"a": {"shape": ["n", "n"], "dtype": "float32"},
-                   "b": {"shape": ["n", "n"], "dtype": "float32"}},
-        "outputs": {"c": {"shape": ["n", "n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n",
-    }, [{"uuid": "w", "axes": {"n": 256},
-         "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
-         "tolerance": {"max_atol": 1e-3, "max_rtol": 1e-3}}]))
+    return matmul_problem(tmp_path, (256,), uuid="w")
 
 
 def test_demoting_the_reference_worker_is_a_hack(tmp_path, solbench_cache, unsandboxed):

@@ -19,9 +19,9 @@ import pytest
 import solbench
 from solbench.harness import EvalConfig, evaluate, sandbox
 from solbench.harness.guards import descendants, proc_state
-from solbench.spec import Status, load_problem, load_solution
+from solbench.spec import Status, load_solution
 
-from harness_helpers import write_problem
+from harness_helpers import matmul_problem
 
 HERE = Path(__file__).parent
 SRC = Path(solbench.__file__).resolve().parents[1]
@@ -32,16 +32,7 @@ sandboxed = pytest.mark.skipif(sandbox.resolve_mode("cpu")[0] == "none",
 
 
 def _matmul_problem(root: Path):
-    return load_problem(write_problem(root / "mm", {
-        "name": "mm",
-        "axes": {"n": {"type": "var"}},
-        "inputs": {"a": {"shape": ["n", "n"], "dtype": "float32"},
-                   "b": {"shape": ["n", "n"], "dtype": "float32"}},
-        "outputs": {"c": {"shape": ["n", "n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n",
-    }, [{"uuid": "w", "axes": {"n": 128},
-         "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
-         "tolerance": {"max_atol": 1e-3, "max_rtol": 1e-3}}]))
+    return matmul_problem(root, (128,), uuid="w")
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from solbench.harness import EvalConfig, evaluate, sandbox, taskcap
-from solbench.spec import Status, load_problem, load_solution
+from solbench.spec import Status, load_solution
 
-from harness_helpers import write_problem
+from harness_helpers import matmul_problem
 
 HERE = Path(__file__).parent
 BOMB_NAMES = {"sbx-taskbomb", "sbx-forkbomb"}
@@ -30,15 +30,7 @@ CALL_TIMEOUT_S = 240
 
 
 def _problem(root: Path):
-    return load_problem(write_problem(root / "mm", {
-        "name": "mm", "axes": {"n": {"type": "var"}},
-        "inputs": {"a": {"shape": ["n", "n"], "dtype": "float32"},
-                   "b": {"shape": ["n", "n"], "dtype": "float32"}},
-        "outputs": {"c": {"shape": ["n", "n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n",
-    }, [{"uuid": "w", "axes": {"n": 128},
-         "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
-         "tolerance": {"max_atol": 1e-3, "max_rtol": 1e-3}}]))
+    return matmul_problem(root, (128,), uuid="w")
 
 
 def _bomb_tasks() -> list[str]:

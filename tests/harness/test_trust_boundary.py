@@ -13,24 +13,15 @@ import pytest
 
 from solbench.harness import EvalConfig, evaluate
 from solbench.harness import protocol
-from solbench.spec import Status, load_problem, load_solution
+from solbench.spec import Status, load_solution
 
-from harness_helpers import write_problem
+from harness_helpers import matmul_problem
 
 HERE = Path(__file__).resolve().parent
 
 
 def _mm(tmp_path, sizes=(256,)):
-    return load_problem(write_problem(tmp_path / "mm", {
-        "name": "mm",
-        "axes": {"n": {"type": "var"}},
-        "inputs": {"a": {"shape": ["n", "n"], "dtype": "float32"},
-                   "b": {"shape": ["n", "n"], "dtype": "float32"}},
-        "outputs": {"c": {"shape": ["n", "n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(a, b):\n    return a @ b\n",
-    }, [{"uuid": f"w{n}", "axes": {"n": n},
-         "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
-         "tolerance": {"max_atol": 1e-3, "max_rtol": 1e-3}} for n in sizes]))
+    return matmul_problem(tmp_path, sizes)
 
 
 def _cand(p, name, **replace):
