@@ -66,3 +66,18 @@ def test_negative_jobs_is_a_one_line_error(tmp_path):
 
     res = CliRunner().invoke(app, ["sol", str(_problem(tmp_path, "a", 1.0)), "--jobs", "-1"])
     assert res.exit_code == 2 and "--jobs" in res.output and "Traceback" not in res.output
+
+
+def test_workers_get_the_value_reading_and_larger_problems_first(tmp_path):
+    from solbench.cli.sol import VALUE_READ_WEIGHT, estimated_cost, schedule_order
+
+    small = _problem(tmp_path, "small", 1.0, ns=(8,))                 # 1 workload
+    large = _problem(tmp_path, "large", 1.0, ns=(8, 16, 32))          # 3 workloads
+    reads = _problem(tmp_path, "reads", 1.0, ns=(8, 16))              # 2 workloads, reads values
+    defn = json.loads((reads / "definition.json").read_text())
+    defn["reference"] = "import torch\ndef run(x):\n    return x + x.sum().item()\n"
+    (reads / "definition.json").write_text(json.dumps(defn))
+    missing = tmp_path / "kb_model.py"                               # no problem directory: cost 1
+    assert [estimated_cost(p) for p in (small, large, reads, missing)] == [1.0, 3.0, 2.0 * VALUE_READ_WEIGHT, 1.0]
+    # reads (2 x weight) > large (3) > small (1) = missing (1, after small: argument order)
+    assert schedule_order([small, large, reads, missing]) == [2, 1, 0, 3]

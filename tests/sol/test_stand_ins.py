@@ -22,6 +22,11 @@ def test_pointwise_on_stand_ins_is_exact_and_stays_a_stand_in():
     assert _is_stand_in(both) and not bool(both[0, 0])          # 2.5 > 1 and 2.5 < 2 is False
     y = _constant_pointwise(aten.mul.Tensor, (x, torch.tensor(4.0)), {})
     assert _is_stand_in(y) and float(y[999, 999]) == 10.0
+    # type promotion as the real op's: a 0-dim fp32 factor does not widen a bf16 tensor
+    b = _si(1.3, (64, 64), torch.bfloat16)
+    s = torch.tensor(0.7)
+    z = _constant_pointwise(aten.mul.Tensor, (b, s), {})
+    assert _is_stand_in(z) and z.dtype == torch.bfloat16 and torch.equal(z, b.contiguous() * s)
     # a real (non-constant) operand: not applicable
     assert _constant_pointwise(aten.mul.Tensor, (x, torch.randn(1000, 1000)), {}) is None
     # not pointwise: not applicable
@@ -61,3 +66,54 @@ def test_the_large_result_decision_is_remembered_per_signature_only():
     assert _large_result(aten.randperm.default, (256,), {"device": torch.device("cpu")}) is None
     r = _large_result(aten.randn.default, ([n],), {"device": torch.device("cpu")})
     assert r is not None and _is_stand_in(r)
+
+
+def test_a_large_product_is_a_stand_in_and_moves_no_other_fill(monkeypatch):
+    """A matmul-class output of STAND_IN_BYTES or more is a stand-in (as any op's large result
+    is), valued from fill k's own generator: the global generator is not drawn from and the
+    next fill is still fill k+1, with the values it had before."""
+    import solbench.sol.counting as counting
+
+    monkeypatch.setattr(counting, "STAND_IN_BYTES", 8 << 10)
+    mode = counting._CountingMode(counting.Counts(), short_circuit=True)
+    x, w = torch.randn(64, 4), torch.randn(4, 64)          # 64 x 64 fp32 product: 16 KiB
+    rng = torch.get_rng_state()
+    big, unfilled = mode._fake_output(aten.mm.default, (x, w), {})
+    assert torch.equal(torch.get_rng_state(), rng) and unfilled == []
+    assert _is_stand_in(big) and big.shape == (64, 64) and big.dtype == torch.float32
+    expected = float(torch.rand(1, generator=torch.Generator().manual_seed(0))[0] + 0.5)
+    assert float(big[63, 5]) == expected and 0.5 <= expected < 1.5
+    small, _ = mode._fake_output(aten.mm.default, (x[:8], w[:, :8]), {})   # 8 x 8: 256 B, filled
+    assert not _is_stand_in(small) and mode.fills == 2
+    ref = torch.randn((8, 8), generator=torch.Generator().manual_seed(1)).mul_(0.1)
+    assert torch.equal(small, ref)
+
+
+def test_a_reference_reading_a_large_product_counts_on_its_stand_in(tmp_path, monkeypatch):
+    """End to end: the reference reads how many product elements are positive and returns
+    that many ones. The 64 x 64 product is a stand-in holding one value in (0.5, 1.5), so all
+    4,096 are positive (a random fill would give about half): one output of 4,096 elements."""
+    import json
+
+    import solbench.sol.counting as counting
+    from solbench.spec import load_problem
+
+    monkeypatch.setattr(counting, "STAND_IN_BYTES", 8 << 10)
+    d = tmp_path / "p"
+    d.mkdir()
+    ref = ("import torch\n"
+           "def run(x, w):\n"
+           "    y = x @ w\n"
+           "    n = int((y > 0).sum().item())\n"
+           "    return torch.ones(n)\n")
+    defn = {"name": "p", "axes": {"N": {"type": "var"}, "K": {"type": "const", "value": 4}},
+            "inputs": {"x": {"shape": ["N", "K"], "dtype": "float32"},
+                       "w": {"shape": ["K", "N"], "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["N"], "dtype": "float32"}}, "reference": ref}
+    (d / "definition.json").write_text(json.dumps(defn))
+    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {"N": 64}, "inputs": {
+        "x": {"type": "random"}, "w": {"type": "random"}}}) + "\n")
+    p = load_problem(d)
+    c = counting.count_workload(p, p.workloads[0])
+    assert c.real_tensors and [n for n, _, _ in c.outputs] == [64 * 64]
+    assert not any(n.startswith(counting.FILLED_NOTE) for n in c.notes)  # nothing unfilled was read

@@ -82,6 +82,32 @@ def auto_jobs(jobs: int, n_problems: int, cpu_count: int | None) -> int:
     return max(1, min(cpu_count or 1, n_problems))
 
 
+#: a reference that reads tensor values counts on real CPU tensors, typically tens of times
+#: slower per workload than a meta-device count (docs/sol-model.md, Speed)
+VALUE_READ_WEIGHT = 30
+
+
+def estimated_cost(path: Path) -> float:
+    """A guess of the relative counting time of the problem at ``path``, to hand out the slow
+    problems first: its number of workloads, times :data:`VALUE_READ_WEIGHT` when the
+    reference source reads values (``.item()``, ``.tolist()``). 1.0 when the files cannot be
+    read (a KernelBench file, a broken problem): the guess only orders the work."""
+    try:
+        n = sum(1 for line in (path / "workload.jsonl").read_text().splitlines() if line.strip())
+        ref = json.loads((path / "definition.json").read_text()).get("reference", "")
+    except (OSError, ValueError, AttributeError):
+        return 1.0
+    reads = isinstance(ref, str) and (".item()" in ref or ".tolist()" in ref)
+    return float(max(n, 1) * (VALUE_READ_WEIGHT if reads else 1))
+
+
+def schedule_order(paths: list[Path]) -> list[int]:
+    """Indices of ``paths`` in the order to hand them to workers: the most costly first
+    (:func:`estimated_cost`), ties in argument order, so the last to finish is a short one."""
+    costs = [estimated_cost(Path(p)) for p in paths]
+    return sorted(range(len(paths)), key=lambda i: (-costs[i], i))
+
+
 def _pool_init() -> None:
     import torch
 
@@ -107,6 +133,11 @@ def _problem_job(job: tuple) -> tuple[str, object]:
         return "ok", problem_rows(p, hardware, model, wls, cache=counts_cache)
     except SolbenchError as e:
         return "error", str(e)
+
+
+def _indexed_job(item: tuple) -> tuple[int, tuple[str, object]]:
+    i, job = item
+    return i, _problem_job(job)
 
 
 def register(app: typer.Typer) -> None:
@@ -173,10 +204,18 @@ def register(app: typer.Typer) -> None:
 
             hw_arg = hardware if not Path(hardware).exists() else str(Path(hardware).resolve())
             todo = [(str(pa), hw_arg, model, workload, limit, max_b, str(cache) if cache else None) for pa in paths]
+            order = schedule_order(paths)
             with mp.get_context("spawn").Pool(n_jobs, initializer=_pool_init) as pool:
-                # imap keeps the order of the arguments: the output is the one-process output
-                for path, (kind, res) in zip(paths, pool.imap(_problem_job, todo)):
-                    yield path, kind, res
+                # the slow problems go out first; results are held until every earlier argument's
+                # is printed, so the output is the one-process output, in the same order
+                done: dict[int, tuple] = {}
+                nxt = 0
+                for i, got in pool.imap_unordered(_indexed_job, [(i, todo[i]) for i in order]):
+                    done[i] = got
+                    while nxt in done:
+                        kind, res = done.pop(nxt)
+                        yield paths[nxt], kind, res
+                        nxt += 1
 
         for path, kind, res in (pooled() if n_jobs > 1 else in_process()):
             if kind == "error":

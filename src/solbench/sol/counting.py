@@ -116,6 +116,9 @@ _MMA_PACKETS = {
 
 
 _SEQUENCES = (tuple, list, type({}.values()))
+#: func -> is it counted as tensor-core work (a flop_counter formula, or one of _MMA_PACKETS)?
+#: both tables are fixed at import, so the answer is cached per op
+_IS_MMA: dict = {}
 
 
 def flat_tensors(*trees) -> list:
@@ -432,9 +435,20 @@ class _CountingMode(TorchDispatchMode):
             srcs = full or flat_in
         else:
             srcs = flat_in
-        r = max((self.rank(t) for t in srcs), default=0)
+        # rank() and set_rank() inlined: this runs on every op of a run
+        prec = self.prec
+        r = 0
+        for t in srcs:
+            hit = prec.get(id(t))
+            rt = _DTYPE_RANK.get(t.dtype, 0) if hit is None or hit[0]() is not t else hit[1]
+            if rt > r:
+                r = rt
         for o in flat_out:
-            self.set_rank(o, r)
+            cap = _DTYPE_RANK.get(o.dtype, 0)
+            try:
+                prec[id(o)] = (weakref.ref(o), (r if r < cap else cap) if cap else 0)
+            except TypeError:  # noqa: PERF203 - a tensor type without weak references
+                pass
 
     def writes_arg0(self, func) -> bool:
         """Does ``func`` write into its first argument (an in-place or out= op)?"""
@@ -676,6 +690,11 @@ class _CountingMode(TorchDispatchMode):
             if x.dtype.is_floating_point and x.element_size() >= 2:
                 k = self.fills
                 self.fills += 1
+                if x.numel() * x.element_size() >= STAND_IN_BYTES:
+                    # a large result of any op is a stand-in (module docstring); its value
+                    # comes from fill k's generator, so no other fill or draw moves
+                    gen = torch.Generator().manual_seed(k)
+                    return stand_in_value(x.shape, x.dtype, torch.rand(1, generator=gen) + 0.5)
                 if lazy and x.numel() >= LAZY_FILL_MIN_ELEMS:
                     z = torch.zeros(x.shape, dtype=x.dtype)
                     unfilled.append(z)
@@ -692,13 +711,21 @@ class _CountingMode(TorchDispatchMode):
             return
         skip = self.track_alias(func, name, args, kwargs, out)
         self.note_reads(name, flat_in, out, skip)
+        moved = 0.0
+        for t in flat_in:
+            moved += float(t.numel()) * float(t.element_size())
+        out_bytes = 0.0
         for t in flat_out:
             cls_ = DTYPE_CLASS.get(t.dtype)
             if cls_:
                 c.dtypes_seen.add(cls_)
-        c.bytes_unfused += sum(_tensor_bytes(t) for t in flat_in) + sum(_tensor_bytes(t) for t in flat_out)
-        base = getattr(func, "_overloadpacket", None)
-        if base in flop_registry or name in _MMA_PACKETS:
+            out_bytes += float(t.numel()) * float(t.element_size())
+        c.bytes_unfused += moved + out_bytes
+        mma = _IS_MMA.get(func)
+        if mma is None:
+            mma = getattr(func, "_overloadpacket", None) in flop_registry or name in _MMA_PACKETS
+            _IS_MMA[func] = mma
+        if mma:
             self._record_mma(func, name, args, kwargs, out, flat_in)
             return
         if name in optab.MOVE_OPS:
@@ -857,10 +884,18 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None):
         return None
     if flat is None:
         flat = flat_tensors(args, kwargs)
-    if not any(_is_stand_in(x) for x in flat):
+    any_stand_in = False
+    nbytes = 0
+    for x in flat:  # _is_stand_in inlined: this runs on every op of a real run
+        n = x.numel()
+        if n > 1 and not any(x.stride()):
+            any_stand_in = True
+            break
+        nbytes += n * x.element_size()
+    if not any_stand_in:
         # every rule below but the last needs a stand-in operand; the last (a large result)
         # only applies to a non-writing op with 1 MiB of inputs or more, or none at all
-        if written or (flat and sum(x.numel() * x.element_size() for x in flat) < (1 << 20)):
+        if written or (flat and nbytes < (1 << 20)):
             return None
         return _large_result(func, args, kwargs, fresh)
     schema = func._schema
@@ -1005,7 +1040,9 @@ def _constant_pointwise(func, args, kwargs):
         shape = torch.broadcast_shapes(*[x.shape for x in flat])
 
         def one(x):
-            return x.reshape(-1)[:1].reshape(()) if isinstance(x, torch.Tensor) and x.dim() else x
+            # one element, the number of dims kept: type promotion tells a 0-dim tensor from a
+            # dimensioned one (bf16[n] * fp32[] is bf16, bf16[] * fp32[] is fp32)
+            return x.reshape(-1)[:1].reshape((1,) * x.dim()) if isinstance(x, torch.Tensor) and x.dim() else x
         small = func(*[one(a) if isinstance(a, torch.Tensor) else a for a in args],
                      **{k: one(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
         if not isinstance(small, torch.Tensor) or small.numel() != 1:
