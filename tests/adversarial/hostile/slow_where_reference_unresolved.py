@@ -4,8 +4,8 @@ small ones, where the eager reference's time is below what the held CPU path res
 The candidate's own time is then resolved (far above 3 x the no-op IQR) and the reference's
 is not, so the pair proves a slowdown of at least candidate median / reference resolution;
 yet the trace records no speedup, the table prints "unresolved", and summaries
-(report.summary) leave the whole problem out of the median / geometric-mean speedup and the
-workload out of the mean SOL score. A candidate slow only where the reference is too fast to
+(report.summary) leave the whole problem out of the median / geometric-mean speedup
+(`solbench project` skips such traces the same way; there is no SOL score on the CPU). A candidate slow only where the reference is too fast to
 resolve is then summarised by its large workloads alone.
 
 Measured (shared 2-core host, load 8-12): `solbench eval add2 --solution this --device cpu`
