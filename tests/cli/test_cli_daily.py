@@ -166,6 +166,39 @@ def test_1_2_progress_lines_traces_appended_then_sigterm_leaves_no_process(prob,
 
 
 @pytest.mark.slow
+def test_2_ctrl_c_says_so_at_once_and_leaves_no_process(prob, tmp_path):
+    """SIGINT (Ctrl-C) while a candidate spins: a line on stderr, exit 130, no process left,
+    and no wait for the spinning worker (before, 7.5 s of silence)."""
+    cand = tmp_path / "spin.py"
+    cand.write_text(SPIN)
+    proc = _cli(["eval", str(prob), "-s", str(cand), "--device", "cpu", "-w", "a1"], tmp_path,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not [
+                p for p in _workers(_descendants(proc.pid)) if "cand-spinning" in _comms(p)]:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        kids = _descendants(proc.pid)
+        assert _workers(kids), "no worker was running"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            kids = _descendants(proc.pid)
+            proc.kill()
+            _reap(list(kids))
+    assert proc.returncode == 130, err
+    assert "solbench: interrupted: stopping the workers" in err and "Traceback" not in err
+    time.sleep(1)
+    left = _reap([p for p in kids if _alive(p)])
+    assert left == [], "processes outlived solbench after SIGINT"
+    assert took < 30, took  # generous: the point is not waiting out a spinning call
+
+
+@pytest.mark.slow
 def test_2_sigkill_of_eval_leaves_no_worker_running(prob, tmp_path):
     cand = tmp_path / "spin.py"
     cand.write_text(SPIN)

@@ -6,8 +6,10 @@
   SIGKILLed (a stopped worker too: SIGKILL needs no SIGCONT), then the process exits with
   128 + the signal number, as a shell reports a death by that signal. A trace being written
   at that moment is finished first, so the results file never holds half a line.
-- Ctrl-C (SIGINT) raises KeyboardInterrupt as usual; the evaluator's ``finally`` blocks close
-  their workers, and :func:`kill_all` runs after as a backstop.
+- Ctrl-C (SIGINT): one line on stderr at once ("interrupted: stopping the workers"), every
+  worker SIGKILLed as for SIGTERM, then KeyboardInterrupt as usual, so the evaluator's
+  ``finally`` blocks unwind over dead workers instead of waiting for live ones to close
+  (a user saw 7.5 s of silence before); the entry point exits 130.
 - SIGKILL of this process cannot be caught. :func:`arm_watchdog` starts a tiny watchdog
   process (its own session, no torch) holding the read end of a pipe whose write end only
   this process has; when this process dies, however it dies, the pipe reads end-of-file and
@@ -106,7 +108,22 @@ def _descendants(pid: int) -> set[int]:
     return seen
 
 
+def _say(text: str) -> None:
+    """One line on stderr from a signal handler (os.write: no buffered stream is re-entered)."""
+    try:
+        os.write(2, f"solbench: {text}\n".encode())
+    except OSError:
+        pass
+
+
+def _on_sigint(signum, frame) -> None:  # noqa: ARG001
+    _say("interrupted: stopping the workers")
+    kill_all()
+    raise KeyboardInterrupt
+
+
 def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    _say(f"{signal.Signals(signum).name}: stopping the workers")
     kill_all()
     with _lock:
         if _state["writing"]:
@@ -132,12 +149,17 @@ def critical():
 
 
 def install() -> None:
-    """Route SIGTERM and SIGHUP through :func:`kill_all` (main thread only)."""
+    """Route SIGTERM and SIGHUP through :func:`kill_all`, and SIGINT through it before the
+    usual KeyboardInterrupt (main thread only; a SIGINT the process was started ignoring, as
+    a background job of a non-interactive shell is, stays ignored)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig, handler in ((signal.SIGTERM, _on_signal), (signal.SIGHUP, _on_signal),
+                         (signal.SIGINT, _on_sigint)):
         try:
-            signal.signal(sig, _on_signal)
+            if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            signal.signal(sig, handler)
         except (ValueError, OSError):  # pragma: no cover - not the main interpreter
             pass
 
