@@ -81,3 +81,16 @@ def test_workers_get_the_value_reading_and_larger_problems_first(tmp_path):
     assert [estimated_cost(p) for p in (small, large, reads, missing)] == [1.0, 3.0, 2.0 * VALUE_READ_WEIGHT, 1.0]
     # reads (2 x weight) > large (3) > small (1) = missing (1, after small: argument order)
     assert schedule_order([small, large, reads, missing]) == [2, 1, 0, 3]
+
+
+def test_the_default_hardware_is_said_and_a_named_one_is_not(tmp_path):
+    from solbench.cli import app
+
+    d = str(_problem(tmp_path, "a", 1.0, ns=(64,)))
+    dflt = CliRunner().invoke(app, ["sol", d, "--json"])
+    named = CliRunner().invoke(app, ["sol", d, "--json", "--hardware", "H200"])
+    assert dflt.exit_code == named.exit_code == 0
+    assert "no --hardware given: T_SOL on H200" in dflt.stderr
+    assert "no --hardware given" not in named.stderr
+    # the same bound either way, and stdout stays one JSON object a problem
+    assert json.loads(dflt.stdout) == json.loads(named.stdout)

@@ -35,6 +35,10 @@ def _problem_paths(args: list[Path]) -> list[Path]:
     return out
 
 
+#: the GPU ``solbench sol`` prices when none is named (the one this project measures on)
+DEFAULT_HARDWARE = "H200"
+
+
 def _table(res: dict) -> Table:
     t = Table(title=f"{res['problem']}: T_SOL on {res['hardware']} ({res['hardware_kind']}), "
                     f"model={res['model']}")
@@ -145,7 +149,8 @@ def register(app: typer.Typer) -> None:
     def sol_cmd(
         problems: list[Path] = typer.Argument(..., help="problem directories, KernelBench .py files, "
                                               "suite names, or directories holding problems"),
-        hardware: str = typer.Option("H200", "--hardware", "-H", help="spec id (solbench hardware list) or spec.toml"),
+        hardware: Optional[str] = typer.Option(None, "--hardware", "-H", help="spec id (solbench hardware "
+                                               "list) or spec.toml; default H200, said on stderr"),
         model: str = typer.Option("refined", "--model", "-m", help="refined (ours, the lower bound) or solar "
                                   "(upstream SOLAR's conventions; on B200 its 1.5 GHz-lock constants, B200_SOLAR)"),
         workload: Optional[str] = typer.Option(None, "--workloads", "--workload", "-w", help=WORKLOADS_HELP),
@@ -171,6 +176,8 @@ def register(app: typer.Typer) -> None:
         with clean_errors():
             if model not in ("refined", "solar"):
                 raise SpecError(None, "--model", f"unknown model {model!r} (refined or solar)")
+            said_default = hardware is None
+            hardware = DEFAULT_HARDWARE if hardware is None else hardware
             hw = load_hardware(hardware)
             if model == "solar" and hw.solar_spec:
                 err_console.print(f"[yellow]note:[/yellow] --model solar on {hw.id} prices with {hw.solar_spec} "
@@ -178,6 +185,10 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
             max_b = parse_bytes(max_bytes)
             paths = _problem_paths(problems)
+            if said_default:
+                # bounds are per GPU: a user who named none must see which one was priced
+                err_console.print(f"[yellow]note:[/yellow] no --hardware given: T_SOL on {hardware} "
+                                  "(the default; `solbench hardware list` shows the others)", highlight=False)
             counts_cache = None
             if cache is not None:
                 from ..sol.cache import CountsCache
