@@ -189,8 +189,10 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
         if ev.status != Status.PASSED:
             why = failure_reason(t)
         else:
-            # advisory findings by name (their messages are in the trace); once each
-            why = ", ".join(dict.fromkeys(f.check for f in ev.findings if f.severity == "advisory"))
+            # advisory findings by name (their messages are in the trace); once each, marked as
+            # such: on a PASSED row a bare check name read to a new user as an accusation
+            adv = ", ".join(dict.fromkeys(f.check for f in ev.findings if f.severity == "advisory"))
+            why = f"advisory: {adv}" if adv else ""
         sp = speedup_text(t)
         marked = marked or sp.endswith(("~", "!"))
         status = ("[yellow]missing input data[/]" if missing_input(t)
