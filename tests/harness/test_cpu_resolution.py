@@ -187,3 +187,19 @@ def test_a_large_add_stays_resolved(tmp_path, solbench_cache):
     p = ev.performance
     assert p.speedup_factor == pytest.approx(p.reference_latency_ms / p.latency_ms)
     assert math.isfinite(p.speedup_factor)
+
+
+def test_without_a_reference_worker_nothing_is_subtracted(tmp_path, solbench_cache):
+    """No trusted worker to measure the no-op in: the candidate's own no-op is not subtracted
+    (it could slow it to read faster); each sample is the whole held window, so even a
+    16-element add reads at least one held round trip, never the 1 us floor."""
+    prob = load_problem(write_problem(tmp_path / "add16", ADD, [
+        {"uuid": "w", "axes": {"n": 16}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
+    sol = py_solution("cand", ADD["reference"], prob.name)
+    (t,) = evaluate(prob, sol, EvalConfig(device="cpu", iters=6, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.PASSED and ev.reference_timing is None
+    assert any(n.startswith("no no-op baseline subtracted") for n in ev.timing.notes), ev.timing.notes
+    assert not any("no-op baseline's noise" in n for n in ev.timing.notes)
+    # a held window (resume, request, reply, stop, /proc scans) is far above 0.05 ms
+    assert min(ev.timing.samples_ms) > 0.05, ev.timing.samples_ms

@@ -309,15 +309,21 @@ def test_flag_alone_and_higher_precision_are_not_hacks(tmp_path, solbench_cache)
         {"uuid": "w", "axes": {"m": 16}, "inputs": {"x": {"type": "random"}}}]))
     e = _eval(fft, py_solution("fft_tf32", FFT_TF32, fft.name))
     assert e.status == Status.PASSED, (e.log, e.findings)
-    assert [(f.check, f.severity) for f in e.findings] == [("backend_flags", "advisory")]
+    assert [(f.check, f.severity) for f in _not_timing(e.findings)] == [("backend_flags", "advisory")]
     mm = load_problem(write_problem(tmp_path / "mm", MATMUL_DEF, [
         {"uuid": "w", "axes": {"m": 64}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}]))
     e = _eval(mm, py_solution("tf32_off", TF32_OFF, mm.name))
-    assert e.status == Status.PASSED and e.findings == [], (e.log, e.findings)
+    # (timing advisories such as timing_unstable come from host load, not from the flags)
+    assert e.status == Status.PASSED and _not_timing(e.findings) == [], (e.log, e.findings)
     # TF32 on for a matmul, on a CPU: the product stays fp32 (no output evidence): advisory
     e = _eval(mm, load_solution(ADV / "hostile" / "tf32_flag.py", mm))
     assert e.status == Status.PASSED, (e.log, e.findings)
-    assert {f.check: f.severity for f in e.findings} == {"backend_flags": "advisory"}
+    assert {f.check: f.severity for f in _not_timing(e.findings)} == {"backend_flags": "advisory"}
+
+
+def _not_timing(findings):
+    """The findings other than the timing advisories a loaded host can raise on any run."""
+    return [f for f in findings if not (f.severity == "advisory" and f.check.startswith(("timing_", "first_call")))]
 
 
 @pytest.mark.slow

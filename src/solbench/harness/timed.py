@@ -475,10 +475,17 @@ class TimedBlocks:
         if ref_overhead is not None:
             cand_over = ref_over = ref_overhead
             where = "the trusted reference worker"
-        else:
-            cand_over = ref_over = overhead if cfg.is_cuda else noop_ms(h, findings, n=NOOP_N, dps=True, hold=hold,
-                                                                        windows=self._noop_windows)
+        elif cfg.is_cuda:
+            cand_over = ref_over = overhead
             where = "the candidate's worker (no reference worker)"
+        else:
+            # no trusted worker to measure the baseline in: the candidate's own no-op could be
+            # made slower (a larger subtraction, a faster figure), so on the CPU nothing is
+            # subtracted and each sample is the whole held window, an upper bound on the call.
+            # Its no-op windows still judge the resolution: slowing them only costs it its figure
+            noop_ms(h, findings, n=NOOP_N, dps=True, hold=hold, windows=self._noop_windows)
+            cand_over = ref_over = 0.0
+            where = None
         # (the plausibility verdict keeps the candidate's own no-op: measured under the same
         # host load as its calls, it does not turn a busy moment into a hack)
         common = dict(is_cuda=cfg.is_cuda, warmup=cfg.n_warmup(), flush_bytes=run.flush_bytes,
@@ -498,7 +505,13 @@ class TimedBlocks:
                     + (f"+-{hw:.3g}" if hw is not None else "n/a"))
         if not cfg.is_cuda:
             for ts in (timing, ref_timing):
-                if ts is not None:
+                if ts is None:
+                    continue
+                if where is None:
+                    ts.notes.append("no no-op baseline subtracted: no trusted reference worker to measure it "
+                                    "in, so each sample is the whole held window (an upper bound on the "
+                                    "call, the harness's messaging and checks included)")
+                else:
                     ts.notes.append(f"no-op baseline {cand_over:.4g} ms (messaging and checks, no flush, no copy-out; "
                                     f"the same for both sides, measured in {where})")
         for ts, blocks in ((timing, cand_blocks), (ref_timing, ref_blocks)):
