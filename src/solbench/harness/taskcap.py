@@ -38,6 +38,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
 import threading
 import time
 from typing import Any
@@ -198,16 +199,37 @@ def probe(refresh: bool = False) -> dict[str, Any]:
                 os.mkdir(test)
                 try:
                     _write(os.path.join(test, "pids.max"), "64")
-                    if not os.access(os.path.join(test, "cgroup.procs"), os.W_OK):
-                        raise PermissionError(errno.EACCES, "cgroup.procs not writable")
+                    # a real join, as TaskCap.wrap's launcher does it: a writable-looking
+                    # cgroup.procs can still refuse a move (a v2 hierarchy's delegation rules,
+                    # a container's read-only view), and a launcher that cannot join would
+                    # fail every worker's start
+                    r = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', os.path.join(test, "cgroup.procs")],
+                                       capture_output=True, text=True, timeout=10)
+                    if r.returncode != 0:
+                        raise PermissionError(errno.EACCES, "a process cannot join it: "
+                                              + (r.stderr.strip().splitlines() or ["sh failed"])[-1])
                 finally:
-                    os.rmdir(test)
+                    _rmdir_when_empty(test)
                 res = {"mechanism": kind, "base": base, "reason": ""}
             except OSError as e:
                 res["reason"] = f"{kind} at {base}: cannot make a child cgroup ({e.strerror or e})"
     with _lock:
         _probe_cache[want] = res
     return dict(res)
+
+
+def _rmdir_when_empty(path: str, timeout_s: float = 2.0) -> None:
+    """Remove a cgroup directory once the process that joined it has exited (a cgroup with
+    a task, even one exiting, cannot be removed: EBUSY)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def mechanism() -> str:
