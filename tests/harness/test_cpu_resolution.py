@@ -89,15 +89,16 @@ def _ts(median, resolved, resolution=2.4):
 def test_reports_say_unresolved_and_compute_no_ratio():
     t = _trace(_ts(0.001, False), _ts(0.7, False))
     assert unresolved_text(t.evaluation.timing) == "unresolved (below the CPU timer's resolution: 2.4 ms)"
-    assert speedup_text(t) == "unresolved (below the CPU timer's resolution: 2.4 ms)"
+    assert speedup_text(t) == "unresolved (both sides below the CPU timer's resolution: 2.4 ms)"
     # the reference's latency is there: no fallback ratio of latency_ms is made from it
     assert trace_speedup(t) is None
     rows, _ = rows_from_traces([t], Path("results.jsonl"), labels={})
     assert rows[0].speedup is None and rows[0].latency_ms is None and rows[0].sol_distance is None
     assert rows[0].unresolved.startswith("unresolved (below")
-    # the reference alone unresolved: still no ratio
+    # the reference alone unresolved: no ratio, the bound the candidate proves (<= 2.4 / 30 = 0.08)
     t = _trace(_ts(30.0, True), _ts(0.7, False), latency=30.0, ref_latency=None)
-    assert speedup_text(t).startswith("unresolved") and trace_speedup(t) is None
+    assert speedup_text(t) == "<=0.08x (reference unresolved: below the CPU timer's resolution, 2.4 ms)"
+    assert trace_speedup(t) == pytest.approx(0.08)
     # both resolved: the ratio as before
     t = _trace(_ts(1.0, True), _ts(2.0, True), latency=1.0, ref_latency=2.0)
     assert trace_speedup(t) == pytest.approx(2.0) and unresolved_text(t.evaluation.timing) is None
@@ -172,7 +173,8 @@ def test_a_16_element_add_is_unresolved_on_both_sides(tmp_path, solbench_cache):
     assert ev.timing.resolved is False and ev.reference_timing.resolved is False
     assert ev.timing.resolution_ms > 0 and ev.timing.resolution_ms == ev.reference_timing.resolution_ms
     assert ev.performance.speedup_factor is None and ev.performance.reference_latency_ms is None
-    assert speedup_text(t).startswith("unresolved (below the CPU timer's resolution: ")
+    assert speedup_text(t).startswith("unresolved (both sides below the CPU timer's resolution: ")
+    assert ev.speedup_bound is None
     assert not any(f.severity == "hack" for f in ev.findings)
 
 

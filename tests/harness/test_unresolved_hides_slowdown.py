@@ -37,9 +37,6 @@ def _trace(uuid, cand, ref, latency, ref_latency, speedup):
     return Trace(definition="add2_f32", solution="slow_small", workload=w, evaluation=ev)
 
 
-@pytest.mark.xfail(strict=True, reason="red team: a resolved candidate against an unresolved reference is a "
-                                       "proven slowdown (<= 40.3/230.2 = 0.175x) but gets no speedup and "
-                                       "drops out of the summaries")
 def test_a_proven_slowdown_is_not_dropped_from_summaries():
     # the figures of the run in the hostile's docstring (n=4096 and n=4Mi of add2_f32)
     small = _trace("w-small", _ts(230.2, True, 40.3), _ts(0.001, False, 40.3), 230.2, None, None)
@@ -49,11 +46,10 @@ def test_a_proven_slowdown_is_not_dropped_from_summaries():
     assert s is not None and s <= 40.3 / 230.2
     # the problem's summary must not read as the large workload's 0.954x alone
     g = summarize([small, large])["slow_small"].geomean_speedup
-    assert g is not None and g <= (40.3 / 230.2 * 27.35 / 28.68) ** 0.5
+    # (the bound itself, to rounding: exp(mean log) and sqrt differ in the last bits)
+    assert g is not None and g <= (40.3 / 230.2 * 27.35 / 28.68) ** 0.5 * (1 + 1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="red team: the hostile's slowdown on a tiny add is printed 'unresolved' "
-                                       "and has no speedup (230.2 ms against a reference below 40.3 ms)")
 def test_the_hostile_slowdown_is_recorded(tmp_path, solbench_cache):
     d = {"name": "add2_f32", "axes": {"n": {"type": "var"}},
          "inputs": {"x": {"shape": ["n"], "dtype": "float32"}, "y": {"shape": ["n"], "dtype": "float32"}},
@@ -70,5 +66,9 @@ def test_the_hostile_slowdown_is_recorded(tmp_path, solbench_cache):
                     f"reference resolved {ev.reference_timing.resolved}")
     # the reference's median is at most its resolution: a speedup (or its bound) below 1 is known
     assert ev.timing.median_ms > ev.reference_timing.resolution_ms
+    # recorded in the trace as the bound, never as a measured factor
+    assert ev.performance.speedup_factor is None
+    assert ev.speedup_bound.op == "<="
+    assert ev.speedup_bound.value == ev.reference_timing.resolution_ms / ev.timing.median_ms
     s = trace_speedup(t)
     assert s is not None and s <= ev.reference_timing.resolution_ms / ev.timing.median_ms

@@ -36,9 +36,40 @@ def _row(samples, resolution):
     return rows[0]
 
 
-@pytest.mark.xfail(strict=True, reason="red team: compare gives a faster/slower verdict from samples the run "
-                                       "recorded as below the CPU timer's resolution (A/A read 'slower' 28.9x)")
 def test_unresolved_samples_give_no_faster_or_slower_verdict():
     c = compare_rows(_row(RUN1, 11.9), _row(RUN3, 13.6))
     # the same candidate on the same workload: nothing resolved tells the two apart
     assert c.verdict not in ("faster", "slower"), (c.verdict, c.ratio, c.p_value)
+
+
+def _row_sides(samples, cand_resolved, ref_resolved):
+    """One PASSED row; the candidate's and the reference's resolution set apart."""
+    med = sorted(samples)[len(samples) // 2]
+
+    def ts(resolved):
+        return TimingStats(method="perf_counter", median_ms=med, iqr_ms=1.0, min_ms=min(samples), mean_ms=med,
+                           n_samples=len(samples), warmup=2, cold_l2=True, samples_ms=samples,
+                           resolved=resolved, resolution_ms=3.0)
+    w = Workload.model_validate({"uuid": "b8b3dda7", "axes": {}, "inputs": {"x": {"type": "random"}}})
+    ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="cpu"),
+                    performance=Performance(latency_ms=med), timing=ts(cand_resolved), reference_timing=ts(ref_resolved))
+    t = Trace(definition="p", solution="c", workload=w, evaluation=ev)
+    rows, _ = rows_from_traces([t], Path("results.jsonl"), labels={})
+    return rows[0]
+
+
+def test_compare_names_the_run_whose_candidate_time_is_unresolved():
+    fast = [10.0, 10.1, 10.2, 10.3, 10.4, 10.5]
+    slow = [20.0, 20.1, 20.2, 20.3, 20.4, 20.5]
+    # unresolved in A only: no ratio, no p, no median of A's noise
+    c = compare_rows(_row_sides(fast, False, True), _row_sides(slow, True, True))
+    assert (c.verdict, c.statistic, c.ratio, c.p_value, c.median_a_ms) == \
+        ("unresolved in A", "resolution", None, None, None)
+    assert c.median_b_ms == pytest.approx(20.25)
+    c = compare_rows(_row_sides(fast, True, True), _row_sides(slow, False, False))
+    assert c.verdict == "unresolved in B"
+    assert compare_rows(_row_sides(fast, False, True), _row_sides(slow, False, True)).verdict == "unresolved in A and B"
+    # the reference's resolution is no part of compare's judgement of the candidate's samples:
+    # all 6 of B above all 6 of A, U = 0, exact ratio of medians 20.25 / 10.25
+    c = compare_rows(_row_sides(fast, True, False), _row_sides(slow, True, False))
+    assert c.verdict == "slower" and c.ratio == pytest.approx(20.25 / 10.25)

@@ -69,7 +69,8 @@ def register(app: typer.Typer) -> None:
             t = Table(title=f"B = {b} against A = {a} (medians in ms; B/A < 1: B faster)")
             for h in head:
                 t.add_column(h, justify="right" if h in ("A ms", "B ms", "B/A", "p") else "left")
-            style = {"faster": "green", "slower": "red", "status": "magenta"}
+            style = {"faster": "green", "slower": "red", "status": "magenta", "unresolved in A": "yellow",
+                     "unresolved in B": "yellow", "unresolved in A and B": "yellow"}
             for c in shown:
                 row = cells(c)
                 st = style.get(c.verdict)
@@ -80,6 +81,9 @@ def register(app: typer.Typer) -> None:
         print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
               f" (Mann-Whitney U two-sided at alpha {alpha} and |B/A - 1| > {threshold:g} with samples; "
               f"ratio of medians against noise {noise:g} without)")
+        if any(c.statistic == "resolution" for c in cs):
+            print("unresolved in A/B: that run recorded the candidate's CPU time as below the timer's "
+                  "resolution (docs/harness.md, Resolution of CPU times); no verdict, left out of the statistics")
 
 
 def _f(v, spec=".4g") -> str:

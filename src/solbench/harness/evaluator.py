@@ -29,7 +29,8 @@ import torch
 from ..errors import SpecError
 from ..spec.problem import Problem
 from ..spec.solution import Solution
-from ..spec.trace import (Correctness, Evaluation, Finding, Performance, Status, TimingStats, Trace)
+from ..spec.trace import (Correctness, Evaluation, Finding, Performance, Status, SpeedupBound, TimingStats,
+                          Trace, speedup_bound)
 from ..spec.workload import Workload
 from . import protocol
 from .checks import finding
@@ -179,9 +180,14 @@ class Evaluator:
             # time is left out too, so no reader recomputes one from latency_ms
             ref_ms = ref_timing.median_ms if ref_timing and ref_timing.resolved is not False else None
             ok = timing.resolved is not False
+            # with exactly one side unresolved, the other still proves a bound on the ratio
+            # (a candidate slow only where the reference is too fast to resolve is no longer hidden)
+            bound = speedup_bound(timing, ref_timing)
             perf = Performance(latency_ms=timing.median_ms, reference_latency_ms=ref_ms,
                                speedup_factor=(ref_ms / timing.median_ms)
                                if ok and ref_ms and timing.median_ms > 0 else None)
+        else:
+            bound = None
         seeds = run.seeds if run is not None else None
         return Trace(
             definition=self.problem.name, solution=solution.name, workload=w,
@@ -189,6 +195,7 @@ class Evaluator:
                 status=status, log=log[-self.cfg.log_cap:], correctness=correctness,
                 performance=perf, environment=self.env, timing=timing,
                 reference_timing=ref_timing, findings=findings, telemetry=telemetry or None,
+                speedup_bound=SpeedupBound(op=bound[0], value=bound[1]) if bound else None,
                 solution_hash=solution.content_hash(), device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,
                 build_cache=getattr(self, "_build_cache", None) if run is not None else None,

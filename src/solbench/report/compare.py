@@ -14,7 +14,12 @@ ratio. Two rules, the first that applies:
   noise threshold (default 5%, about the run-to-run spread of our H200 A/A runs).
 
 A pair where either side did not PASS gets the verdict ``status`` (``PASSED -> REWARD_HACK``
-and so on) instead of a timing verdict.
+and so on) instead of a timing verdict. A pair where either run recorded the candidate's CPU
+time as unresolved (``timing.resolved`` false: below the timer's resolution in that run,
+docs/harness.md "Resolution of CPU times") gets ``unresolved in A`` / ``unresolved in B`` /
+``unresolved in A and B``, no ratio and no test: such samples are noise of the subtracted
+no-op baseline (an A/A pair of them read "slower" 28.9x at p = 0.0073). The reference's
+resolution does not matter here: compare judges the candidate's samples alone.
 """
 
 from __future__ import annotations
@@ -72,9 +77,9 @@ class Comparison:
     median_a_ms: float | None
     median_b_ms: float | None
     ratio: float | None  # B / A of the medians (< 1: B faster)
-    statistic: str  # mann-whitney-u | ratio-of-medians | status
+    statistic: str  # mann-whitney-u | ratio-of-medians | status | resolution
     p_value: float | None
-    verdict: str  # faster | slower | same | status | only in A | only in B
+    verdict: str  # faster | slower | same | status | only in A | only in B | unresolved in A/B/A and B
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -99,6 +104,13 @@ def compare_rows(a: TraceRow | None, b: TraceRow | None, alpha: float = 0.01, th
                           median_b_ms=_median(b) if b.status == "PASSED" else None, ratio=None,
                           statistic="status", p_value=None,
                           verdict="status" if a.status != b.status else f"both {a.status}")
+    un_a = a.unresolved_side in ("candidate", "both")
+    un_b = b.unresolved_side in ("candidate", "both")
+    if un_a or un_b:
+        which = "A and B" if un_a and un_b else "A" if un_a else "B"
+        return Comparison(**base, status_a=a.status, status_b=b.status,
+                          median_a_ms=None if un_a else _median(a), median_b_ms=None if un_b else _median(b),
+                          ratio=None, statistic="resolution", p_value=None, verdict=f"unresolved in {which}")
     ma, mb = _median(a), _median(b)
     ratio = mb / ma if ma and mb else None
     if len(a.samples_ms) >= MIN_SAMPLES and len(b.samples_ms) >= MIN_SAMPLES:

@@ -22,6 +22,7 @@ from typing import Any
 from . import figures as F
 from .aggregate import CandidateRow, leaderboards, units
 from .records import ResultSet, TraceRow
+from .tables import UNRESOLVED_LEGEND
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1500px;color:#1d1d1f;padding:0 16px}
@@ -177,13 +178,17 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
                              f"{escape(json.dumps(json.loads(f.evidence), indent=1)[:4000])}</pre>" for f in fs)
             fcell += "</details>"
         body.append([r.workload[:8], r.axes[:60], r.label, Html(f"<span class={escape(str(r.status))}>{escape(str(r.status))}</span>"),
-                     r.unresolved if r.unresolved and r.latency_ms is None else
+                     r.unres_latency if r.unres_latency else
                      _f(r.latency_ms if r.latency_ms is not None else r.raw_latency_ms, ".4g")
                      + ("" if r.latency_ms is not None or r.raw_latency_ms is None else " (raw)"),
+                     r.unres_reference if r.unres_reference else
                      _f(r.reference_latency_ms if r.reference_latency_ms is not None else r.raw_reference_ms, ".4g"),
-                     _f(r.t_sol_ms, ".4g"), _f(r.speedup), _f(r.sol_distance), _f(r.sol_score),
+                     _f(r.t_sol_ms, ".4g"),
+                     (r.speedup_bound or f"unres. ({r.unresolved_side})") if r.unresolved_side else _f(r.speedup),
+                     _f(r.sol_distance), _f(r.sol_score),
                      _f(r.headroom), r.bottleneck or "-",
                      f"{r.timing_method or '-'} n={r.n_samples or 0}", r.provenance, Html(fcell) if fcell else "-"])
+    legend = (f"<p class=muted>{escape(UNRESOLVED_LEGEND)}</p>" if any(r.unresolved_side for r in rows) else "")
     us = units(rows)
     summ = _table(["candidate", "workloads", "passed", "incorrect", "hack", "SOL score", "raw SOL score", "speedup (geomean)"],
                   [[u.label, u.workloads, u.passed, u.failed, u.hacked, _f(u.sol_score), _f(u.raw_sol_score), _f(u.speedup)]
@@ -193,7 +198,7 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
                  f"{escape(', '.join(hw))}; {len({r.workload for r in rows})} workloads; reference = the problem's "
                  "eager reference timed in the same run; T_SOL from the SOL model named in each trace</p>"
                  f"<h2>candidates</h2>{summ}<h2>workloads</h2>"
-                 + _table(head, body, left=4), up="<p><a href='../index.html'>&larr; report</a></p>")
+                 + _table(head, body, left=4) + legend, up="<p><a href='../index.html'>&larr; report</a></p>")
 
 
 def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench report") -> dict[str, Any]:

@@ -34,7 +34,7 @@ from ..spec.trace import Status, Trace
 from ..store import StoreRead, read_store, warn_unverified
 from ..store.blocks import BlockError, sol_of
 from .summary import trace_speedup
-from .tables import unresolved_text
+from .tables import bound_text, unresolved_side, unresolved_text
 
 @lru_cache(maxsize=1)
 def _bundled_suites() -> dict[str, str]:
@@ -97,6 +97,18 @@ class TraceRow:
     #: ``unresolved (below the CPU timer's resolution: X ms)`` when a side's CPU time is not
     #: resolved (``report.tables.unresolved_text``); its latency, speedup and SOL figures are None
     unresolved: str | None
+    #: which side's CPU time is unresolved: "candidate", "reference", "both", or None
+    #: (``report.tables.unresolved_side``); ``solbench compare`` judges no candidate-side time
+    #: of a row with "candidate" or "both"
+    unresolved_side: str | None
+    #: ``<=0.175x`` / ``>=3.2x``: the speedup bound the resolved side proves when one side is
+    #: unresolved (``report.tables.bound_text``); ``speedup`` holds it only when informative
+    #: (``report.summary.trace_speedup``)
+    speedup_bound: str | None
+    #: table cells ``unres. <X ms`` of the candidate's / reference's latency when that side is
+    #: unresolved (``report.tables.unresolved_text(short=True)``), else None
+    unres_latency: str | None
+    unres_reference: str | None
     timing_method: str | None
     n_samples: int | None
     iqr_ms: float | None
@@ -218,7 +230,7 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
         if un_c is not None or un_r is not None:
             raw_lat = lat
             raw_ref = ref
-            raw_sp = raw_score = None
+            raw_score = None  # raw_sp: the informative bound, as sp
         if ev.status == Status.REWARD_HACK and raw_lat and raw_ref:
             raw_sp = raw_ref / raw_lat
             if t_sol:
@@ -244,6 +256,10 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             headroom=h, sol_distance=(lat / t_sol) if (lat and t_sol) else None,
             raw_latency_ms=raw_lat, raw_reference_ms=raw_ref, raw_speedup=raw_sp, raw_sol_score=raw_score,
             unresolved=un_c or un_r,
+            unresolved_side=unresolved_side(t) if ev.status == Status.PASSED else None,
+            speedup_bound=bound_text(t),
+            unres_latency=unresolved_text(ev.timing, short=True) if ev.status == Status.PASSED else None,
+            unres_reference=unresolved_text(ev.reference_timing, short=True) if ev.status == Status.PASSED else None,
             timing_method=ev.timing.method if ev.timing else None,
             n_samples=ev.timing.n_samples if ev.timing else None,
             iqr_ms=ev.timing.iqr_ms if ev.timing else None,

@@ -7,7 +7,12 @@ out by hand):
 * speedup of a PASSED trace = ``performance.speedup_factor`` (the eager reference's time over
   the candidate's, both measured in the same session), or ``reference_latency_ms /
   latency_ms`` when the factor is absent. Non-PASSED traces have no speedup, nor do traces
-  with a side's time below the CPU timer's resolution (``timing.resolved`` false).
+  with both sides' times below the CPU timer's resolution (``timing.resolved`` false). With
+  one side unresolved, the trace counts at the bound the resolved side proves
+  (:func:`trace_speedup_bound`) when that bound is informative: an upper bound below 1 (a
+  proven slowdown, counted no slower than proven) or a lower bound above 1 (a proven speedup,
+  counted no faster than proven); other bounds (``<= 3x``, ``>= 0.5x``) say nothing about
+  faster or slower and the trace has no speedup.
 * unit ``"problem"`` (default, KernelBench-style: every problem weighs the same): one unit per
   (problem, candidate); it is correct when every one of its workloads PASSED, and its speedup
   is the geometric mean of its workloads' speedups. Unit ``"workload"``: one unit per trace.
@@ -30,7 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from ..spec.trace import Status, Trace
+from ..spec.trace import Status, Trace, speedup_bound
 
 DEFAULT_PS: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0)
 
@@ -41,7 +46,8 @@ def trace_speedup(trace: Trace) -> float | None:
     if ev.status != Status.PASSED or ev.performance is None:
         return None
     if any(ts is not None and ts.resolved is False for ts in (ev.timing, ev.reference_timing)):
-        return None  # a time below the CPU timer's resolution gives no ratio
+        # a time below the CPU timer's resolution gives no ratio, only a bound (module docstring)
+        return counted_bound(trace_speedup_bound(trace))
     perf = ev.performance
     s = perf.speedup_factor
     if s is None and perf.reference_latency_ms is not None and perf.latency_ms > 0:
@@ -49,6 +55,29 @@ def trace_speedup(trace: Trace) -> float | None:
     if s is None or not math.isfinite(s) or s <= 0:
         return None
     return float(s)
+
+
+def counted_bound(b: tuple[str, float] | None) -> float | None:
+    """The value at which a speedup bound counts in summaries: an upper bound below 1 or a
+    lower bound above 1 (module docstring); None for any other (it proves neither faster nor
+    slower)."""
+    if b is None or not ((b[0] == "<=" and b[1] < 1.0) or (b[0] == ">=" and b[1] > 1.0)):
+        return None
+    return b[1]
+
+
+def trace_speedup_bound(trace: Trace) -> tuple[str, float] | None:
+    """``("<=", v)`` or ``(">=", v)``: the bound on a PASSED trace's speedup when exactly one
+    side's CPU time is unresolved (``evaluation.speedup_bound``, or
+    worked out from the timings for traces written before those fields:
+    :func:`solbench.spec.trace.speedup_bound`); None otherwise."""
+    ev = trace.evaluation
+    if ev.status != Status.PASSED or ev.performance is None:
+        return None
+    b = ev.speedup_bound
+    if b is not None and math.isfinite(b.value) and b.value > 0:
+        return b.op, float(b.value)
+    return speedup_bound(ev.timing, ev.reference_timing)
 
 
 def trace_sol_score(trace: Trace) -> float | None:

@@ -80,24 +80,64 @@ def timing_unstable(trace: Trace) -> bool:
     return any(f.check == "timing_unstable" for f in trace.evaluation.findings)
 
 
-def unresolved_text(ts: TimingStats | None) -> str | None:
-    """``unresolved (below the CPU timer's resolution: 1.2 ms)`` for a side whose CPU time is
-    not resolved (``TimingStats.resolved`` False), else None."""
+UNRESOLVED_LEGEND = ("unres. <X ms: that side's CPU time is below the timer's resolution X in this run "
+                     "(docs/harness.md, Resolution of CPU times); <=v / >=v (cand./ref. unres.): the "
+                     "bound on the speedup that the resolved side proves")
+
+
+def unresolved_text(ts: TimingStats | None, short: bool = False) -> str | None:
+    """``unresolved (below the CPU timer's resolution: 1.2 ms)`` (``short``: ``unres. <1.2 ms``,
+    for table cells; the legend is :data:`UNRESOLVED_LEGEND`) for a side whose CPU time is not
+    resolved (``TimingStats.resolved`` False), else None."""
     if ts is None or ts.resolved is not False:
         return None
+    if short:
+        return f"unres. <{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unres."
     res = f"{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unknown"
     return f"unresolved (below the CPU timer's resolution: {res})"
 
 
-def speedup_text(trace: Trace) -> str:
-    """``1.93x``, ``1.03x ~`` (within noise), ``0.8x !`` (timing_unstable), ``unresolved
-    (...)`` (a side's CPU time below the timer's resolution: :func:`unresolved_text`), or ``-``."""
+def unresolved_side(trace: Trace) -> str | None:
+    """Which side's CPU time is unresolved: "candidate", "reference", "both", or None."""
     ev = trace.evaluation
-    if ev.status == Status.PASSED:
-        for ts in (ev.timing, ev.reference_timing):
-            un = unresolved_text(ts)
-            if un is not None:
-                return un
+    c = ev.timing is not None and ev.timing.resolved is False
+    r = ev.reference_timing is not None and ev.reference_timing.resolved is False
+    return "both" if c and r else "candidate" if c else "reference" if r else None
+
+
+def bound_text(trace: Trace) -> str | None:
+    """``<=0.175x`` / ``>=3.2x``: the speedup bound of a PASSED pair with one side unresolved
+    (``report.summary.trace_speedup_bound``), else None."""
+    from .summary import trace_speedup_bound
+
+    b = trace_speedup_bound(trace)
+    return f"{b[0]}{b[1]:.3g}x" if b is not None else None
+
+
+def speedup_text(trace: Trace, short: bool = False) -> str:
+    """``1.93x``, ``1.03x ~`` (within noise), ``0.8x !`` (timing_unstable), or ``-``; with a
+    side's CPU time unresolved, the side named and the bound the other side proves:
+    ``<=0.175x (reference unresolved: below the CPU timer's resolution, 40.3 ms)`` (``short``:
+    ``<=0.175x (ref. unres.)``), ``unresolved (both sides below the CPU timer's resolution:
+    2.4 ms)`` (``short``: ``unres. (both)``)."""
+    ev = trace.evaluation
+    side = unresolved_side(trace) if ev.status == Status.PASSED else None
+    if side is not None:
+        ts = {"candidate": ev.timing, "reference": ev.reference_timing}.get(side)
+        bound = bound_text(trace)
+        if side == "both":
+            if short:
+                return "unres. (both)"
+            rc, rr = ev.timing.resolution_ms, ev.reference_timing.resolution_ms
+            res = (f"{rc:.3g} ms" if rc == rr else f"candidate {rc:.3g} ms, reference {rr:.3g} ms") \
+                if rc is not None and rr is not None else "unknown"
+            return f"unresolved (both sides below the CPU timer's resolution: {res})"
+        if short:
+            tag = "cand. unres." if side == "candidate" else "ref. unres."
+            return f"{bound} ({tag})" if bound else f"unres. ({side[:3]}.)"
+        res = f"{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unknown"
+        return (f"{bound} ({side} unresolved: below the CPU timer's resolution, {res})" if bound
+                else f"unresolved ({side} below the CPU timer's resolution: {res})")
     perf = ev.performance
     if perf is None or perf.speedup_factor is None:
         return "-"
@@ -181,7 +221,7 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
                       ("speedup", "right"), ("max abs err", "right"), ("rel L2", "right"),
                       ("SOL score", "right"), ("why", "left")):
         tb.add_column(col, justify=just, overflow="fold")
-    marked = False
+    marked = unres = False
     for t in traces:
         ev = t.evaluation
         perf = ev.performance
@@ -193,20 +233,22 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
             # such: on a PASSED row a bare check name read to a new user as an accusation
             adv = ", ".join(dict.fromkeys(f.check for f in ev.findings if f.severity == "advisory"))
             why = f"advisory: {adv}" if adv else ""
-        sp = speedup_text(t)
+        sp = speedup_text(t, short=True)
         marked = marked or sp.endswith(("~", "!"))
+        unres = unres or (ev.status == Status.PASSED and unresolved_side(t) is not None)
         status = ("[yellow]missing input data[/]" if missing_input(t)
                   else f"[{STATUS_STYLE.get(ev.status, '')}]{ev.status.value}[/]")
         tb.add_row(
             escape(t.solution), t.workload.uuid, escape(_axes(t)), status,
-            (unresolved_text(ev.timing) if perf else None) or _fmt(perf.latency_ms if perf else None),
-            (unresolved_text(ev.reference_timing) if perf else None)
+            (unresolved_text(ev.timing, short=True) if perf else None) or _fmt(perf.latency_ms if perf else None),
+            (unresolved_text(ev.reference_timing, short=True) if perf else None)
             or _fmt(perf.reference_latency_ms if perf else None),
             sp,
             _fmt(corr.max_absolute_error if corr else None, ".2e"),
             _fmt(corr.extra.get("rel_l2") if corr else None, ".2e"),
             _sol_cell(t), escape(why),
         )
-    if marked:
-        tb.caption = NOISE_LEGEND
+    legends = ([NOISE_LEGEND] if marked else []) + ([UNRESOLVED_LEGEND] if unres else [])
+    if legends:
+        tb.caption = "\n".join(legends)
     return tb

@@ -15,7 +15,7 @@ import json
 import math
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -106,6 +106,38 @@ class TimingStats(_Model):
     resolution_ms: float | None = None
 
 
+def speedup_bound(timing: "TimingStats | None", ref: "TimingStats | None") -> tuple[str, float] | None:
+    """The bound on the speedup (reference time / candidate time) that a pair with exactly one
+    unresolved CPU side still proves, as ``("<=", v)`` or ``(">=", v)``; None when both sides
+    are resolved (the speedup is a measurement), both unresolved, or a figure is missing.
+
+    An unresolved side's median is at most its ``resolution_ms`` (docs/harness.md
+    "Resolution of CPU times": resolved means a median above that threshold), so with the
+    candidate resolved, speedup = T_ref / T_cand <= resolution_ref / median_cand; with the
+    reference resolved, speedup >= median_ref / resolution_cand. E.g. a candidate of 230.2 ms
+    against a reference below 40.3 ms: ``("<=", 0.175)``."""
+    if timing is None or ref is None:
+        return None
+    if timing.resolved is True and ref.resolved is False:
+        num, den, kind = ref.resolution_ms, timing.median_ms, "<="
+    elif timing.resolved is False and ref.resolved is True:
+        num, den, kind = ref.median_ms, timing.resolution_ms, ">="
+    else:
+        return None
+    if num is None or den is None or not (math.isfinite(num) and math.isfinite(den)) or num <= 0 or den <= 0:
+        return None
+    return kind, num / den
+
+
+class SpeedupBound(_Model):
+    """A bound on the speedup (reference time / candidate time, dimensionless) that a CPU pair
+    with exactly one side unresolved proves (:func:`speedup_bound`): ``op`` "<=" when the
+    candidate is resolved and the reference not, ">=" the other way round."""
+
+    op: Literal["<=", ">="]
+    value: float
+
+
 class Evaluation(_Model):
     status: Status
     log: str = ""
@@ -116,6 +148,9 @@ class Evaluation(_Model):
     # solbench additions
     timing: TimingStats | None = None
     reference_timing: TimingStats | None = None
+    #: CPU only, exactly one side unresolved (``performance.speedup_factor`` is then None): the
+    #: bound on the speedup the resolved side proves (solbench addition; docs/harness.md)
+    speedup_bound: SpeedupBound | None = None
     telemetry: dict[str, Any] | None = None
     findings: list[Finding] = Field(default_factory=list)
     sol: dict[str, Any] | None = None
