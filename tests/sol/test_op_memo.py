@@ -24,6 +24,9 @@ def test_signature_key_tells_apart_dtype_strides_offset_and_scalar_type():
     assert key != _sig_key(aten.mm.default, (a.half(), b.half()), {})                  # dtype
     assert key != _sig_key(aten.mm.default, (torch.zeros(8, 4).t(), b), {})            # strides (1, 4)
     assert key != _sig_key(aten.mm.default, (torch.zeros(5, 8)[1:], b), {})            # offset 8
+    # without offsets (the fake-output memo's key), a view starting elsewhere is the same call
+    assert _sig_key(aten.mm.default, (torch.zeros(5, 8)[1:], b), {}, offsets=False) == \
+        _sig_key(aten.mm.default, (a, b), {}, offsets=False)
     t = torch.zeros(3, dtype=torch.int64)
     # 1 == 1.0 == True in Python (and _meta_key's leaves), but int64 * 1 is int64, * 1.0 float32
     assert _meta_key(aten.mul.Scalar, (t, 1), {}) == _meta_key(aten.mul.Scalar, (t, 1.0), {})
@@ -46,12 +49,20 @@ def test_fake_output_memo_gives_what_a_fresh_meta_run_gives():
     out, _ = mode._fake_output(aten.mm.default, (torch.ones(4, 8), torch.ones(8, 16)), {})
     assert len(_META_OUT) == 2
     assert out.dtype == torch.float32 and torch.equal(out, _fill(2, (4, 16), torch.float32))
+    # a view at another offset (the rows 1-4 of a 5x8 buffer): a memo hit, the same shape (fill 3)
+    out, _ = mode._fake_output(aten.mm.default, (torch.zeros(5, 8)[1:], b), {})
+    assert len(_META_OUT) == 2
+    assert out.shape == (4, 16) and torch.equal(out, _fill(3, (4, 16), torch.float32))
+    # the transposed operand (strides 1, 4): another signature, the same shape (fill 4)
+    out, _ = mode._fake_output(aten.mm.default, (torch.zeros(8, 4).t(), b), {})
+    assert len(_META_OUT) == 3
+    assert out.shape == (4, 16) and torch.equal(out, _fill(4, (4, 16), torch.float32))
     # an int64 tensor times 1 (int64: zeros, no fill) and times 1.0 (float32: fill 3)
     t = torch.arange(3)
     out, _ = mode._fake_output(aten.mul.Scalar, (t, 1), {})
     assert out.dtype == torch.int64 and torch.equal(out, torch.zeros(3, dtype=torch.int64))
     out, _ = mode._fake_output(aten.mul.Scalar, (t, 1.0), {})
-    assert out.dtype == torch.float32 and torch.equal(out, _fill(3, (3,), torch.float32))
+    assert out.dtype == torch.float32 and torch.equal(out, _fill(5, (3,), torch.float32))
 
 
 def test_counts_of_repeated_and_differing_signatures_match_hand_values():

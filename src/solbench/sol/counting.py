@@ -678,7 +678,10 @@ class _CountingMode(TorchDispatchMode):
         16-bit or wider as random data (fill k from a generator seeded k), others as zeros.
         With ``lazy_fill``, a floating output of LAZY_FILL_MIN_ELEMS or more is left as zeros
         instead. Returns (output, the outputs left unfilled: the caller taints them)."""
-        key = _sig_key(func, args, kwargs)
+        # only the shapes and dtypes of the meta outputs are read below, and those of a
+        # product, convolution or attention do not depend on where a view starts in its
+        # storage (per-head slices of one cache differ only in their offsets)
+        key = _sig_key(func, args, kwargs, offsets=False)
         meta_out = _META_OUT.get(key) if key is not None else None
         if meta_out is None:
             def to_meta(x):
@@ -947,15 +950,17 @@ def _meta_key(func, args, kwargs):
 _META_OUT: dict = {}
 
 
-def _sig_key(func, args, kwargs):
+def _sig_key(func, args, kwargs, offsets: bool = True):
     """A hashable signature of a call: ``func``, each tensor's shape, strides, storage offset
-    and dtype, and every other argument with its type (``1``, ``1.0`` and ``True`` are equal
-    and hash alike in Python, but promote differently). Everything an op's meta kernel or a
-    shape formula reads; nothing about the tensors' identities or values. None when an
-    argument is unhashable or a tensor has no strides."""
+    (unless ``offsets`` is False) and dtype, and every other argument with its type (``1``,
+    ``1.0`` and ``True`` are equal and hash alike in Python, but promote differently).
+    Everything an op's meta kernel reads; nothing about the tensors' identities or values.
+    None when an argument is unhashable or a tensor has no strides."""
     def frz(x):
         if isinstance(x, torch.Tensor):
-            return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+            if offsets:
+                return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+            return ("T", tuple(x.shape), x.stride(), x.dtype)
         tp = type(x)
         if tp is list or tp is tuple:
             return (tp.__name__, tuple([frz(y) for y in x]))
