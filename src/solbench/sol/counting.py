@@ -678,9 +678,17 @@ class _CountingMode(TorchDispatchMode):
         16-bit or wider as random data (fill k from a generator seeded k), others as zeros.
         With ``lazy_fill``, a floating output of LAZY_FILL_MIN_ELEMS or more is left as zeros
         instead. Returns (output, the outputs left unfilled: the caller taints them)."""
-        def to_meta(x):
-            return x.to("meta") if isinstance(x, torch.Tensor) else x
-        meta_out = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
+        # only the shapes and dtypes of the meta outputs are read below, and those of a
+        # product, convolution or attention do not depend on where a view starts in its
+        # storage (per-head slices of one cache differ only in their offsets)
+        key = _sig_key(func, args, kwargs, offsets=False)
+        meta_out = _META_OUT.get(key) if key is not None else None
+        if meta_out is None:
+            def to_meta(x):
+                return x.to("meta") if isinstance(x, torch.Tensor) else x
+            meta_out = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
+            if key is not None:
+                _memo_put(_META_OUT, key, meta_out)
         lazy = getattr(self, "lazy_fill", False)
         unfilled = []
 
@@ -935,6 +943,44 @@ def _meta_key(func, args, kwargs):
         return key
     except (TypeError, RuntimeError):  # unhashable, or a tensor without strides
         return None
+
+
+#: signature memo (:func:`_sig_key` -> value): what a short-circuited tensor-core op's meta
+#: kernel returns (meta tensors: only their shapes and dtypes are read by ``_fake_output``)
+_META_OUT: dict = {}
+
+
+def _sig_key(func, args, kwargs, offsets: bool = True):
+    """A hashable signature of a call: ``func``, each tensor's shape, strides, storage offset
+    (unless ``offsets`` is False) and dtype, and every other argument with its type (``1``,
+    ``1.0`` and ``True`` are equal and hash alike in Python, but promote differently).
+    Everything an op's meta kernel reads; nothing about the tensors' identities or values.
+    None when an argument is unhashable or a tensor has no strides."""
+    def frz(x):
+        if isinstance(x, torch.Tensor):
+            if offsets:
+                return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+            return ("T", tuple(x.shape), x.stride(), x.dtype)
+        tp = type(x)
+        if tp is list or tp is tuple:
+            return (tp.__name__, tuple([frz(y) for y in x]))
+        if isinstance(x, (list, tuple)):  # torch.Size, namedtuples: a value of their own type
+            return (tp, tuple([frz(y) for y in x]))
+        if tp is dict:
+            return ("D", tuple(sorted((k, frz(v)) for k, v in x.items())))
+        return (tp, x)
+    try:
+        key = (func, frz(args), frz(kwargs))
+        hash(key)
+        return key
+    except (TypeError, RuntimeError):  # unhashable, or a tensor without strides
+        return None
+
+
+def _memo_put(memo: dict, key, value) -> None:
+    if len(memo) >= 1 << 16:  # bounded: a run over ever-new shapes must not grow without end
+        memo.clear()
+    memo[key] = value
 
 
 def _large_result(func, args, kwargs, fresh=None):

@@ -148,6 +148,23 @@ def _matmul_macs(a: tuple, b: tuple) -> int:
 
 flat_tensors = None  # counting.flat_tensors, bound on first use (circular import)
 
+#: call name -> can :meth:`SolarGraphMode._macs` give it a nonzero count? (it returns 0 for
+#: every name outside these); cached, since a run repeats a few names many times
+_MAC_NAMES = {"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm",
+              "scaled_dot_product_attention", "_scaled_mm"}
+_MAY_HAVE_MACS: dict[str, bool] = {}
+_NO_NAME = object()
+
+
+def _may_have_macs(name: str) -> bool:
+    got = _MAY_HAVE_MACS.get(name)
+    if got is None:
+        n = name.lower()
+        got = n in _MAC_NAMES or n.startswith("conv")
+        if len(_MAY_HAVE_MACS) < 1 << 12:
+            _MAY_HAVE_MACS[name] = got
+    return got
+
 
 class SolarGraphMode(TorchFunctionMode):
     """Records :class:`SolarGraph` layers: every torch function call that takes at least one
@@ -182,6 +199,11 @@ class SolarGraphMode(TorchFunctionMode):
         global flat_tensors
         if flat_tensors is None:  # counting imports this module: bind on first use
             from .counting import flat_tensors
+        # a call returning no tensor (``.shape``, ``.item()``, ``__setitem__``) is no layer:
+        # decided first, as it is the cheaper test
+        flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
+        if not flat_out:
+            return
         flat_in = flat_tensors(args, kwargs)
         tracked = self._tracked
         traced = []
@@ -191,37 +213,41 @@ class SolarGraphMode(TorchFunctionMode):
                 traced.append((t, hit))
         if not traced:
             return
-        flat_out = flat_tensors(out)
-        if not flat_out:
-            return
-        name = getattr(func, "__name__", str(func))
+        name = getattr(func, "__name__", _NO_NAME)
+        if name is _NO_NAME:
+            name = str(func)
         idx = len(self.graph.layers)
-        lay = Layer(name=name)
+        out_elems = 0
+        for o in flat_out:
+            out_elems += int(o.numel())
+        in_elems = []
+        preds = set()
         for j, (t, (_, prod)) in enumerate(traced):
-            n_el = _numel(t)
+            n_el = int(t.numel())
             if name == "linear" and t is not flat_in[0]:
                 # F.linear's weight and bias are not traced operands upstream (module
                 # parameters in the original kernels): only the activation is read
                 n_el = 0
             if name == "__getitem__" and j == 0 and t is flat_in[0]:
                 # indexing reads what it selects, not the whole tensor
-                n_el = min(n_el, sum(_numel(o) for o in flat_out))
-            lay.in_elems.append(n_el)
+                n_el = min(n_el, out_elems)
+            in_elems.append(n_el)
             if prod is not None:
-                lay.preds.add(prod)
-        lay.out_elems = sum(_numel(o) for o in flat_out)
-        lay.gather = name in GATHERS and any(
+                preds.add(prod)
+        gather = name in GATHERS and any(
             isinstance(x, torch.Tensor) and x is not flat_in[0] and not x.dtype.is_floating_point
             for x in flat_in[1:])
-        lay.macs = self._macs(name, args, kwargs, flat_out)
+        macs = self._macs(name, args, kwargs, flat_out) if _may_have_macs(name) else 0
+        lay = Layer(name, in_elems, preds, out_elems, False, [], gather, macs)
         if name == "scaled_dot_product_attention":
             self._add_sdpa(lay, args, kwargs)
-        for p in lay.preds:
-            self.graph.layers[p].consumed = True
-            self.graph.layers[p].consumers.append(idx)
-        self.graph.layers.append(lay)
+        layers = self.graph.layers
+        for p in preds:
+            layers[p].consumed = True
+            layers[p].consumers.append(idx)
+        layers.append(lay)
         for o in flat_out:
-            self._tracked[id(o)] = (weakref.ref(o), idx)
+            tracked[id(o)] = (weakref.ref(o), idx)
 
     @staticmethod
     def _add_sdpa(lay: Layer, args, kwargs) -> None:
