@@ -14,6 +14,8 @@
 #                                           # (carry .whl, .whl_lang, .devdata)
 #   DEADLINE_S=300 bash bench/device_session.sh taskcap  # issue 11: task bound in userns mode
 #                                           # (pids cgroup or watchdog), < 60 s after the smoke
+#   DEADLINE_S=560 bash bench/device_session.sh s10a  # issues 11, 12, 13: task bound, CUDA-only
+#                                           # CUPTI markers, thread pool, honest kernels vs SOL
 #   DEADLINE_S=560 bash bench/device_session.sh thru  # issue 14: CUDA demo, dev dataset local + Ray
 #                                           # (carry .whl, .whl_ray, .devdata)
 #
@@ -21,7 +23,7 @@
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b|s9a|taskcap}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b|s9a|s10a|taskcap}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -153,6 +155,14 @@ case "$stage" in
   taskcap)  # issue 11: the sandbox's task bound on the GPU host (userns mode): which mechanism
             # binds (pids cgroup or watchdog), bombs end as task_limit, honest pools' peaks
     step taskcap 80 python3 bench/taskcap_device.py --device cuda --budget-s 55 --out "$R/taskcap_cuda.json"
+    ;;
+  s10a)  # checks built on the CPU that need the GPU host: which task bound binds there (userns
+         # mode), CUDA timing without the profiler's CPU activity, the sandbox probe with the
+         # per-call thread pool, honest kernels vs SOL with the in-place cache update
+    step taskcap 80 python3 bench/taskcap_device.py --device cuda --budget-s 55 --out "$R/taskcap_cuda.json"
+    step cupti 150 python3 bench/cupti_cuda_only.py --out "$R/cupti" --iters 40 --budget-s 120
+    step sandbox 95 python3 bench/sandbox_device.py --device cuda --out "$R/sandbox_device.json" --budget-s 80
+    step sol_honest 130 python3 bench/sol_honest_device.py --out "$R/sol_honest.json" --budget-s 110
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
