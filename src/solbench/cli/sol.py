@@ -185,10 +185,6 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
             max_b = parse_bytes(max_bytes)
             paths = _problem_paths(problems)
-            if said_default:
-                # bounds are per GPU: a user who named none must see which one was priced
-                err_console.print(f"[yellow]note:[/yellow] no --hardware given: T_SOL on {hardware} "
-                                  "(the default; `solbench hardware list` shows the others)", highlight=False)
             counts_cache = None
             if cache is not None:
                 from ..sol.cache import CountsCache
@@ -235,6 +231,12 @@ def register(app: typer.Typer) -> None:
                 if as_json:
                     typer.echo(json.dumps({"problem": str(path), "error": res, "workloads": []}))
                 continue
+            if said_default:
+                # bounds are per GPU: a user who named none must see which one was priced (once,
+                # with the first bound, so that a usage error stays the one line it is)
+                said_default = False
+                err_console.print(f"[yellow]note:[/yellow] no --hardware given: T_SOL on {hardware} "
+                                  "(the default; `solbench hardware list` shows the others)", highlight=False)
             if as_json:
                 typer.echo(json.dumps(res, allow_nan=False))
                 continue
