@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import tempfile
 import time
@@ -55,15 +54,9 @@ DEFINITION = {
 }
 
 
-def _rmsnorm(x, w):
-    xf = x.to(torch.float32)
-    inv = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + 1e-5)
-    return ((xf * inv) * w.to(torch.float32)).to(x.dtype)
-
-
 def plain(rows: int, d: int, iters: int) -> dict:
     """Events and plain profiler spans (ms, medians) of one shape, CUDA."""
-    from host_gap_check import _spans
+    from host_gap_check import _rmsnorm, _spans, event_ms
     from torch.profiler import ProfilerActivity
 
     x = torch.randn(rows, d, device="cuda", dtype=torch.bfloat16)
@@ -72,21 +65,10 @@ def plain(rows: int, d: int, iters: int) -> dict:
     def fn():
         return _rmsnorm(x, w)
 
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ev = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ev.append(s.elapsed_time(e))
+    ev = event_ms(fn, iters)
     sc, ks, _ = _spans(fn, iters, [ProfilerActivity.CUDA])
     scc, _, _ = _spans(fn, iters, [ProfilerActivity.CPU, ProfilerActivity.CUDA])
-    return {"events_ms": statistics.median(ev), "plain_cuda_ms": sc, "plain_cpu_cuda_ms": scc, "ksum_ms": ks}
+    return {"events_ms": ev, "plain_cuda_ms": sc, "plain_cpu_cuda_ms": scc, "ksum_ms": ks}
 
 
 def harness(problem_dir: Path, device: str, markers: str, iters: int) -> dict[str, dict]:

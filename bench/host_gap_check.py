@@ -50,6 +50,24 @@ def _cases(dev):
     ]
 
 
+def event_ms(fn, iters: int) -> float:
+    """Median CUDA-event time (ms) of ``fn`` over ``iters`` calls after 5 warm-up calls, the
+    device synchronised around each (launch overhead included)."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    ev = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ev.append(s.elapsed_time(e))
+    return statistics.median(ev)
+
+
 def _spans(fn, iters, activities):
     from torch.profiler import profile
 
@@ -82,21 +100,10 @@ def main() -> None:
     dev = "cuda"
     rows = []
     for name, fn in _cases(dev):
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        ev = []
-        for _ in range(a.iters):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            s.record()
-            fn()
-            e.record()
-            torch.cuda.synchronize()
-            ev.append(s.elapsed_time(e))
+        ev = event_ms(fn, a.iters)
         sc, ks, n1 = _spans(fn, a.iters, [ProfilerActivity.CUDA])
         scc, _, n2 = _spans(fn, a.iters, [ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        rows.append({"case": name, "events_ms": statistics.median(ev), "span_cuda_ms": sc,
+        rows.append({"case": name, "events_ms": ev, "span_cuda_ms": sc,
                      "span_cpu_cuda_ms": scc, "ksum_ms": ks, "kernels_per_call": [n1, n2]})
     print(f"{'case':40s} {'events':>9s} {'span CUDA':>10s} {'span CPU+CUDA':>14s} {'kernel sum':>11s}")
     for r in rows:
