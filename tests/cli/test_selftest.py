@@ -86,7 +86,13 @@ def test_selftest_aa_reads_one_within_noise_and_the_known_difference_a_slowdown(
         if hi < 1.0 or lo > 1.0:
             assert 1.0 / r["kd_speedup"] > 1.0, r
     (s,) = data["suites"]
-    assert s["n"] == 2 and s["p5"] <= s["p50"] <= s["p95"]
+    assert s["n"] == 2
+    # the quantiles are over resolved A/A ratios only; a loaded host can leave both
+    # workloads unresolved (a bound, no ratio), and then there is nothing to take them over
+    if any(r["aa_speedup"] is not None for r in rows):
+        assert s["p5"] <= s["p50"] <= s["p95"]
+    else:
+        assert s["p5"] is None and s["p50"] is None and s["p95"] is None
     assert "A/A distribution per suite" in res.output and "p50" in res.output
 
 
