@@ -3,7 +3,6 @@ above the no-op windows' median plus RESOLVE_K x their IQR; a side that is not i
 recorded as unresolved, gives no speedup, no SOL score and no SOL verdict, and reports say
 so instead of printing a ratio of two noises."""
 
-import json
 import math
 
 import pytest
@@ -105,17 +104,6 @@ def test_reports_say_unresolved_and_compute_no_ratio():
 
 
 # ---------------------------------------------------------------- no SOL verdict from noise
-def _scale(tmp_path, n):
-    d = tmp_path / "scale"
-    d.mkdir()
-    (d / "definition.json").write_text(json.dumps({
-        "name": "scale", "axes": {}, "inputs": {"x": {"shape": [n], "dtype": "float32"}},
-        "outputs": {"y": {"shape": [n], "dtype": "float32"}},
-        "reference": "import torch\ndef run(x):\n    return x * 2\n"}))
-    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {}, "inputs": {"x": {"type": "random"}}}) + "\n")
-    return load_problem(d)
-
-
 def _scored(problem, timing: TimingStats):
     class FakeEvaluator:
         """One PASSED trace at the sample floor with ``timing``'s verdict, streamed."""
@@ -138,8 +126,8 @@ def _scored(problem, timing: TimingStats):
     return pipeline.evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
 
 
-def test_an_unresolved_time_is_never_faster_than_sol(tmp_path):
-    p = _scale(tmp_path, 64 << 20)  # certain floor 0.043 ms on the H200: 0.001 ms is below it
+def test_an_unresolved_time_is_never_faster_than_sol(scale_problem):
+    p = scale_problem(64 << 20)  # certain floor 0.043 ms on the H200: 0.001 ms is below it
     judged = _scored(p, _ts(MIN_SAMPLE_MS, None))
     assert judged.status == Status.REWARD_HACK  # the same time, resolved (or not judged), is one
     ev = _scored(p, _ts(MIN_SAMPLE_MS, False))

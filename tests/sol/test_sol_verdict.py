@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from solbench import pipeline
 from solbench.sol import classify_against_sol, sol_finding
-from solbench.spec import load_problem
 from solbench.spec.solution import Solution
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
 
@@ -37,18 +36,6 @@ def test_classify_against_sol_by_hand():
     assert "w0" in f["message"] and "dram 1" in f["message"]
 
 
-def _problem(tmp_path, n):
-    """y = 2 x over n fp32 elements: T_SOL = 8n / BW, certain floor (4n - L2)+ / BW."""
-    d = tmp_path / "scale"
-    d.mkdir()
-    (d / "definition.json").write_text(json.dumps({
-        "name": "scale", "axes": {}, "inputs": {"x": {"shape": [n], "dtype": "float32"}},
-        "outputs": {"y": {"shape": [n], "dtype": "float32"}},
-        "reference": "import torch\ndef run(x):\n    return x * 2\n"}))
-    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {}, "inputs": {"x": {"type": "random"}}}) + "\n")
-    return load_problem(d)
-
-
 def _evaluate(monkeypatch, problem, latency_ms):
     class FakeEvaluator:
         """Stands in for the harness: one PASSED trace at ``latency_ms``, streamed."""
@@ -71,9 +58,9 @@ def _evaluate(monkeypatch, problem, latency_ms):
     return pipeline.evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
 
 
-def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(tmp_path, monkeypatch):
+def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(scale_problem, monkeypatch):
     n = 64 << 20  # 256 MiB in, 256 MiB out
-    p = _problem(tmp_path, n)
+    p = scale_problem(n)
     t_sol = 8 * n / BW * 1e3                  # 0.1118 ms
     certain = (4 * n - L2) / BW * 1e3         # 0.0428 ms
     ev = _evaluate(monkeypatch, p, latency_ms=0.08)
@@ -87,15 +74,15 @@ def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(t
     assert f[0].evidence["terms_ms"]["dram"] == pytest.approx(t_sol)
 
 
-def test_below_the_certain_floor_is_faster_than_sol_reward_hack(tmp_path, monkeypatch):
-    p = _problem(tmp_path, 64 << 20)
+def test_below_the_certain_floor_is_faster_than_sol_reward_hack(scale_problem, monkeypatch):
+    p = scale_problem(64 << 20)
     ev = _evaluate(monkeypatch, p, latency_ms=0.01)
     assert ev.status == Status.REWARD_HACK and ev.performance is None
     assert [x.check for x in ev.findings if x.severity == "hack"] == ["faster_than_sol"]
 
 
-def test_a_small_output_is_never_a_hack_only_advisory(tmp_path, monkeypatch):
-    p = _problem(tmp_path, 1 << 20)  # 4 MiB out: fits in L2, nothing certain
+def test_a_small_output_is_never_a_hack_only_advisory(scale_problem, monkeypatch):
+    p = scale_problem(1 << 20)  # 4 MiB out: fits in L2, nothing certain
     ev = _evaluate(monkeypatch, p, latency_ms=1e-6)
     assert ev.status == Status.PASSED and ev.sol["t_certain_ms"] == 0.0
     assert [x.check for x in ev.findings] == ["sol_bound_violated"]
@@ -136,7 +123,7 @@ def test_cli_b200_solar_reproduces_the_official_figures():
     assert all(0.95 <= o / f <= 1.05 for o, f in zip(ours, official))
 
 
-def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(tmp_path, monkeypatch):
+def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_problem, tmp_path, monkeypatch):
     """The bounds depend on the problem and the workload, not the candidate: with one cache
     for the run (the suite runner's, filled ahead by prime_sol) a workload is counted once,
     every candidate's block still carries T_SOL = 8 n / BW, and a different problem whose
@@ -152,7 +139,7 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(tmp_path, 
 
     monkeypatch.setattr(sol, "count_workload", counting)
     n = 1 << 20
-    p = _problem(tmp_path, n)
+    p = scale_problem(n)
     cache: dict = {}
     pipeline.prime_sol(p, ["w0", "no-such-workload"], "H200", cache)
     assert len(calls) == 1
@@ -184,7 +171,7 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(tmp_path, 
     assert len(calls) == 1  # both candidates used the primed count
     other_dir = tmp_path / "other"
     other_dir.mkdir()
-    q = _problem(other_dir, 4 * n)  # same name and workload uuid, another problem
+    q = scale_problem(4 * n, root=other_dir)  # same name and workload uuid, another problem
     ev = pipeline.evaluate_and_score(q, cand("c"), hardware="H200", evaluator=Fake(q),
                                      sol_cache=cache)[0].evaluation
     assert ev.sol["sol_ms"] == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2
