@@ -121,12 +121,13 @@ case "$stage" in
     done
     grep -h "^real\|expected" "$R/demo.log" 2>/dev/null | tail -16
     ;;
-  ovh)  # issue 14's steady per-workload overhead: OVH_PROBLEMS dev problems, each one pair
-        # evaluating COPIES copies of its first workload (workloads 2.. of a pair are the steady
-        # part), in this process with the parent-side probes (ovh_run/probes.md: every request
-        # to a worker by operation, the guard check, flush, reference blocks, ...)
+  ovh)  # issue 14's steady per-workload overhead: OVH_ONLY dev problems (small eager ones by
+        # default), each one pair evaluating COPIES copies of its first workload (workloads 2..
+        # of a pair are the steady part), in this process with the parent-side probes
+        # (ovh_run/probes.md: every request to a worker by operation, the guard check, ...)
+    ovh_only="${OVH_ONLY:-004_gemm_n128_k2048,024_rmsnorm_h2048,069_rms_norm,025_video_latent_gelu_activation,085_geglu_activation,033_post_norm_residual}"
     step ovh "${OVH_S:-360}" python3 bench/throughput.py --live "$DATA" --device cuda --seed 0x5eed \
-      --copies "${COPIES:-6}" --max-problems "${OVH_PROBLEMS:-6}" --instrument --out "$R/ovh"
+      --copies "${COPIES:-6}" --only "$ovh_only" --instrument --out "$R/ovh"
     # the per-phase table again from whatever traces a cut run left
     python3 bench/throughput.py "$R/ovh_run" --out "$R/ovh_traces" > /dev/null 2>&1
     rm -rf "$R"/*_run/solutions "$R"/*_run/problems
