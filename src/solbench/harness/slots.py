@@ -72,6 +72,8 @@ class SlotPool:
         self._alloc = alloc
         self.flush = None
         self.flush_wire = None
+        #: the FlushBuffer the flush belongs to when it is kept beyond this pool (use_flush)
+        self._flush_owner = None
 
     def _alloc_all(self, first: dict, alloc) -> None:
         for _ in range(self.k):
@@ -93,10 +95,11 @@ class SlotPool:
             self.slots.append({"inputs": ins, "outputs": outs})
             self.wire.append({"inputs": wins, "outputs": wouts})
 
-    def twin(self) -> "SlotPool":
+    def twin(self, flush: "FlushBuffer | None" = None) -> "SlotPool":
         """A pool of the same K slots and shapes in buffers of its own (new memfds / device
         tensors), holding copies of this pool's pristine inputs, with a flush buffer of the
-        same size: the trusted reference's worker is handed these, never the buffers the
+        same size (``flush``, the reference worker's own kept :class:`FlushBuffer`, else a
+        new one): the trusted reference's worker is handed these, never the buffers the
         candidate's worker mapped (a mapping it keeps could rewrite the reference's inputs
         between the parent's fill and the reference's read). The caller closes it."""
         if self._make is None:
@@ -108,7 +111,12 @@ class SlotPool:
                 if values is not None:
                     t.fill(i, values)
             if self.flush is not None:
-                t.ensure_flush(self.flush.numel() * 4)
+                if flush is not None:
+                    if flush is self._flush_owner:
+                        raise ValueError("twin(): the reference's flush buffer must not be the candidate's")
+                    t.use_flush(flush)
+                else:
+                    t.ensure_flush(self.flush.numel() * 4)
         except BaseException:
             t.close()
             raise
@@ -118,6 +126,14 @@ class SlotPool:
         """Allocate the flush buffer (int32, ``nbytes`` rounded down to 4) once."""
         if self.flush is None and nbytes >= 4:
             self.flush, self.flush_wire = self._alloc((nbytes // 4,), None, torch.int32)
+
+    def use_flush(self, buf: "FlushBuffer") -> None:
+        """Use ``buf`` (kept by the caller across one worker's workloads) as this pool's flush
+        buffer; :meth:`close` leaves it open."""
+        if self.flush is not None:
+            raise RuntimeError("use_flush(): this pool already has a flush buffer")
+        self.flush, self.flush_wire = buf.tensor, buf.wire
+        self._flush_owner = buf
 
     def flush_written(self, value: int, n: int = 64) -> list[int]:
         """Positions, among ``n`` drawn from the OS's secure random source now, where the
@@ -189,6 +205,81 @@ class SlotPool:
 
     def outputs(self, i: int) -> list[torch.Tensor]:
         return self.slots[i]["outputs"]
+
+
+class FlushBuffer:
+    """The cache-flush buffer of one worker (int32, ``nbytes`` rounded down to 4), kept for
+    all of that worker's workloads instead of one per workload's :class:`SlotPool`.
+
+    Why: a new buffer per workload is a new memfd (CPU) or a new pool allocation and CUDA IPC
+    mapping (GPU), which the worker maps again and, on the CPU, populates page by page
+    (:mod:`.pages`: 2x the last-level cache, 64 MiB on the CI box) and the parent faults in
+    again at its first flush, twice a workload (the candidate's and the reference's). What a
+    flush is does not change: the buffer is the parent's, every element is written before
+    every timed call (CPU: by the parent, with the worker stopped; CUDA: by the worker, read
+    back by the parent at random positions), and its size is the same for every workload of
+    a device. Each worker gets its own (the reference's is never one the candidate's worker
+    mapped: :meth:`SlotPool.twin`); the owner closes it when that worker is replaced."""
+
+    def __init__(self, nbytes: int, device: str):
+        self.nbytes = int(nbytes) // 4 * 4
+        self.device = device
+        if self.nbytes < 4:
+            raise ValueError(f"FlushBuffer: {nbytes} bytes")
+        cpu = torch.device(device).type == "cpu"
+        self.arena = ShmArena() if cpu else None
+        self._pool = None if cpu else _cuda_pool()
+        try:
+            if self.arena is not None:
+                self.tensor, self.wire = self.arena.tensor((self.nbytes // 4,), None, torch.int32)
+            else:
+                with _in_pool(self._pool):
+                    self.tensor = torch.empty((self.nbytes // 4,), dtype=torch.int32, device=device)
+                self.wire = self.tensor
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.tensor = self.wire = None
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+        if self._pool is not None:
+            self._pool = None
+            torch.cuda.empty_cache()
+
+
+class FlushBuffers:
+    """The kept :class:`FlushBuffer` of each role ("candidate", "reference"): one per worker,
+    replaced (the old one closed) when the role's worker or the flush size changes."""
+
+    def __init__(self):
+        self._by_role: dict[str, tuple[Any, FlushBuffer]] = {}
+
+    def get(self, role: str, worker: Any, nbytes: int, device: str) -> FlushBuffer:
+        """The flush buffer of ``worker`` (compared by identity) in ``role``."""
+        cur = self._by_role.get(role)
+        if cur is not None and cur[0] is worker and cur[1].nbytes == int(nbytes) // 4 * 4 \
+                and cur[1].device == device and cur[1].tensor is not None:
+            return cur[1]
+        other = [r for r, (w, _) in self._by_role.items() if w is worker and r != role]
+        if other:  # one worker in two roles: never the case in the harness, refused
+            raise ValueError(f"FlushBuffers: this worker already holds the {other[0]!r} flush buffer, "
+                             f"asked for the {role!r} one")
+        self.drop(role)
+        buf = FlushBuffer(nbytes, device)
+        self._by_role[role] = (worker, buf)
+        return buf
+
+    def drop(self, role: str) -> None:
+        cur = self._by_role.pop(role, None)
+        if cur is not None:
+            cur[1].close()
+
+    def close(self) -> None:
+        for role in list(self._by_role):
+            self.drop(role)
 
 
 def _cuda_pool():

@@ -31,6 +31,7 @@ from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interpositio
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle, inplace_judged
+from .slots import FlushBuffers
 from .stopping import relative_halfwidth, total_iterations
 from .telemetry import Telemetry, throttled
 from .workers import ReferenceWorkers
@@ -200,7 +201,7 @@ def thaw(h: WorkerHandle, pids: list[int]) -> None:
     h.resume()
 
 
-def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: float = 0.01) -> list[dict]:
+def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: float = 0.0005) -> list[dict]:
     """Processes of the candidate's that escaped the pause: any descendant of its worker in
     another session than the worker's (it left the process group on purpose; honest runtime
     helpers, inductor's compile pool included, stay in it), any unregistered child of this
@@ -232,14 +233,17 @@ def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: fl
         time.sleep(poll_s)
 
 
-def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0.01,
+def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0.0005,
                      wait_s: float = 0.2) -> list[int]:
     """Stop every process of the candidate's (its worker's process group and, by pid, every
     other process of its sandbox and anything re-parented here: :func:`freeze_all`) and
     check that none of them still runs (:func:`unfrozen`). One escaped (another session, a
     process outside the worker's tree, a task still running once SIGSTOP had time to land)
     is ``child_process`` (REWARD_HACK): it is killed and the workload ends
-    (:class:`CandidateError`). Returns the pids stopped besides the worker's group."""
+    (:class:`CandidateError`). Returns the pids stopped besides the worker's group.
+    ``poll_s``: how often the tasks are read again while some still run (the deadline is
+    ``wait_s`` whatever it is; a 10 ms poll made every pause before a reference block wait
+    10 ms for a stop that lands within about a millisecond, as the held path's 0.5 ms one does)."""
     h.pause()
     frozen = freeze_all(h)
     running = unfrozen(h, frozen, wait_s=wait_s, poll_s=poll_s)
@@ -355,7 +359,7 @@ class TimedBlocks:
     """The timing of one workload (candidate and, interleaved, the eager reference)."""
 
     def __init__(self, run: WorkloadRun, oracle: Oracle, refs: ReferenceWorkers,
-                 telemetry: Telemetry | None, dps: bool = False):
+                 telemetry: Telemetry | None, dps: bool = False, flushes: FlushBuffers | None = None):
         self.run = run
         self.oracle = oracle
         self.refs = refs
@@ -364,6 +368,8 @@ class TimedBlocks:
         self.dps = dps
         self._set = 1000  # timed input sets are numbered from here (their seeds under --seed)
         self._ref_pool = None  # the reference's own buffers (SlotPool.twin), made at first use
+        #: the workers' kept flush buffers (None: the reference's twin pool makes its own)
+        self.flushes = flushes
 
     def fresh(self) -> dict:
         """A new input set for a timed call (a fresh seed each)."""
@@ -605,7 +611,10 @@ class TimedBlocks:
             cand_slots = run.slots
             try:
                 if self._ref_pool is None:
-                    self._ref_pool = cand_slots.twin()
+                    keep = None
+                    if self.flushes is not None and cand_slots.flush is not None:
+                        keep = self.flushes.get("reference", rh, run.flush_bytes, cfg.device)
+                    self._ref_pool = cand_slots.twin(flush=keep)
                 run.slots = self._ref_pool
                 _load(run, rh)
                 if ref_overhead is None:

@@ -64,6 +64,23 @@ def find_blob(problem: Problem, rel_path: str) -> Path | None:
     return None
 
 
+def seed_global(seed: int, device: str) -> None:
+    """Seed the global generators a custom-input entrypoint on ``device`` draws from, as
+    ``torch.manual_seed(seed)`` does (formats.md's custom-input protocol): the CPU default
+    generator, and every CUDA device's where ``device`` is CUDA or this process has or can
+    start CUDA (``torch.cuda.manual_seed_all``, queued until CUDA starts, as manual_seed
+    does). Left out are the backends solbench never starts (XPU, MTIA, MPS, a PrivateUse1
+    device): ``torch.manual_seed`` queues a seed for each of them, with a formatted copy of
+    the call stack each time (``traceback.format_stack``), about 1 ms a call on a 2-core CPU,
+    most of a small custom workload's input generation
+    (bench/results/overhead_cpu_before.md). Values drawn on the CPU or a CUDA device are the
+    same as after ``torch.manual_seed(seed)`` (tests/inputs/test_seed_global.py)."""
+    seed = int(seed)
+    torch.random.default_generator.manual_seed(seed)
+    if torch.device(device).type == "cuda" or torch.cuda.is_initialized() or torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
 def _generator(seed: int, device: str) -> torch.Generator:
     dev = torch.device(device)
     g = torch.Generator(device=dev if dev.type == "cuda" else "cpu")
@@ -408,9 +425,7 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
         for k, src in workload.inputs.items():
             if isinstance(src, ScalarInput):
                 args[k] = src.value
-        torch.manual_seed(seed)
-        if torch.device(device).type == "cuda":
-            torch.cuda.manual_seed_all(seed)
+        seed_global(seed, device)
         got = fn(args, torch.device(device))
         if not isinstance(got, dict):
             raise SpecError(problem.path, "custom_inputs_entrypoint",
