@@ -276,3 +276,58 @@ def test_round_trip_excess_the_window_does_not_show_stays_advisory_and_uncounted
                       flush_bytes=0, findings=findings, overhead=1.8)
     assert ts.samples_ms == [0.1] * 4
     assert findings[0].severity == "advisory" and "counted" not in findings[0].evidence
+
+
+def _cpu_stats(host, rt, wait, overhead):
+    from solbench.harness.measure import Block, timing_stats
+
+    findings = []
+    timing_stats([Block(host=list(host), roundtrip=list(rt), wait=list(wait))], is_cuda=False, warmup=0,
+                 flush_bytes=0, findings=findings, overhead=overhead)
+    return [f for f in findings if f.check == "timing_plausibility"]
+
+
+def test_cpu_run_queue_wait_is_taken_out_before_the_worker_clock_is_judged():
+    """CPU: a 0.07 ms call in 23 ms windows against a 5 ms no-op. Unexplained 23 - 5 = 18 ms
+    > 10 x 0.07 + 10 + 2.5 = 13.2 ms on 3 of 3: gross, a hack, when nobody waited for a CPU
+    (a clock that misses the call). When the parent and the worker waited 18 ms of each
+    window for a CPU another task held (a loaded host), 23 - 18 - 5 = 0: no finding. Wait
+    unknown (no schedstat): load and a patched clock look alike, advisory only."""
+    (f,) = _cpu_stats([0.07] * 3, [23.0] * 3, [0.0] * 3, overhead=5.0)
+    assert f.severity == "hack" and f.evidence["load_wait_median_ms"] == 0.0
+    assert _cpu_stats([0.07] * 3, [23.0] * 3, [18.0] * 3, overhead=5.0) == []
+    # 10 ms of the 18 waited: 23 - 10 - 5 = 8 > 3 x 0.07 + 2 + 2.5 = 4.7 but < 13.2: advisory
+    (f,) = _cpu_stats([0.07] * 3, [23.0] * 3, [10.0] * 3, overhead=5.0)
+    assert f.severity == "advisory" and f.evidence["load_wait_median_ms"] == 10.0
+    (f,) = _cpu_stats([0.07] * 3, [23.0] * 3, [None] * 3, overhead=5.0)
+    assert f.severity == "advisory" and f.evidence["load_wait_median_ms"] is None
+
+
+def test_runqueue_wait_reads_this_thread_and_grows_only_while_waiting():
+    """/proc/thread-self/schedstat's second field: a thread that sleeps does not wait for a
+    CPU; the value is the same read through the pid path for the main thread."""
+    import os
+    import time
+
+    w0 = guards.runqueue_wait_ms()
+    if w0 is None:
+        pytest.skip("this kernel keeps no schedstat")
+    time.sleep(0.2)
+    w1 = guards.runqueue_wait_ms()
+    assert 0.0 <= w1 - w0 < 100.0  # 200 ms asleep: at most the wake-up's wait, never the sleep
+    assert guards.runqueue_wait_ms(os.getpid()) is not None
+
+
+def test_cpu_pressure_total_only_grows_and_is_at_most_the_wall_time():
+    """/proc/pressure/cpu's ``some total``: wall time in which some task waited for a CPU, so
+    between two reads it grows by no more than the wall time between them."""
+    import time
+
+    a = guards.cpu_pressure_ms()
+    if a is None:
+        pytest.skip("this kernel has no PSI")
+    t0 = time.monotonic()
+    time.sleep(0.2)
+    b = guards.cpu_pressure_ms()
+    wall_ms = (time.monotonic() - t0) * 1e3
+    assert 0.0 <= b - a <= wall_ms + 1.0  # its resolution is a microsecond

@@ -129,6 +129,41 @@ def last_cpu(pid: int) -> int | None:
         return None
 
 
+def runqueue_wait_ms(pid: int | None = None) -> float | None:
+    """Milliseconds the main thread of ``pid`` (``None``: the calling thread) has spent
+    runnable but waiting for a CPU since it started: the second field of
+    ``/proc/<pid>/task/<pid>/schedstat`` (``/proc/thread-self/schedstat``), in nanoseconds
+    (Linux, Documentation/scheduler/sched-stats.rst). It grows only while the thread could
+    run and another task held its CPU: the host's load, not the thread's own work or sleep.
+    None where the kernel keeps no such statistics (CONFIG_SCHED_INFO off) or the thread
+    is gone."""
+    txt = _proc_text("/proc/thread-self/schedstat" if pid is None else f"/proc/{pid}/task/{pid}/schedstat")
+    try:
+        return int(txt.split()[1]) / 1e6 if txt else None
+    except (IndexError, ValueError):
+        return None
+
+
+def cpu_pressure_ms() -> float | None:
+    """Milliseconds, since boot, of wall time in which at least one task waited for a CPU:
+    the ``some`` line's ``total`` (microseconds) of ``/proc/pressure/cpu`` (Linux pressure
+    stall information, Documentation/accounting/psi.rst). Unlike a thread's own schedstat it
+    also covers threads that began and ended in between (a thread pool joined inside a
+    call). None where the kernel has no PSI."""
+    txt = _proc_text("/proc/pressure/cpu")
+    if not txt:
+        return None
+    for line in txt.splitlines():
+        if line.startswith("some "):
+            for field in line.split():
+                if field.startswith("total="):
+                    try:
+                        return int(field[6:]) / 1e3
+                    except ValueError:
+                        return None
+    return None
+
+
 def running_tasks(pid: int) -> list[str]:
     """States of the threads of ``pid`` that can run (not stopped, traced, zombie or dead),
     read from every /proc/<pid>/task/*/stat: a process whose main thread exited (a zombie

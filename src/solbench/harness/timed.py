@@ -262,6 +262,26 @@ def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0
     return frozen
 
 
+def load_wait_mark(worker_pid: int) -> tuple[float | None, float | None]:
+    """A mark for :func:`load_wait_since`: (the host's CPU pressure stall total, ms:
+    :func:`guards.cpu_pressure_ms`; run-queue wait of the parent's calling thread plus the
+    worker's main thread, ms: :func:`guards.runqueue_wait_ms`), each None when unknown."""
+    a, b = guards.runqueue_wait_ms(None), guards.runqueue_wait_ms(worker_pid)
+    return guards.cpu_pressure_ms(), (None if a is None or b is None else a + b)
+
+
+def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int) -> float | None:
+    """How much of the time since ``mark`` was the host's load rather than the call (ms): the
+    larger of the wall time in which some task waited for a CPU (pressure stall) and the
+    run-queue wait of the parent's and the worker's main threads (in a held window they take
+    turns, so those two do not overlap); None when neither is known. An upper estimate on
+    purpose: it only excuses a gap between the parent's window and the worker's own clock
+    (the plausibility cross-check), never shortens a sample."""
+    now = load_wait_mark(worker_pid)
+    d = [max(b - a, 0.0) for a, b in zip(mark, now) if a is not None and b is not None]
+    return max(d) if d else None
+
+
 class Hold:
     """Keeps every process of one worker's sandbox stopped except inside the calls the
     parent times (the CPU timing path; threats.md principle 3).
@@ -699,6 +719,7 @@ class TimedBlocks:
                 before = kids_before(run) if candidate else set()
                 if hold is not None:
                     # the call's window on the parent's clock: resume, request, reply, stop
+                    w0 = load_wait_mark(h.pid)
                     t0 = time.perf_counter()
                     hold.cont()
                     rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
@@ -706,6 +727,7 @@ class TimedBlocks:
                                            timeout_s=run.call_timeout_s)
                     hold.stop()
                     rt = (time.perf_counter() - t0) * 1e3
+                    blk.wait.append(load_wait_since(w0, h.pid))
                     hold.settle()
                     if mem_fd is not None and not isinstance(rep, protocol.ErrorReply):
                         parent_copy_out(mem_fd, rep.returned, slots.outputs(s))
