@@ -47,21 +47,27 @@ def test_constant_mask_write_is_a_fill_or_nothing():
 def test_the_large_result_decision_is_remembered_per_signature_only():
     """_large_result sizes a call on the meta device once per signature (shapes, strides,
     offset, dtype, other arguments); a call that differs in any of them is sized again."""
-    from solbench.sol.counting import _NOT_LARGE, STAND_IN_BYTES, _large_result, _meta_key
+    from solbench.sol.counting import _NOT_LARGE, STAND_IN_BYTES, _large_result, _sig_key
 
     small = torch.zeros(256, 256)
     assert _large_result(aten.mul.Tensor, (small, small), {}) is None
-    assert _meta_key(aten.mul.Tensor, (small, small), {}) in _NOT_LARGE
+    assert _sig_key(aten.mul.Tensor, (small, small), {}) in _NOT_LARGE
     assert _large_result(aten.mul.Tensor, (small, small), {}) is None  # remembered
     # the same numel at another stride, or another dtype, is another signature
-    assert _meta_key(aten.mul.Tensor, (small.t(), small), {}) != _meta_key(aten.mul.Tensor, (small, small), {})
-    assert _meta_key(aten.mul.Tensor, (small.double(), small), {}) != _meta_key(aten.mul.Tensor, (small, small), {})
+    assert _sig_key(aten.mul.Tensor, (small.t(), small), {}) != _sig_key(aten.mul.Tensor, (small, small), {})
+    assert _sig_key(aten.mul.Tensor, (small.double(), small), {}) != _sig_key(aten.mul.Tensor, (small, small), {})
     # 16M fp32 elements by expand (no memory): the result of the add is 64 MiB, a stand-in, every time
     n = STAND_IN_BYTES // 4
     big = torch.zeros(1).expand(n)
     for _ in range(2):
         out = _large_result(aten.add.Tensor, (big, 1.0), {})
         assert out is not None and _is_stand_in(out) and out.shape == (n,)
+    # 16M int64 elements times 1 is int64 (no stand-in, remembered as not large); times 1.0 it
+    # is 16M float32 = 64 MiB, a stand-in: 1 == 1.0 in Python, but the signature tells them apart
+    ints = torch.zeros(1, dtype=torch.int64).expand(n)
+    assert _large_result(aten.mul.Scalar, (ints, 1), {}) is None
+    f = _large_result(aten.mul.Scalar, (ints, 1.0), {})
+    assert f is not None and _is_stand_in(f) and f.dtype == torch.float32 and f.shape == (n,)
     # a factory call: randperm(256) is small (sized once), randn of 64 MiB is not
     assert _large_result(aten.randperm.default, (256,), {"device": torch.device("cpu")}) is None
     r = _large_result(aten.randn.default, ([n],), {"device": torch.device("cpu")})
