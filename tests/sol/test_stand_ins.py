@@ -123,3 +123,33 @@ def test_a_reference_reading_a_large_product_counts_on_its_stand_in(tmp_path, mo
     c = counting.count_workload(p, p.workloads[0])
     assert c.real_tensors and [n for n, _, _ in c.outputs] == [64 * 64]
     assert not any(n.startswith(counting.FILLED_NOTE) for n in c.notes)  # nothing unfilled was read
+
+
+def test_extremum_of_a_stand_in_is_its_value_in_a_real_tensor():
+    """max/min of a whole stand-in and amax/amin over some of its dims hold its one value: the
+    result is a real tensor (not a stand-in: later in-place writes into it must happen) with
+    the shape, strides and dtype the CPU kernel gives, and equal to what it computes.
+    max.dim (values and indices) and a non-stand-in operand are left to the kernel."""
+    from solbench.sol.counting import _constant_extremum, stand_in_value
+
+    x = stand_in_value((2, 64, 32, 16), torch.float32, 0.75)
+    for func, args in [(aten.max.default, (x,)), (aten.min.default, (x,)), (aten.amax.default, (x, [-1])),
+                       (aten.amin.default, (x, [1, 2], True)), (aten.amax.default, (x, []))]:
+        got, ref = _constant_extremum(func, args, {}), func(*args)
+        assert got is not None and not _is_stand_in(got)
+        assert got.shape == ref.shape and got.stride() == ref.stride() and got.dtype == ref.dtype
+        assert torch.equal(got, ref) and bool((got == 0.75).all())
+    assert _constant_extremum(aten.amax.default, (x, [-1]), {}).shape == (2, 64, 32)
+    assert _constant_extremum(aten.max.dim, (x, 1), {}) is None
+    assert _constant_extremum(aten.amax.default, (torch.ones(4, 4), [0]), {}) is None
+    # through the counting mode: the reference's amax of a stand-in gives the same counts
+    # (2*64*32*16 = 65,536 fp32 elements read, 4,096 written) as on a materialised copy
+    from solbench.sol.counting import Counts, _CountingMode
+    counts = []
+    for t in (x, x.contiguous()):
+        c = Counts()
+        with _CountingMode(c, short_circuit=True):
+            out = torch.amax(t, dim=-1)
+        assert out.shape == (2, 64, 32) and bool((out == 0.75).all())
+        counts.append((c.bytes_unfused, dict(c.op_counts), dict(c.cuda_flops)))
+    assert counts[0] == counts[1] and counts[0][0] == (65536 + 4096) * 4

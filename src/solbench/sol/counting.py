@@ -955,7 +955,39 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None, info=None):
     const = _constant_pointwise(func, args, kwargs)
     if const is not None:
         return const
+    const = _constant_extremum(func, args, kwargs)
+    if const is not None:
+        return const
     return _large_result(func, args, kwargs, fresh)
+
+
+#: reductions whose result over a constant tensor is that constant, exactly (no rounding:
+#: the extremum of equal values is the value)
+_EXTREMA = {"max", "min", "amax", "amin"}
+
+
+def _constant_extremum(func, args, kwargs):
+    """``max``/``min`` of a whole stand-in, or ``amax``/``amin`` of one over any dims, is its one
+    value: computed on a single element and written into a real tensor of the shape, strides
+    and dtype the meta kernel gives (what the CPU kernel returns, holding the same value in
+    every element), so nothing downstream sees a difference but the time not spent reading a
+    broadcast tensor of up to billions of elements. None when that does not apply."""
+    if _packet(func) not in _EXTREMA or func._schema.name in ("aten::max", "aten::min") \
+            and func._overloadname != "default":
+        return None  # max.dim / min.dim also return indices: not handled
+    if not args or not _is_stand_in(args[0]) or len(flat_tensors(args, kwargs)) != 1:
+        return None
+    try:
+        x = args[0]
+        meta_out = func(x.to("meta"), *args[1:], **kwargs)
+        if not isinstance(meta_out, torch.Tensor):
+            return None
+        one = x.reshape(-1)[:1]
+        value = (one.amax() if _packet(func) in ("max", "amax") else one.amin()).to(meta_out.dtype)
+        out = torch.empty_strided(meta_out.shape, meta_out.stride(), dtype=meta_out.dtype)
+        return out.fill_(value)
+    except Exception:  # noqa: BLE001 - run it for real
+        return None
 
 
 #: signatures (:func:`_sig_key`) of calls whose results are not all large floating tensors:
