@@ -153,3 +153,28 @@ def test_a_dropped_copy_of_an_input_lends_its_address_to_no_later_tensor(tmp_pat
     c = _run_once(p, p.workloads[0], real=real) if real else count_workload(p, p.workloads[0])
     assert c.inputs == [("x", 4096, 4.0, "fp32", 0.0)]  # x itself is never read
     assert c.bytes_fused == 4096 * 4  # the output only
+
+
+def test_full_collections_are_rare_while_a_problem_is_counted_and_restored_after(tmp_path, monkeypatch):
+    """While a problem's workloads are counted the collector's third threshold is at least
+    FULL_COLLECTION_EVERY; the caller's thresholds come back afterwards, and the counts are
+    the hand-worked ones (8N bytes: N fp32 read, N written)."""
+    import gc
+
+    from solbench.sol import batch
+
+    seen = []
+    real = batch.count_workload
+
+    def spy(*a, **k):
+        seen.append(gc.get_threshold())
+        return real(*a, **k)
+
+    monkeypatch.setattr(batch, "count_workload", spy)
+    before = gc.get_threshold()
+    p = _problem(tmp_path, DATA_DEPENDENT, [16, 128])
+    got = problem_counts(p)
+    assert gc.get_threshold() == before
+    assert [t[2] for t in seen] == [max(before[2], batch.FULL_COLLECTION_EVERY)] * 2
+    assert [t[:2] for t in seen] == [before[:2]] * 2
+    assert [c.bytes_fused for c in got] == [8 * 16, 8 * 128]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from solbench.sol.counting import _META_OUT, Counts, _CountingMode, _meta_key, _sig_key
+from solbench.sol.counting import _META_OUT, _MMA_FLOPS, Counts, _CountingMode, _sig_key
 
 aten = torch.ops.aten
 
@@ -28,8 +28,7 @@ def test_signature_key_tells_apart_dtype_strides_offset_and_scalar_type():
     assert _sig_key(aten.mm.default, (torch.zeros(5, 8)[1:], b), {}, offsets=False) == \
         _sig_key(aten.mm.default, (a, b), {}, offsets=False)
     t = torch.zeros(3, dtype=torch.int64)
-    # 1 == 1.0 == True in Python (and _meta_key's leaves), but int64 * 1 is int64, * 1.0 float32
-    assert _meta_key(aten.mul.Scalar, (t, 1), {}) == _meta_key(aten.mul.Scalar, (t, 1.0), {})
+    # 1 == 1.0 == True in Python, but int64 * 1 is int64, * 1.0 float32
     assert _sig_key(aten.mul.Scalar, (t, 1), {}) != _sig_key(aten.mul.Scalar, (t, 1.0), {})
     assert _sig_key(aten.mul.Scalar, (t, 1), {}) != _sig_key(aten.mul.Scalar, (t, True), {})
 
@@ -85,3 +84,52 @@ def test_counts_of_repeated_and_differing_signatures_match_hand_values():
     assert c.op_counts["mm"] == 4
     casts = (32 + 128) * (4 + 2)
     assert c.bytes_unfused == 3 * 896 + 448 + casts
+
+
+def test_op_info_reads_schema_tags_and_tables():
+    """The per-op facts the dispatch path looks up once per op, against the schemas by hand:
+    add_ writes its self (argument 0), copy_ too; mm is short-circuited tensor-core work; view
+    is a view; mul is pointwise with its elementwise entry (1 FLOP per output element)."""
+    from solbench.sol import ops as optab
+    from solbench.sol.counting import _op_info, _packet
+
+    add_ = _op_info(aten.add_.Tensor)
+    assert add_.name == "add" == _packet(aten.add_.Tensor) and add_.written == [0] and add_.writes0
+    assert _op_info(aten.add_.Tensor) is add_  # computed once
+    assert _op_info(aten.copy_.default).written == [0]
+    mm = _op_info(aten.mm.default)
+    assert mm.short and mm.mma and not mm.view and mm.written == [] and not mm.writes0
+    assert _op_info(aten.view.default).view and not _op_info(aten.view.default).mma
+    mul = _op_info(aten.mul.Tensor)
+    assert mul.pointwise and mul.elem == optab.ELEMENTWISE["mul"] == (1.0, 0.0, "out")
+    assert not mul.short and not mul.mma and mul.written == []
+
+
+def test_memoised_conv_flops_match_hand_values_for_each_signature():
+    """FLOPs of a short-circuited conv come from flop_counter's formula once per signature
+    (:data:`_MMA_FLOPS`). By hand, x 1x2x5x5, w 3x2x3x3: without padding the output is 1x3x3x3
+    (27 elements x 2*3*3 MACs each x 2 FLOP = 972); with padding 1 it is 1x3x5x5 (75 x 18 x 2 =
+    2700). Twice each: the second call of a signature is a memo hit, and the totals are the
+    sums of the hand values."""
+    _META_OUT.clear()
+    _MMA_FLOPS.clear()
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
+    c = Counts()
+    with _CountingMode(c, short_circuit=True):
+        o1 = torch.nn.functional.conv2d(x, w)
+    assert c.mma_flops == {"fp32": 972} and len(_MMA_FLOPS) == 1
+    with _CountingMode(c, short_circuit=True):
+        torch.nn.functional.conv2d(x, w)
+        o3 = torch.nn.functional.conv2d(x, w, padding=1)
+        torch.nn.functional.conv2d(x, w, padding=1)
+    assert len(_MMA_FLOPS) == 2  # one entry per signature; the repeats were hits
+    assert o1.shape == (1, 3, 3, 3) and o3.shape == (1, 3, 5, 5)
+    assert c.mma_flops == {"fp32": 2 * 972 + 2 * 2700}
+    assert c.mma_flops_full == c.mma_flops and c.op_counts["convolution"] == 4
+    # the same calls counted with the memo emptied before each: the same totals
+    c2 = Counts()
+    for pad in (0, 0, 1, 1):
+        _MMA_FLOPS.clear()
+        with _CountingMode(c2, short_circuit=True):
+            torch.nn.functional.conv2d(x, w, padding=pad)
+    assert c2.mma_flops == c.mma_flops

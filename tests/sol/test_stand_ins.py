@@ -47,21 +47,27 @@ def test_constant_mask_write_is_a_fill_or_nothing():
 def test_the_large_result_decision_is_remembered_per_signature_only():
     """_large_result sizes a call on the meta device once per signature (shapes, strides,
     offset, dtype, other arguments); a call that differs in any of them is sized again."""
-    from solbench.sol.counting import _NOT_LARGE, STAND_IN_BYTES, _large_result, _meta_key
+    from solbench.sol.counting import _NOT_LARGE, STAND_IN_BYTES, _large_result, _sig_key
 
     small = torch.zeros(256, 256)
     assert _large_result(aten.mul.Tensor, (small, small), {}) is None
-    assert _meta_key(aten.mul.Tensor, (small, small), {}) in _NOT_LARGE
+    assert _sig_key(aten.mul.Tensor, (small, small), {}) in _NOT_LARGE
     assert _large_result(aten.mul.Tensor, (small, small), {}) is None  # remembered
     # the same numel at another stride, or another dtype, is another signature
-    assert _meta_key(aten.mul.Tensor, (small.t(), small), {}) != _meta_key(aten.mul.Tensor, (small, small), {})
-    assert _meta_key(aten.mul.Tensor, (small.double(), small), {}) != _meta_key(aten.mul.Tensor, (small, small), {})
+    assert _sig_key(aten.mul.Tensor, (small.t(), small), {}) != _sig_key(aten.mul.Tensor, (small, small), {})
+    assert _sig_key(aten.mul.Tensor, (small.double(), small), {}) != _sig_key(aten.mul.Tensor, (small, small), {})
     # 16M fp32 elements by expand (no memory): the result of the add is 64 MiB, a stand-in, every time
     n = STAND_IN_BYTES // 4
     big = torch.zeros(1).expand(n)
     for _ in range(2):
         out = _large_result(aten.add.Tensor, (big, 1.0), {})
         assert out is not None and _is_stand_in(out) and out.shape == (n,)
+    # 16M int64 elements times 1 is int64 (no stand-in, remembered as not large); times 1.0 it
+    # is 16M float32 = 64 MiB, a stand-in: 1 == 1.0 in Python, but the signature tells them apart
+    ints = torch.zeros(1, dtype=torch.int64).expand(n)
+    assert _large_result(aten.mul.Scalar, (ints, 1), {}) is None
+    f = _large_result(aten.mul.Scalar, (ints, 1.0), {})
+    assert f is not None and _is_stand_in(f) and f.dtype == torch.float32 and f.shape == (n,)
     # a factory call: randperm(256) is small (sized once), randn of 64 MiB is not
     assert _large_result(aten.randperm.default, (256,), {"device": torch.device("cpu")}) is None
     r = _large_result(aten.randn.default, ([n],), {"device": torch.device("cpu")})
@@ -117,3 +123,33 @@ def test_a_reference_reading_a_large_product_counts_on_its_stand_in(tmp_path, mo
     c = counting.count_workload(p, p.workloads[0])
     assert c.real_tensors and [n for n, _, _ in c.outputs] == [64 * 64]
     assert not any(n.startswith(counting.FILLED_NOTE) for n in c.notes)  # nothing unfilled was read
+
+
+def test_extremum_of_a_stand_in_is_its_value_in_a_real_tensor():
+    """max/min of a whole stand-in and amax/amin over some of its dims hold its one value: the
+    result is a real tensor (not a stand-in: later in-place writes into it must happen) with
+    the shape, strides and dtype the CPU kernel gives, and equal to what it computes.
+    max.dim (values and indices) and a non-stand-in operand are left to the kernel."""
+    from solbench.sol.counting import _constant_extremum, stand_in_value
+
+    x = stand_in_value((2, 64, 32, 16), torch.float32, 0.75)
+    for func, args in [(aten.max.default, (x,)), (aten.min.default, (x,)), (aten.amax.default, (x, [-1])),
+                       (aten.amin.default, (x, [1, 2], True)), (aten.amax.default, (x, []))]:
+        got, ref = _constant_extremum(func, args, {}), func(*args)
+        assert got is not None and not _is_stand_in(got)
+        assert got.shape == ref.shape and got.stride() == ref.stride() and got.dtype == ref.dtype
+        assert torch.equal(got, ref) and bool((got == 0.75).all())
+    assert _constant_extremum(aten.amax.default, (x, [-1]), {}).shape == (2, 64, 32)
+    assert _constant_extremum(aten.max.dim, (x, 1), {}) is None
+    assert _constant_extremum(aten.amax.default, (torch.ones(4, 4), [0]), {}) is None
+    # through the counting mode: the reference's amax of a stand-in gives the same counts
+    # (2*64*32*16 = 65,536 fp32 elements read, 4,096 written) as on a materialised copy
+    from solbench.sol.counting import Counts, _CountingMode
+    counts = []
+    for t in (x, x.contiguous()):
+        c = Counts()
+        with _CountingMode(c, short_circuit=True):
+            out = torch.amax(t, dim=-1)
+        assert out.shape == (2, 64, 32) and bool((out == 0.75).all())
+        counts.append((c.bytes_unfused, dict(c.op_counts), dict(c.cuda_flops)))
+    assert counts[0] == counts[1] and counts[0][0] == (65536 + 4096) * 4

@@ -7,6 +7,8 @@ workloads of a problem are counted together (:func:`problem_counts`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from typing import Any
 
 from .bound import bound_from_counts
@@ -14,6 +16,40 @@ from .counting import FILLED_NOTE, CountingError, count_workload
 from .hwspec import HardwareSpec, load_hardware
 
 MODELS = ("refined", "solar")
+
+
+_FROZEN = False
+#: full collections while a problem is counted: one per this many younger ones (Python's default 10)
+FULL_COLLECTION_EVERY = 1000
+
+
+@contextlib.contextmanager
+def _rare_full_collections():
+    """Full (generation 2) collections become rare while a problem is counted. A count keeps
+    its layer graph and per-tensor records (weak references) alive to the end, hundreds of
+    thousands of objects for a reference that loops over small ops, and each full collection
+    scans every one of them again: up to a tenth of the CPU a count takes. The young
+    generations are still collected as usual, so cyclic garbage that dies young (most of it) is
+    freed as before; the default comes back once the problem is counted."""
+    old = gc.get_threshold()
+    gc.set_threshold(old[0], old[1], max(old[2], FULL_COLLECTION_EVERY))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _freeze_heap_once() -> None:
+    """Move what is alive now (torch and every import: about 220k objects) to the cyclic
+    collector's permanent generation, once per process. A count allocates hundreds of
+    thousands of objects (FlashInfer 012: a layer per torch call), which triggers full
+    collections, and each would scan the whole import heap again (about 0.3 s of CPU per
+    012 workload). Objects alive now are module-level state that lives as long as the process;
+    nothing later is frozen, so the collector still frees every cycle a count leaves."""
+    global _FROZEN
+    if not _FROZEN:
+        _FROZEN = True
+        gc.freeze()
 
 
 def problem_counts(problem, workloads=None, cache=None) -> list:
@@ -27,8 +63,20 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
     ``cache``: a :class:`solbench.sol.cache.CountsCache` to read counts from and store new
     ones in (failures are not stored).
     """
+    return list(iter_problem_counts(problem, workloads, cache))
+
+
+def iter_problem_counts(problem, workloads=None, cache=None):
+    """:func:`problem_counts`, one workload at a time: a caller that prices each count as it
+    comes holds one layer graph at a time, not the whole problem's (the cyclic collector scans
+    every object alive, so a problem's worth of graphs makes each full collection costlier)."""
+    _freeze_heap_once()
     chosen = workloads if workloads is not None else problem.workloads
-    out: list = []
+    with _rare_full_collections():
+        yield from _counts(problem, chosen, cache)
+
+
+def _counts(problem, chosen, cache):
     fake_failed = None
     lazy_fill = True
     for w in chosen:
@@ -37,7 +85,7 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
             try:
                 c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill)
             except CountingError as e:
-                out.append(e)
+                yield e
                 continue
             if cache is not None:
                 cache.put(problem, w, c)
@@ -45,8 +93,7 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
             fake_failed = c.fake_error
         if any(n.startswith(FILLED_NOTE) for n in c.notes):
             lazy_fill = False  # this reference reads what its matmuls compute: fill them at once
-        out.append(c)
-    return out
+        yield c
 
 
 def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined", *,
@@ -95,7 +142,7 @@ def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
     chosen = workloads if workloads is not None else problem.workloads
     # rows carry the workload's index in the problem's file (the CLI's selection names it)
     rows = [{"index": problem.workloads.index(w), **workload_row(problem, w, hw, model, counts=c)}
-            for w, c in zip(chosen, problem_counts(problem, chosen, cache))]
+            for w, c in zip(chosen, iter_problem_counts(problem, chosen, cache))]
     used = next((r["hardware"] for r in rows if r.get("hardware")), hw.id)
     return {"problem": problem.name, "hardware": used, "hardware_requested": hw.id,
             "hardware_kind": load_hardware(used).kind, "model": model, "workloads": rows}

@@ -116,9 +116,6 @@ _MMA_PACKETS = {
 
 
 _SEQUENCES = (tuple, list, type({}.values()))
-#: func -> is it counted as tensor-core work (a flop_counter formula, or one of _MMA_PACKETS)?
-#: both tables are fixed at import, so the answer is cached per op
-_IS_MMA: dict = {}
 
 
 def flat_tensors(*trees) -> list:
@@ -177,22 +174,52 @@ def _tensor_bytes(t: torch.Tensor) -> float:
     return float(t.numel()) * _elem_bytes(t)
 
 
-_PACKET_NAMES: dict = {}
+class _OpInfo:
+    """What the counting modes look up about an op on every call, computed once per op: its
+    packet name (:func:`_packet`), the positions of the arguments it writes (None: no schema),
+    whether it writes argument 0, whether it is short-circuited (:data:`_MMA_PACKETS`), counted
+    as tensor-core work, a view, a move or an elementwise op (:mod:`solbench.sol.ops`), and its
+    torch tags. All of it comes from the op's schema, tags and fixed tables."""
+
+    __slots__ = ("func", "name", "written", "writes0", "short", "mma", "view", "move", "elem",
+                 "tags", "pointwise")
+
+    def __init__(self, func):
+        self.func = func  # held: the cache is keyed by id(func), so the id stays this op's
+        name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
+        if name.endswith("_") and not name.startswith("__"):
+            name = name[:-1]
+        self.name = name
+        schema = getattr(func, "_schema", None)
+        self.written = None if schema is None else [i for i, a in enumerate(schema.arguments)
+                                                    if a.alias_info is not None and a.alias_info.is_write]
+        a0 = schema.arguments[0] if schema is not None and schema.arguments else None
+        self.writes0 = bool(a0 is not None and a0.alias_info is not None and a0.alias_info.is_write)
+        self.short = name in _MMA_PACKETS
+        self.mma = getattr(func, "_overloadpacket", None) in flop_registry or name in _MMA_PACKETS
+        self.view = name in optab.VIEW_OPS
+        self.move = name in optab.MOVE_OPS
+        self.elem = optab.ELEMENTWISE.get(name)
+        self.tags = tuple(func.tags) if hasattr(func, "tags") else ()
+        self.pointwise = torch.Tag.pointwise in self.tags
+
+
+#: id(func) -> its :class:`_OpInfo` (which holds func, so no other op can take the id); an
+#: int key hashes in C, while an OpOverload's ``__hash__`` is a Python method
+_OP_INFO: dict[int, _OpInfo] = {}
+
+
+def _op_info(func) -> _OpInfo:
+    info = _OP_INFO.get(id(func))
+    if info is None or info.func is not func:
+        info = _OpInfo(func)
+        _OP_INFO[id(func)] = info
+    return info
 
 
 def _packet(func) -> str:
     """aten packet name with the in-place suffix dropped (``add_`` -> ``add``)."""
-    got = _PACKET_NAMES.get(func)
-    if got is not None:
-        return got
-    name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
-    if name.endswith("_") and not name.startswith("__"):
-        name = name[:-1]
-    try:
-        _PACKET_NAMES[func] = name
-    except TypeError:  # unhashable callable: not cached
-        pass
-    return name
+    return _op_info(func).name
 
 
 @dataclass
@@ -297,6 +324,9 @@ class _SdpaFunctionMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+_SDPA = torch.nn.functional.scaled_dot_product_attention
+
+
 class _CountingFunctionMode(SolarGraphMode):
     """One torch-function mode doing the work of ``_SdpaFunctionMode`` entered inside a
     ``SolarGraphMode`` (the SDPA count first, then the layer), at the cost of one mode per
@@ -312,7 +342,7 @@ class _CountingFunctionMode(SolarGraphMode):
         if counter.taint and getattr(func, "__name__", None) in _VALUE_READ_METHODS \
                 and any(_skey(t) in counter.taint for t in flat_tensors(args, kwargs)):
             raise ValuesObserved(f"{func.__name__} reads values derived from an unfilled output")
-        if func is torch.nn.functional.scaled_dot_product_attention and counter.depth == 0:
+        if func is _SDPA and counter.depth == 0:
             counter.record_sdpa(args, kwargs)
             counter.depth += 1
             try:
@@ -356,6 +386,11 @@ FILLED_NOTE = "counted with filled short-circuit outputs"
 #: Tensor methods that read values without dispatching an aten op (seen at torch-function level)
 _VALUE_READ_METHODS = {"tolist", "numpy", "__array__", "data_ptr", "__dlpack__", "untyped_storage",
                        "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "__setstate__"}
+
+
+#: gathers whose argument 0 is read only at the rows the result holds (:meth:`_CountingMode.note_reads`)
+_GATHER_READS = {"embedding": 0, "embedding_bag": 0, "_embedding_bag": 0, "_embedding_bag_forward_only": 0,
+                 "index_select": 0, "index": 0, "gather": 0, "_unsafe_index": 0}
 
 
 class _CountingMode(TorchDispatchMode):
@@ -403,7 +438,9 @@ class _CountingMode(TorchDispatchMode):
         #: tensors registered in input_storages after the run began (copies of inputs): held
         #: for the run, so no later tensor gets their storage's address and passes for an input
         self._keep_alive: list = []
-        self._writes_arg0: dict = {}
+        #: signature (:func:`_sig_key`, no offsets) of the short-circuited call being recorded,
+        #: set by :meth:`_fake_output`: its FLOPs are memoised under it (:data:`_MMA_FLOPS`)
+        self._sc_key = None
 
     # -- precision provenance -------------------------------------------------------------
     def rank(self, t: torch.Tensor) -> int:
@@ -452,16 +489,10 @@ class _CountingMode(TorchDispatchMode):
 
     def writes_arg0(self, func) -> bool:
         """Does ``func`` write into its first argument (an in-place or out= op)?"""
-        got = self._writes_arg0.get(func)
-        if got is None:
-            schema = getattr(func, "_schema", None)
-            a0 = schema.arguments[0] if schema is not None and schema.arguments else None
-            got = bool(a0 is not None and a0.alias_info is not None and a0.alias_info.is_write)
-            self._writes_arg0[func] = got
-        return got
+        return _op_info(func).writes0
 
     # -- outputs that alias inputs ----------------------------------------------------------
-    def track_alias(self, func, name: str, args, kwargs, out) -> set[int]:
+    def track_alias(self, func, name: str, args, kwargs, out, outs=None, info=None) -> set[int]:
         """Follow inputs updated in place and copies of inputs with regions replaced.
 
         A write into an input (or a copy of one) adds the written region to ``changed``; a
@@ -469,13 +500,15 @@ class _CountingMode(TorchDispatchMode):
         and a functional scatter into one (``index_put``, ``slice_scatter``, ``index_copy``,
         ...) are registered as that input (an implementation may return the input itself,
         updated in place). Returns the positions (in the flattened tensor arguments) that are
-        not reads: the destination of a pure write, the source of such a copy."""
+        not reads: the destination of a pure write, the source of such a copy. ``outs``: the
+        tensors of ``out`` (:func:`flat_tensors`) when the caller has them."""
         skip: set[int] = set()
         if not args or not isinstance(args[0], torch.Tensor) or not self.input_storages:
             return skip
         dst = args[0]
         dkey = _skey(dst)
-        outs = flat_tensors(out)
+        if outs is None:
+            outs = flat_tensors(out)
         if name == "copy" and len(args) > 1 and isinstance(args[1], torch.Tensor):
             src = args[1]
             skey_ = _skey(src)
@@ -486,7 +519,7 @@ class _CountingMode(TorchDispatchMode):
                 self._keep_alive.append(dst)
                 self.changed[dkey] = self.changed.get(skey_, 0.0)
                 return {1}
-        if self.writes_arg0(func):
+        if (info or _op_info(func)).writes0:
             if dkey in self.input_storages:
                 self.changed[dkey] += _region(name, args, kwargs, dst)
                 if name in _PURE_WRITES and not _accumulates(name, args, kwargs):
@@ -526,16 +559,14 @@ class _CountingMode(TorchDispatchMode):
     def note_reads(self, name: str, tensors, out, skip: set[int] = frozenset()) -> None:
         """Mark which declared inputs an op reads: in full, by gathering rows, or by a view
         (its distinct elements). ``skip``: positions that are not reads (:meth:`track_alias`)."""
-        if not self.input_storages:
+        storages = self.input_storages
+        if not storages:
             return
-        src_pos = {"embedding": 0, "embedding_bag": 0, "_embedding_bag": 0,
-                   "_embedding_bag_forward_only": 0, "index_select": 0, "index": 0,
-                   "gather": 0, "_unsafe_index": 0}.get(name)
+        src_pos = _GATHER_READS.get(name)
         for i, t in enumerate(tensors):
-            if i in skip:
+            if skip and i in skip:
                 continue
-            key = _skey(t)
-            inp = self.input_storages.get(key)
+            inp = storages.get(_skey(t))
             if inp is None:
                 continue
             if not (src_pos is not None and i == src_pos) and inp in self.input_meta \
@@ -593,21 +624,32 @@ class _CountingMode(TorchDispatchMode):
 
     # -- every aten op ------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = _packet(func)
-        flat_in = flat_tensors(args, kwargs)
+        if kwargs is None:
+            kwargs = {}
+        info = _OP_INFO.get(id(func))
+        if info is None or info.func is not func:
+            info = _op_info(func)
+        name = info.name
+        flat_in = flat_tensors(args, kwargs) if kwargs else flat_tensors(args)
         taint = self.taint
-        tainted_in = bool(taint) and any(_skey(t) in taint for t in flat_in)
-        if tainted_in:
-            self._check_values_unread(func, name, args, kwargs, flat_in)
-        fresh = {}
+        tainted_in = False
+        if taint:
+            for t in flat_in:
+                if _skey(t) in taint:
+                    tainted_in = True
+                    break
+            if tainted_in:
+                self._check_values_unread(func, name, args, kwargs, flat_in)
+        fresh = None
         unfilled = ()
-        if self.short_circuit and name in _MMA_PACKETS:
+        self._sc_key = None
+        if self.short_circuit and info.short:
             # the outputs' values depend on no operand: only those left unfilled are tainted
             out, unfilled = self._fake_output(func, args, kwargs)
             tainted_out = False
         elif self.short_circuit:
-            out = _stand_in(func, args, kwargs, flat_in, fresh)
+            fresh = {}
+            out = _stand_in(func, args, kwargs, flat_in, fresh, info)
             if out is None:
                 out = self._run_op(func, args, kwargs, tainted_in)
             # a fresh stand-in holds a new value, not one computed from the operands
@@ -615,28 +657,28 @@ class _CountingMode(TorchDispatchMode):
         else:
             out = self._run_op(func, args, kwargs, tainted_in)
             tainted_out = tainted_in
+        flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
         if tainted_out:
-            for t in flat_tensors(out):
+            for t in flat_out:
                 taint.add(_skey(t))
-            for i in (_written_args(func) or ()):
+            for i in (info.written or ()):
                 if i < len(args) and isinstance(args[i], torch.Tensor):
                     taint.add(_skey(args[i]))
         elif taint:
             # an output of an op with no tainted operand, or a fresh stand-in, aliases no
             # tainted storage, so a tainted key it carries is that of a freed storage whose
             # address was reused
-            for t in flat_tensors(out):
+            for t in flat_out:
                 taint.discard(_skey(t))
         for t in unfilled:
             taint.add(_skey(t))
         try:
-            flat_out = flat_tensors(out)
             self.propagate(name, args, flat_in, flat_out)
         except Exception as e:  # noqa: BLE001 - provenance is best effort; the dtype rank stands
             self.c.notes.append(f"{name}: precision provenance failed ({type(e).__name__}: {e})")
         if self.depth == 0:
             try:
-                self._record(func, name, args, kwargs, out, flat_in, flat_out)
+                self._record(func, name, args, kwargs, out, flat_in, flat_out, info)
             except Exception as e:  # noqa: BLE001 - never lose the run over one formula
                 self.c.notes.append(f"{name}: counting failed ({type(e).__name__}: {e})")
                 self.c.unknown_ops[name] += 1
@@ -653,7 +695,7 @@ class _CountingMode(TorchDispatchMode):
     def _check_values_unread(self, func, name, args, kwargs, flat_in) -> None:
         """Raise :class:`ValuesObserved` when ``func`` reads tainted values into something
         other than a tensor of a value-independent shape."""
-        tags = func.tags if hasattr(func, "tags") else ()
+        tags = _op_info(func).tags
         if name in _VALUE_READS or torch.Tag.data_dependent_output in tags:
             raise ValuesObserved(f"{name} reads values derived from an unfilled output")
         taint = self.taint
@@ -682,6 +724,7 @@ class _CountingMode(TorchDispatchMode):
         # product, convolution or attention do not depend on where a view starts in its
         # storage (per-head slices of one cache differ only in their offsets)
         key = _sig_key(func, args, kwargs, offsets=False)
+        self._sc_key = key
         meta_out = _META_OUT.get(key) if key is not None else None
         if meta_out is None:
             def to_meta(x):
@@ -712,13 +755,16 @@ class _CountingMode(TorchDispatchMode):
             return torch.zeros(x.shape, dtype=x.dtype)
         return map_tree(mat, meta_out), unfilled
 
-    def _record(self, func, name, args, kwargs, out, flat_in, flat_out) -> None:
+    def _record(self, func, name, args, kwargs, out, flat_in, flat_out, info=None) -> None:
+        if info is None:
+            info = _op_info(func)
         c = self.c
         c.op_counts[name] += 1
-        if name in optab.VIEW_OPS:
+        if info.view:
             return
-        skip = self.track_alias(func, name, args, kwargs, out)
-        self.note_reads(name, flat_in, out, skip)
+        if self.input_storages:
+            skip = self.track_alias(func, name, args, kwargs, out, flat_out, info)
+            self.note_reads(name, flat_in, out, skip)
         moved = 0.0
         for t in flat_in:
             moved += float(t.numel()) * float(t.element_size())
@@ -729,17 +775,13 @@ class _CountingMode(TorchDispatchMode):
                 c.dtypes_seen.add(cls_)
             out_bytes += float(t.numel()) * float(t.element_size())
         c.bytes_unfused += moved + out_bytes
-        mma = _IS_MMA.get(func)
-        if mma is None:
-            mma = getattr(func, "_overloadpacket", None) in flop_registry or name in _MMA_PACKETS
-            _IS_MMA[func] = mma
-        if mma:
+        if info.mma:
             self._record_mma(func, name, args, kwargs, out, flat_in)
             return
-        if name in optab.MOVE_OPS:
+        if info.move:
             return
-        if name in optab.ELEMENTWISE:
-            cuda, sfu, basis = optab.ELEMENTWISE[name]
+        if info.elem is not None:
+            cuda, sfu, basis = info.elem
             ref = flat_in[0] if basis == "in" and flat_in else (flat_out[0] if flat_out else None)
             if ref is None:
                 return
@@ -793,16 +835,21 @@ class _CountingMode(TorchDispatchMode):
         elif name == "_int_mm":
             flops = 2 * args[0].shape[0] * args[0].shape[1] * args[1].shape[1]
         else:
-            fn = flop_registry.get(func._overloadpacket)
-            if fn is None:
-                c.unknown_ops[name] += 1
-                return
-            raw = getattr(fn, "__wrapped__", None)  # the formula inside flop_counter.shape_wrapper
-            if raw is not None:
-                flops = raw(*map_tree(_shape_of, args), out_shape=map_tree(_shape_of, out),
-                            **map_tree(_shape_of, kwargs))
-            else:
-                flops = fn(*args, **kwargs, out_val=out)
+            key = self._sc_key
+            flops = _MMA_FLOPS.get(key) if key is not None else None
+            if flops is None:
+                fn = flop_registry.get(func._overloadpacket)
+                if fn is None:
+                    c.unknown_ops[name] += 1
+                    return
+                raw = getattr(fn, "__wrapped__", None)  # the formula inside flop_counter.shape_wrapper
+                if raw is not None:
+                    flops = raw(*map_tree(_shape_of, args), out_shape=map_tree(_shape_of, out),
+                                **map_tree(_shape_of, kwargs))
+                else:
+                    flops = fn(*args, **kwargs, out_val=out)
+                if key is not None:
+                    _memo_put(_MMA_FLOPS, key, flops)
         c.mma_flops[cls] += flops
         c.mma_flops_full[cls] += flops
         ops_ = flat_in[1:3] if name in ("addmm", "baddbmm", "addmv", "addr") and len(flat_in) >= 3 \
@@ -866,28 +913,19 @@ def stand_in(shape, dtype: torch.dtype) -> torch.Tensor:
     return (torch.rand(1) + 0.5).to(dtype).expand(shape)
 
 
-#: func -> positions of the arguments it writes (None: no schema); schemas never change
-_WRITTEN_ARGS: dict = {}
-
-
 def _written_args(func):
-    got = _WRITTEN_ARGS.get(func, False)
-    if got is False:
-        schema = getattr(func, "_schema", None)
-        got = None if schema is None else [i for i, a in enumerate(schema.arguments)
-                                           if a.alias_info is not None and a.alias_info.is_write]
-        _WRITTEN_ARGS[func] = got
-    return got
+    """Positions of the arguments ``func`` writes (None: no schema)."""
+    return _op_info(func).written
 
 
-def _stand_in(func, args, kwargs, flat=None, fresh=None):
+def _stand_in(func, args, kwargs, flat=None, fresh=None, info=None):
     """In a real-tensor run, skip work whose result only matters by its shape: an in-place
     write into a stand-in, and any op whose floating-point outputs are all large (each is
     returned as a stand-in). Returns None when the op must really run. ``flat``: the tensors
     of ``args`` and ``kwargs`` (:func:`flat_tensors`) when the caller has them. ``fresh``: a dict
     that gets ``{"fresh": True}`` when the result is a new stand-in (a value not computed
-    from the operands)."""
-    written = _written_args(func)
+    from the operands). ``info``: ``func``'s :class:`_OpInfo` when the caller has it."""
+    written = (info or _op_info(func)).written
     if written is None:
         return None
     if flat is None:
@@ -917,37 +955,68 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None):
     const = _constant_pointwise(func, args, kwargs)
     if const is not None:
         return const
+    const = _constant_extremum(func, args, kwargs)
+    if const is not None:
+        return const
     return _large_result(func, args, kwargs, fresh)
 
 
-#: metadata keys (:func:`_meta_key`) of calls whose results are not all large floating
-#: tensors: the meta run that decides it is a function of that metadata alone (meta-device ops
-#: draw from no generator), so a loop repeating a call at the same shapes decides it once
-_NOT_LARGE: set = set()
+#: reductions whose result over a constant tensor is that constant, exactly (no rounding:
+#: the extremum of equal values is the value)
+_EXTREMA = {"max", "min", "amax", "amin"}
 
 
-def _meta_key(func, args, kwargs):
-    """A hashable key of everything a meta run of ``func`` sees: each tensor's shape, strides,
-    storage offset and dtype, every other argument as is; None when one is unhashable."""
-    def frz(x):
-        if isinstance(x, torch.Tensor):
-            return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
-        if isinstance(x, (list, tuple)):
-            return (type(x).__name__, tuple(frz(y) for y in x))
-        if isinstance(x, dict):
-            return ("D", tuple(sorted((k, frz(v)) for k, v in x.items())))
-        return x
+def _constant_extremum(func, args, kwargs):
+    """``max``/``min`` of a whole stand-in, or ``amax``/``amin`` of one over any dims, is its one
+    value: computed on a single element and written into a real tensor of the shape, strides
+    and dtype the meta kernel gives (what the CPU kernel returns, holding the same value in
+    every element), so nothing downstream sees a difference but the time not spent reading a
+    broadcast tensor of up to billions of elements. None when that does not apply."""
+    if _packet(func) not in _EXTREMA or func._schema.name in ("aten::max", "aten::min") \
+            and func._overloadname != "default":
+        return None  # max.dim / min.dim also return indices: not handled
+    if not args or not _is_stand_in(args[0]) or len(flat_tensors(args, kwargs)) != 1:
+        return None
     try:
-        key = (func, frz(args), frz(kwargs))
-        hash(key)
-        return key
-    except (TypeError, RuntimeError):  # unhashable, or a tensor without strides
+        x = args[0]
+        meta_out = func(x.to("meta"), *args[1:], **kwargs)
+        if not isinstance(meta_out, torch.Tensor):
+            return None
+        one = x.reshape(-1)[:1]
+        value = (one.amax() if _packet(func) in ("max", "amax") else one.amin()).to(meta_out.dtype)
+        out = torch.empty_strided(meta_out.shape, meta_out.stride(), dtype=meta_out.dtype)
+        return out.fill_(value)
+    except Exception:  # noqa: BLE001 - run it for real
         return None
 
+
+#: signatures (:func:`_sig_key`) of calls whose results are not all large floating tensors:
+#: the meta run that decides it is a function of the signature alone (meta-device ops draw
+#: from no generator), so a loop repeating a call at the same shapes decides it once
+_NOT_LARGE: set = set()
 
 #: signature memo (:func:`_sig_key` -> value): what a short-circuited tensor-core op's meta
 #: kernel returns (meta tensors: only their shapes and dtypes are read by ``_fake_output``)
 _META_OUT: dict = {}
+#: signature memo (:func:`_sig_key`, no offsets) -> the FLOPs ``flop_counter``'s formula gives
+#: a short-circuited call: a function of the shapes and the other arguments (stride, padding,
+#: ...) alone, all of which the signature holds
+_MMA_FLOPS: dict = {}
+
+
+def _frz(x, offsets: bool):
+    if isinstance(x, torch.Tensor):
+        if offsets:
+            return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+        return ("T", tuple(x.shape), x.stride(), x.dtype)
+    tp = type(x)
+    if tp is list or tp is tuple:
+        return (tp.__name__, tuple([_frz(y, offsets) for y in x]))
+    if isinstance(x, (list, tuple)):  # torch.Size, namedtuples: a value of their own type
+        return (tp, tuple([_frz(y, offsets) for y in x]))
+    if tp is dict:
+        return ("D", tuple(sorted((k, _frz(v, offsets)) for k, v in x.items())))
+    return (tp, x)
 
 
 def _sig_key(func, args, kwargs, offsets: bool = True):
@@ -956,21 +1025,8 @@ def _sig_key(func, args, kwargs, offsets: bool = True):
     ``1.0`` and ``True`` are equal and hash alike in Python, but promote differently).
     Everything an op's meta kernel reads; nothing about the tensors' identities or values.
     None when an argument is unhashable or a tensor has no strides."""
-    def frz(x):
-        if isinstance(x, torch.Tensor):
-            if offsets:
-                return ("T", tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
-            return ("T", tuple(x.shape), x.stride(), x.dtype)
-        tp = type(x)
-        if tp is list or tp is tuple:
-            return (tp.__name__, tuple([frz(y) for y in x]))
-        if isinstance(x, (list, tuple)):  # torch.Size, namedtuples: a value of their own type
-            return (tp, tuple([frz(y) for y in x]))
-        if tp is dict:
-            return ("D", tuple(sorted((k, frz(v)) for k, v in x.items())))
-        return (tp, x)
     try:
-        key = (func, frz(args), frz(kwargs))
+        key = (func, _frz(args, offsets), _frz(kwargs, offsets) if kwargs else ("D", ()))
         hash(key)
         return key
     except (TypeError, RuntimeError):  # unhashable, or a tensor without strides
@@ -986,7 +1042,7 @@ def _memo_put(memo: dict, key, value) -> None:
 def _large_result(func, args, kwargs, fresh=None):
     """Stand-ins for the results of ``func`` when every result is a floating-point tensor of
     at least STAND_IN_BYTES (shapes from the meta device); None otherwise (run it)."""
-    key = _meta_key(func, args, kwargs)
+    key = _sig_key(func, args, kwargs)
     if key is not None and key in _NOT_LARGE:
         return None
     out = _large_result_meta(func, args, kwargs, fresh)
@@ -1076,7 +1132,7 @@ def _constant_pointwise(func, args, kwargs):
     """A pointwise op whose tensor inputs are all stand-ins (constant tensors) or single
     elements has a constant result: computed exactly on one element and broadcast (a
     stand-in of any dtype, bool included). None when that does not apply."""
-    if torch.Tag.pointwise not in getattr(func, "tags", ()):
+    if not _op_info(func).pointwise:
         return None
     flat = flat_tensors(args, kwargs)
     if not flat or not any(_is_stand_in(x) for x in flat) or \

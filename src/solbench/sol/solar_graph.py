@@ -154,6 +154,8 @@ _MAC_NAMES = {"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm",
               "scaled_dot_product_attention", "_scaled_mm"}
 _MAY_HAVE_MACS: dict[str, bool] = {}
 _NO_NAME = object()
+#: call names whose operands are counted by a rule of their own (:meth:`SolarGraphMode._record`)
+_OPERAND_RULES = {"linear", "__getitem__"}
 
 
 def _may_have_macs(name: str) -> bool:
@@ -201,47 +203,56 @@ class SolarGraphMode(TorchFunctionMode):
             from .counting import flat_tensors
         # a call returning no tensor (``.shape``, ``.item()``, ``__setitem__``) is no layer:
         # decided first, as it is the cheaper test
-        flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
-        if not flat_out:
-            return
-        flat_in = flat_tensors(args, kwargs)
+        if isinstance(out, torch.Tensor):
+            flat_out = [out]
+        else:
+            flat_out = flat_tensors(out)
+            if not flat_out:
+                return
+        flat_in = flat_tensors(args, kwargs) if kwargs else flat_tensors(args)
         tracked = self._tracked
         traced = []
         for t in flat_in:
             hit = tracked.get(id(t))
             if hit is not None and hit[0]() is t:
-                traced.append((t, hit))
+                traced.append((t, hit[1]))
         if not traced:
             return
         name = getattr(func, "__name__", _NO_NAME)
         if name is _NO_NAME:
             name = str(func)
-        idx = len(self.graph.layers)
+        layers = self.graph.layers
+        idx = len(layers)
         out_elems = 0
         for o in flat_out:
             out_elems += int(o.numel())
         in_elems = []
         preds = set()
-        for j, (t, (_, prod)) in enumerate(traced):
+        special = name in _OPERAND_RULES
+        first = flat_in[0]
+        for j, (t, prod) in enumerate(traced):
             n_el = int(t.numel())
-            if name == "linear" and t is not flat_in[0]:
-                # F.linear's weight and bias are not traced operands upstream (module
-                # parameters in the original kernels): only the activation is read
-                n_el = 0
-            if name == "__getitem__" and j == 0 and t is flat_in[0]:
-                # indexing reads what it selects, not the whole tensor
-                n_el = min(n_el, out_elems)
+            if special:
+                if name == "linear" and t is not first:
+                    # F.linear's weight and bias are not traced operands upstream (module
+                    # parameters in the original kernels): only the activation is read
+                    n_el = 0
+                if name == "__getitem__" and j == 0 and t is first:
+                    # indexing reads what it selects, not the whole tensor
+                    n_el = min(n_el, out_elems)
             in_elems.append(n_el)
             if prod is not None:
                 preds.add(prod)
         gather = name in GATHERS and any(
-            isinstance(x, torch.Tensor) and x is not flat_in[0] and not x.dtype.is_floating_point
+            isinstance(x, torch.Tensor) and x is not first and not x.dtype.is_floating_point
             for x in flat_in[1:])
-        macs = self._macs(name, args, kwargs, flat_out) if _may_have_macs(name) else 0
+        may = _MAY_HAVE_MACS.get(name)
+        if may is None:
+            may = _may_have_macs(name)
+        macs = self._macs(name, args, kwargs, flat_out) if may else 0
         lay = Layer(name, in_elems, preds, out_elems, False, [], gather, macs)
         if name == "scaled_dot_product_attention":
             self._add_sdpa(lay, args, kwargs)
-        layers = self.graph.layers
         for p in preds:
             layers[p].consumed = True
             layers[p].consumers.append(idx)
