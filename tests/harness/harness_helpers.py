@@ -38,3 +38,39 @@ def matmul_problem(root: Path, sizes=(256,), tol: float = 1e-3, uuid: str | None
     }, [{"uuid": uuid if uuid is not None and len(sizes) == 1 else f"w{n}", "axes": {"n": n},
          "inputs": {"a": {"type": "random"}, "b": {"type": "random"}},
          "tolerance": {"max_atol": tol, "max_rtol": tol}} for n in sizes]))
+
+
+_EVAL_ELSEWHERE = """
+import json, sys
+from solbench.harness import EvalConfig, evaluate
+from solbench.spec import Solution, load_problem
+args = json.loads(sys.argv[1])
+sol = Solution.model_validate_json(open(args["solution"]).read())
+for t in evaluate(load_problem(args["problem"]), sol, EvalConfig(**args["cfg"])):
+    print("TRACE " + t.to_json_line(), flush=True)
+"""
+
+
+def evaluate_elsewhere(problem, solution: Solution, tmp: Path, **cfg) -> list:
+    """``evaluate(problem, solution, EvalConfig(**cfg))`` in a fresh Python process; the
+    traces. For tests that start processes of their own (busy loops) while a candidate is
+    evaluated: in this process the harness takes any child it did not start, after its first
+    worker, for a candidate's leftover (``child_process``); there they are siblings. The new
+    process inherits this one's CPU affinity and environment."""
+    import os
+    import subprocess
+    import sys
+
+    from solbench.spec.trace import Trace
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    sp = tmp / "solution.json"
+    sp.write_text(solution.model_dump_json())
+    arg = json.dumps({"problem": str(problem.path), "solution": str(sp), "cfg": cfg})
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", _EVAL_ELSEWHERE, arg], capture_output=True, text=True,
+                       env=env, timeout=900)
+    traces = [Trace.from_json_line(x[6:]) for x in r.stdout.splitlines() if x.startswith("TRACE ")]
+    assert r.returncode == 0 and traces, (r.returncode, r.stderr[-3000:])
+    return traces

@@ -172,8 +172,9 @@ register("flush_skipped", H, """The cache flush did not happen: the flush buffer
 register("timing_plausibility", H, """The parent's round trip exceeds the reported time by far more
     than the no-op overhead on most iterations (patched clock, work outside the timed window).""",
          advisory_when="""on the CPU unless the excess is gross (10x reported + 10 ms on most
-    iterations, after the part of each window the host's load took is taken out: CPU pressure
-    stall or run-queue wait; advisory where the kernel reports neither); on CUDA when the call's own event window does not show the excess (host or GPU
+    iterations, after the run-queue wait of the parent's and the worker's main threads is taken
+    out; advisory where the kernel keeps no schedstat), and unless the worker's CPU time in
+    the window per CPU exceeds 10x reported + 10 ms on most iterations; on CUDA when the call's own event window does not show the excess (host or GPU
     busy with other processes), and when it does show it on most iterations (host work inside the
     call: then each sample is the larger of the device span and that window, so the work is counted
     in the latency instead of judged).""")

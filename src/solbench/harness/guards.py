@@ -144,24 +144,21 @@ def runqueue_wait_ms(pid: int | None = None) -> float | None:
         return None
 
 
-def cpu_pressure_ms() -> float | None:
-    """Milliseconds, since boot, of wall time in which at least one task waited for a CPU:
-    the ``some`` line's ``total`` (microseconds) of ``/proc/pressure/cpu`` (Linux pressure
-    stall information, Documentation/accounting/psi.rst). Unlike a thread's own schedstat it
-    also covers threads that began and ended in between (a thread pool joined inside a
-    call). None where the kernel has no PSI."""
-    txt = _proc_text("/proc/pressure/cpu")
-    if not txt:
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_ms(pid: int) -> float | None:
+    """CPU time (ms) process ``pid`` has used: user + system time of all its threads, the
+    exited ones included, and of its children it has waited for (``/proc/<pid>/stat`` fields
+    utime, stime, cutime, cstime, in clock ticks of 1/``SC_CLK_TCK`` s: 10 ms on Linux; see
+    proc(5)). A loaded host stretches a process's wall time, never its CPU time. None when
+    the process is gone."""
+    f = _stat_fields(f"/proc/{pid}/stat")
+    try:
+        # after the command name: state is field 3 of proc(5), utime..cstime fields 14-17
+        return sum(int(x) for x in f[11:15]) * 1e3 / _CLK_TCK if f else None
+    except (IndexError, ValueError):
         return None
-    for line in txt.splitlines():
-        if line.startswith("some "):
-            for field in line.split():
-                if field.startswith("total="):
-                    try:
-                        return int(field[6:]) / 1e3
-                    except ValueError:
-                        return None
-    return None
 
 
 def running_tasks(pid: int) -> list[str]:

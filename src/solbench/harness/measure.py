@@ -17,6 +17,7 @@ Every method's samples are then cross-checked against the parent's round trip
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from dataclasses import dataclass, field
 
@@ -59,10 +60,12 @@ class Block:
     #: it ran on the CPU the worker's main thread last ran on
     flush_ms: list[float] = field(default_factory=list)
     flush_pinned: int = 0
-    #: CPU held path: per iteration, ms of the window that was the host's load: some task
-    #: waiting for a CPU (``timed.load_wait_since``; None: unknown).
-    #: Only the plausibility cross-check uses it; samples keep the whole window.
+    #: CPU held path, per iteration: ms of the window in which the parent's calling thread or
+    #: the worker's main thread waited for a CPU (``wait``), and CPU ms the worker process used
+    #: in it (``cpu``; ``timed.load_wait_since``; None: unknown). Only the plausibility
+    #: cross-check uses them; samples keep the whole window.
     wait: list[float | None] = field(default_factory=list)
+    cpu: list[float | None] = field(default_factory=list)
 
 
 def _cat(blocks: list[Block], attr: str) -> list:
@@ -250,6 +253,41 @@ def _window_holds_excess(f: Finding, n: int) -> bool:
     return isinstance(agrees, int) and agrees * 2 > n
 
 
+def _worker_cpus() -> int:
+    """CPUs a worker may use (the parent's affinity, which its workers inherit): one
+    process's threads on n CPUs use up to n ms of CPU per ms of wall time."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def _cpu_time_gap(f: Finding | None, host: list[float], cpu: list[float | None],
+                  overhead: float) -> Finding | None:
+    """The CPU-time form of the gross gap: the worker process used more CPU time in the
+    window, per CPU it may use, than 10 x its own clock's report + 10 ms on most iterations.
+    Load stretches wall time, never a process's CPU time, so this holds on any host: work the
+    worker's clock missed (a frozen clock hiding threads that compute, or a main thread
+    spinning while its own threads keep it off the CPU). ``cpu`` comes in 10 ms clock ticks
+    (``guards.process_cpu_ms``): a reading is at most one tick above the truth, so with the
+    10 ms term an honest call needs over 10 ms of the worker's own CPU outside its clock (the
+    harness's per-call checks take about a millisecond) on most iterations to be flagged.
+    ``overhead`` is only reported. Returns ``f`` made a hack when the gap holds, else ``f``."""
+    if not host or len(cpu) != len(host) or any(c is None for c in cpu):
+        return f
+    n = _worker_cpus()
+    bad = [i for i, (r, c) in enumerate(zip(host, cpu)) if c / n > 10 * r + 10.0]
+    if len(bad) * 2 <= len(host):
+        return f
+    med_c = sorted(cpu)[len(cpu) // 2]
+    msg = (f"the worker used {med_c:.1f} ms of CPU (median, over {n} CPU(s)) in calls its own clock "
+           f"timed at {sorted(host)[len(host) // 2]:.4f} ms, on {len(bad)}/{len(host)} iterations")
+    ev = {"cpu_median_ms": med_c, "cpus": n, "cpu_iterations_flagged": len(bad), "noop_overhead_ms": overhead}
+    if f is None:
+        return finding("timing_plausibility", msg, ev)
+    return finding("timing_plausibility", f.message + "; " + msg, {**f.evidence, **ev})
+
+
 def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes: int,
                  findings: list[Finding] | None, overhead: float,
                  plausibility_overhead: float | None = None,
@@ -283,12 +321,15 @@ def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes
         reported = samples if is_cuda else host
         rt_check, gross, waits = rt, True, None
         if not is_cuda:
-            # a loaded host stretches the parent's window while the worker or the parent waits
-            # for a CPU (tens of ms on a 2-core CI box at load 8: an honest 0.07 ms relu read as
-            # a gross gap on 3 of 3 calls); that wait is taken out before the worker's clock is
-            # judged. Where the kernel does not say how long they waited, load and a patched
-            # clock cannot be told apart, and a patched clock gains nothing here (the samples
-            # are the parent's windows): the finding then stays advisory.
+            # a loaded host stretches the parent's window while the parent or the worker's
+            # main thread waits for a CPU (tens of ms on a 2-core CI box at load 8: an honest
+            # 0.07 ms relu read as a gross gap on 3 of 3 calls); that wait is taken out before
+            # the worker's clock is judged. Only these two threads' own waits: a host-wide
+            # figure (CPU pressure) grows with the candidate's own threads and other users'
+            # processes, and excused a frozen clock. Where the kernel does not say how long
+            # they waited, load and a patched clock cannot be told apart by the wall gap, and
+            # a patched clock gains nothing here (the samples are the parent's windows): that
+            # gap is then advisory, and the CPU-time gap below still judges.
             waits = _cat(blocks, "wait")
             if waits and len(waits) == len(rt) and all(w is not None for w in waits):
                 rt_check = [r - w for r, w in zip(rt, waits)]
@@ -298,10 +339,14 @@ def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes
                                         is not None else overhead,
                                         severity="hack" if is_cuda else "advisory",
                                         gross_hack=gross, call_window_ms=ev_win)
+        if not is_cuda:
+            f = _cpu_time_gap(f, host, _cat(blocks, "cpu"), plausibility_overhead
+                              if plausibility_overhead is not None else overhead)
         if f is not None and not is_cuda:
             f.evidence["load_wait_median_ms"] = None if waits is None else sorted(waits)[len(waits) // 2]
-            f.message += ("; load wait unknown: advisory" if waits is None else
-                          f" after {f.evidence['load_wait_median_ms']:.3f} ms median load wait (CPU pressure stall or run-queue wait) taken out")
+            f.message += ("; run-queue wait unknown" if waits is None else
+                          f" after {f.evidence['load_wait_median_ms']:.3f} ms median run-queue wait "
+                          "(parent's and worker's main threads) taken out")
         if f is not None and cupti_ok and f.severity == "hack" and ev_win is not None \
                 and _window_holds_excess(f, len(samples)):
             # the call's own event window holds host work the device span leaves out (a thread

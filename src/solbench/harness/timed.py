@@ -263,23 +263,23 @@ def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0
 
 
 def load_wait_mark(worker_pid: int) -> tuple[float | None, float | None]:
-    """A mark for :func:`load_wait_since`: (the host's CPU pressure stall total, ms:
-    :func:`guards.cpu_pressure_ms`; run-queue wait of the parent's calling thread plus the
-    worker's main thread, ms: :func:`guards.runqueue_wait_ms`), each None when unknown."""
+    """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread plus
+    the worker's main thread, ms: :func:`guards.runqueue_wait_ms`, None when unknown; CPU time
+    the worker process has used, ms: :func:`guards.process_cpu_ms`)."""
     a, b = guards.runqueue_wait_ms(None), guards.runqueue_wait_ms(worker_pid)
-    return guards.cpu_pressure_ms(), (None if a is None or b is None else a + b)
+    return (None if a is None or b is None else a + b), guards.process_cpu_ms(worker_pid)
 
 
-def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int) -> float | None:
-    """How much of the time since ``mark`` was the host's load rather than the call (ms): the
-    larger of the wall time in which some task waited for a CPU (pressure stall) and the
-    run-queue wait of the parent's and the worker's main threads (in a held window they take
-    turns, so those two do not overlap); None when neither is known. An upper estimate on
-    purpose: it only excuses a gap between the parent's window and the worker's own clock
-    (the plausibility cross-check), never shortens a sample."""
+def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int) -> tuple[float | None, float | None]:
+    """(wait, cpu) since ``mark``, ms, each None when unknown. ``wait``: the part of the time
+    in which the parent's calling thread or the worker's main thread was runnable but had no
+    CPU (in a held window they take turns: the parent sleeps on the reply while the worker
+    runs, and the reverse, so the two do not overlap); a thread pool joined inside the call
+    waits inside the worker's own clock, so it is not needed here. ``cpu``: the worker's CPU
+    time, which load cannot stretch. Both serve only the plausibility cross-check, never a
+    sample."""
     now = load_wait_mark(worker_pid)
-    d = [max(b - a, 0.0) for a, b in zip(mark, now) if a is not None and b is not None]
-    return max(d) if d else None
+    return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip(mark, now))
 
 
 class Hold:
@@ -727,7 +727,9 @@ class TimedBlocks:
                                            timeout_s=run.call_timeout_s)
                     hold.stop()
                     rt = (time.perf_counter() - t0) * 1e3
-                    blk.wait.append(load_wait_since(w0, h.pid))
+                    wait_ms, cpu_ms = load_wait_since(w0, h.pid)
+                    blk.wait.append(wait_ms)
+                    blk.cpu.append(cpu_ms)
                     hold.settle()
                     if mem_fd is not None and not isinstance(rep, protocol.ErrorReply):
                         parent_copy_out(mem_fd, rep.returned, slots.outputs(s))
