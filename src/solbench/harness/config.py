@@ -138,6 +138,23 @@ class EvalConfig:
     def budget(self) -> int:
         return self.pool_bytes if self.pool_bytes is not None else ((16 << 30) if self.is_cuda else (1 << 30))
 
+    def n_slots(self, workload_bytes: int) -> int:
+        """Slots (distinct input/output addresses) of a workload of ``workload_bytes`` (its
+        inputs and outputs, bytes): as many as fit in :meth:`budget`, 2 to ``max_pool``; 1 when
+        two would not fit (or without timing).
+
+        Why one is enough there: every timed call gets values never seen before in whatever
+        slot it uses (docs/harness.md, Timing), so a second address adds no protection a fresh
+        fill lacks, and a workload that large (8 GiB and more on CUDA) is far beyond any cache
+        the flush clears. Two copies of such a workload, in each of the two workers' pools,
+        beside the parent's input sets and both sides' temporaries, filled a 141 GB H200 and an
+        honest reference ended RUNTIME_ERROR (out of memory) as its own candidate
+        (bench/results/device_s11: L1/013 at batch 64 x seq 8192 x hidden 2560, 18.8 GB a set)."""
+        if not self.timing:
+            return 1
+        fit = self.budget() // max(int(workload_bytes), 1)
+        return int(min(self.max_pool, fit)) if fit >= 2 else 1
+
 
 def environment(device: str) -> Environment:
     libs = {"torch": torch.__version__, "python": platform.python_version()}

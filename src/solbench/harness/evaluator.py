@@ -234,7 +234,7 @@ class Evaluator:
         if isinstance(first, Failure):
             return self._trace(solution, w, run, first)
         wbytes = max(self.problem.workload_bytes(w), 1)
-        k = int(max(2, min(cfg.max_pool, cfg.budget() // wbytes))) if cfg.timing else 1
+        k = cfg.n_slots(wbytes)
         try:
             run.slots = SlotPool(self.problem, w, k, cfg.device, first)
         except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory

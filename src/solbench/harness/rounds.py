@@ -50,7 +50,7 @@ from .correctness import CheckReport, bits_equal, check_outputs, infer_semantics
 from .precision import is_fp32_work, precision_finding as _precision_finding
 from .evidence import WorkloadRun, interposition_finding, kids_before, process_check, returned_issue
 from .process import ProtocolError, WorkerDied, WorkerTimeout
-from .slots import SlotPool
+from .slots import SlotPool, release_cached
 from .verdict import Failure
 
 
@@ -486,6 +486,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
                 continue
         tp = run.tick("correctness.reference", tp)
         scalars = slots.fill(0, values)
+        release_cached(cfg.device)  # the reference's and the truth's reserve, for the candidate
         timeout = cfg.first_call_timeout_s if n == 0 else run.call_timeout_s
         before = kids_before(run)
         try:

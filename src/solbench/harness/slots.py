@@ -19,6 +19,31 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+#: cached-but-unused device memory (bytes) of the parent above which :func:`release_cached`
+#: hands it back to the driver
+RELEASE_ABOVE = 1 << 30
+
+
+def release_cached(device: str) -> int:
+    """Return the parent's cached, unused CUDA memory to the driver when it exceeds
+    :data:`RELEASE_ABOVE` (bytes); returns the bytes released (0 on the CPU, or below it).
+
+    Why: the parent runs the reference, its float64 truth and the comparisons on the device
+    (docs/harness.md, Correctness); PyTorch's caching allocator keeps what they freed reserved
+    for this process, where the candidate's and the reference's workers, other processes,
+    cannot use it. On a large workload that reserve (tens of GB after a float64 truth) left an
+    honest candidate out of memory. Called before every candidate call of the correctness
+    rounds and before every timed block, never inside a timed window."""
+    if torch.device(device).type != "cuda" or not torch.cuda.is_available():
+        return 0
+    idle = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if idle <= RELEASE_ABOVE:
+        return 0
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    return max(0, idle - (torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)))
+
+
 class SlotPool:
     """K slots of shared input/output tensors plus the parent's pristine copy of each, and
     the cache-flush buffer the worker writes before every timed call.

@@ -31,7 +31,7 @@ from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interpositio
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle, inplace_judged
-from .slots import FlushBuffers
+from .slots import FlushBuffers, release_cached
 from .stopping import relative_halfwidth, total_iterations
 from .telemetry import Telemetry, throttled
 from .workers import ReferenceWorkers
@@ -540,6 +540,11 @@ class TimedBlocks:
                 else:
                     ts.notes.append(f"no-op baseline {cand_over:.4g} ms (messaging and checks, no flush, no copy-out; "
                                     f"the same for both sides, measured in {where})")
+        if run.slots.k == 1:
+            for ts in (timing, ref_timing):
+                if ts is not None:
+                    ts.notes.append("one input slot (two copies of this workload exceed the slot budget): "
+                                    "every timed call still gets new values, at the same address")
         for ts, blocks in ((timing, cand_blocks), (ref_timing, ref_blocks)):
             fl = [x for b in blocks for x in b.flush_ms]
             if ts is not None and fl:
@@ -677,6 +682,7 @@ class TimedBlocks:
         # sub-phases (seconds, summed over blocks; "ref_timing." for the reference's blocks):
         # where the harness's own time goes, so per-pair cost can be measured and not guessed
         pre = "timing." if candidate else "ref_timing."
+        release_cached(cfg.device)  # the parent's reserve, for this block's worker
         tp = time.perf_counter()
         info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti, markers=cfg.cupti_markers), timeout_s=60)
         if isinstance(info, protocol.ErrorReply):

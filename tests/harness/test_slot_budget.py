@@ -1,0 +1,78 @@
+"""A workload too large for two slots gets one (EvalConfig.n_slots), and timing and its
+defences still hold there; the parent's cached device memory is handed back before the
+workers need it (slots.release_cached).
+
+Why: with at least two slots always, a workload of 18.8 GB (L1/013 at its largest) took four
+copies in the two workers' pools beside the parent's input sets, and the honest reference, run
+as its own candidate, ran out of memory on a 141 GB H200."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from solbench.harness import EvalConfig, Evaluator, slots
+from solbench.spec import Status, load_problem
+
+from harness_helpers import py_solution, write_problem
+
+ROOT = Path(__file__).resolve().parents[2]
+GiB = 1 << 30
+
+
+@pytest.mark.parametrize("wbytes, budget, want", [
+    (18_800_000_000, 16 * GiB, 1),   # L1/013's largest workload: not one copy fits the budget
+    (10 * GiB, 16 * GiB, 1),         # one fits, two do not
+    (8 * GiB, 16 * GiB, 2),          # exactly two
+    (3 * GiB, 16 * GiB, 5),          # 16 // 3
+    (1 * GiB, 16 * GiB, 8),          # capped at max_pool
+    (0, 16 * GiB, 8),                # a workload without tensors
+])
+def test_slot_count(wbytes, budget, want):
+    assert EvalConfig(device="cpu", pool_bytes=budget).n_slots(wbytes) == want
+
+
+def test_no_timing_one_slot():
+    assert EvalConfig(device="cpu", timing=False).n_slots(1000) == 1
+
+
+def _relu(tmp_path):
+    return load_problem(write_problem(tmp_path / "relu", {
+        "name": "relu", "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n",
+    }, [{"uuid": "w0", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+
+
+def _one_slot_cfg(**kw):
+    # 4096 float32 in and out: 32,768 bytes a set; a budget of 1.5 sets leaves room for one
+    return EvalConfig(device="cpu", iters=6, rounds=2, seed=11, pool_bytes=49_152, **kw)
+
+
+def test_one_slot_honest_candidate_timed(tmp_path, solbench_cache):
+    p = _relu(tmp_path)
+    sol = py_solution("honest", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", "relu")
+    tr = Evaluator(p, _one_slot_cfg()).evaluate(sol)[0]
+    ev = tr.evaluation
+    assert ev.status == Status.PASSED, (ev.status, ev.log[-400:])
+    assert ev.timing is not None and ev.timing.n_samples == 6
+    assert any(n.startswith("one input slot") for n in ev.timing.notes)
+
+
+def test_one_slot_still_catches_a_cache_keyed_by_address(tmp_path, solbench_cache):
+    """One address for every timed call: a cache keyed by data_ptr() hits on every call after
+    the first and answers with stale values, which the fresh fills and the verified
+    iterations expose (the same hostile as the corpus's, on a relu)."""
+    p = _relu(tmp_path)
+    src = (ROOT / "tests/adversarial/hostile/data_ptr_cache.py").read_text()
+    src = src.replace('F.gelu(x, approximate="tanh")', "x.relu()")
+    assert "x.relu()" in src
+    sol = py_solution("cache", src, "relu")
+    tr = Evaluator(p, _one_slot_cfg()).evaluate(sol)[0]
+    assert tr.evaluation.status in (Status.INCORRECT_NUMERICAL, Status.REWARD_HACK), tr.evaluation.status
+
+
+def test_release_cached_is_a_no_op_on_the_cpu():
+    assert slots.release_cached("cpu") == 0
