@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from solbench.harness import EvalConfig, Evaluator, slots
 from solbench.spec import Status, load_problem
@@ -76,3 +77,29 @@ def test_one_slot_still_catches_a_cache_keyed_by_address(tmp_path, solbench_cach
 
 def test_release_cached_is_a_no_op_on_the_cpu():
     assert slots.release_cached("cpu") == 0
+
+
+def test_parent_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path, solbench_cache, monkeypatch):
+    """A device-memory shortage of the parent's own judging (torch.OutOfMemoryError raised in
+    the parent, as on the H200 before the fixes above) is no verdict on the candidate: the
+    workload ends INVALID_REFERENCE naming it, and the next workload is evaluated."""
+    from solbench.harness.rounds import Oracle
+
+    p = load_problem(write_problem(tmp_path / "relu2", {
+        "name": "relu2", "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n",
+    }, [{"uuid": f"w{n}", "axes": {"n": n}, "inputs": {"x": {"type": "random"}}} for n in (4096, 2048)]))
+    real = Oracle.judge
+
+    def judge(self, outs, *a, **kw):
+        if outs[0].numel() == 4096:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 10.00 GiB.")
+        return real(self, outs, *a, **kw)
+
+    monkeypatch.setattr(Oracle, "judge", judge)
+    sol = py_solution("honest", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", "relu2")
+    trs = Evaluator(p, EvalConfig(device="cpu", iters=4, rounds=2, seed=3)).evaluate(sol)
+    assert [t.evaluation.status for t in trs] == [Status.INVALID_REFERENCE, Status.PASSED]
+    assert "ran out of device memory" in trs[0].evaluation.log

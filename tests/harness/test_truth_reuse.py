@@ -125,3 +125,26 @@ def test_a_candidate_writing_its_inputs_does_not_reach_the_truth(solbench_cache)
         x = values[next(iter(p.definition.inputs))]
         assert not bool((x == 1e4).all())  # the parent's set, never the candidate's scribble
         assert torch.equal(truth[0], Oracle(p, "cpu").truth(values)[0])
+
+
+def test_kept_truth_holds_only_the_inputs_the_reference_wrote(tmp_path):
+    """The float64 copies of inputs the reference only read are dropped after its run (on
+    the largest workloads they doubled the parent's device memory); the one it updated in
+    place is kept, as it left it: by hand, acc + 2 * x in float64."""
+    from harness_helpers import write_problem
+
+    p = load_problem(write_problem(tmp_path / "acc", {
+        "name": "acc", "axes": {"n": {"type": "var"}},
+        "inputs": {"acc": {"shape": ["n"], "dtype": "float32"}, "x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "import torch\n\ndef run(acc, x):\n    acc.add_(2 * x)\n    return acc * 1.0\n",
+    }, [{"uuid": "w0", "axes": {"n": 64}, "inputs": {"acc": {"type": "random"}, "x": {"type": "random"}}}]))
+    v = make_inputs(p, p.workloads[0], 5, "cpu")
+    oracle = Oracle(p, "cpu")
+    out = oracle.truth(v, ["acc"])
+    _, kept = oracle._truth_memo[1]
+    assert set(kept) == {"acc"}
+    want = v["acc"].double() + 2 * v["x"].double()
+    assert torch.equal(out[0], want) and torch.equal(out[1], want)
+    # asking for an input it did not write: no truth, never a stale copy
+    assert oracle.truth(v, ["x"]) is None

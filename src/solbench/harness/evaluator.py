@@ -295,6 +295,15 @@ class Evaluator:
                 guard_findings(run, "after timing")
                 run.tick("guards_after_timing", t_guard)
             return done(None, corr, timing=timing, ref_timing=ref_timing, telemetry=tele)
+        except torch.OutOfMemoryError as e:
+            # raised here, in the parent (a worker's own shortage comes back as its error
+            # reply): the reference, its float64 truth or the comparisons did not fit beside
+            # both workers, which is no verdict on the candidate; the run goes on (the slots are
+            # closed below, and the next candidate call hands the parent's reserve back first)
+            first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return done(Failure(Status.INVALID_REFERENCE, (
+                f"the harness ran out of device memory judging this workload ({wbytes:,} bytes of inputs "
+                f"and outputs, {k} slot(s)): {first_line}")))
         finally:
             run.slots.close()
 

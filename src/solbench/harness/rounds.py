@@ -219,9 +219,14 @@ class Oracle:
         self._truth_memo = None
 
     def _truth_run(self, values: dict) -> tuple[list, dict] | None:
-        """(float64 outputs, the float64 copies of the inputs as the reference left them)."""
+        """(float64 outputs, the float64 copies of the inputs the reference wrote in place, as
+        it left them). The copies it did not write are dropped once it returns (tensor version
+        counters: an in-place op bumps them): kept, they doubled the parent's device memory on
+        the largest workloads. A write that bypasses the counter leaves its input out, and a
+        judge that asks for it gets no truth (None), never a stale one."""
         up = {k: ((v.double() if v.dtype in (torch.float32, torch.float16, torch.bfloat16) else v.clone())
                   if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
+        versions = {k: v._version for k, v in up.items() if isinstance(v, torch.Tensor)}
         args = [up[n] for n in self.problem.definition.inputs]
         try:
             ref = self.reference()
@@ -230,9 +235,11 @@ class Oracle:
             with torch.no_grad():
                 out = _as_list(ref(*args))
             _sync(self.device)
-            return out, up
-        except Exception:  # noqa: BLE001 - the reference does not support float64
+        except Exception:  # noqa: BLE001 - the reference does not support float64 (or out of memory)
             return None
+        finally:
+            del args
+        return out, {k: v for k, v in up.items() if k in versions and v._version != versions[k]}
 
     @staticmethod
     def check_reference(ref_out: list, slots: SlotPool) -> str | None:
