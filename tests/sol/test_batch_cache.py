@@ -178,3 +178,37 @@ def test_full_collections_are_rare_while_a_problem_is_counted_and_restored_after
     assert [t[2] for t in seen] == [max(before[2], batch.FULL_COLLECTION_EVERY)] * 2
     assert [t[:2] for t in seen] == [before[:2]] * 2
     assert [c.bytes_fused for c in got] == [8 * 16, 8 * 128]
+
+
+_FAULTS_SCRIPT = """
+import resource, sys, torch
+from solbench.sol import batch
+if sys.argv[1] == "set":
+    assert batch._reuse_freed_memory_once() is True
+n = 11 * 1024 * 1024  # 44 MiB of fp32: above glibc's largest dynamic mmap threshold (32 MiB)
+for _ in range(2):  # the first one may grow the heap
+    a = torch.empty(n).fill_(1.0)
+    del a
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+a = torch.empty(n).fill_(1.0)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc's mallopt only")
+def test_freed_memory_is_reused_for_large_tensors():
+    """With the batch's malloc setting a freed 44 MiB tensor's pages serve the next one: writing
+    it faults (almost) no page in, where the default allocator maps it afresh and faults each of
+    its 11,264 4-KiB pages in again. Run in subprocesses: the setting is process-wide."""
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**__import__("os").environ, "PYTHONPATH": src}
+    faults = {}
+    for how in ("default", "set"):
+        out = subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT, how], env=env, capture_output=True,
+                             text=True, check=True)
+        faults[how] = int(out.stdout.split()[-1])
+    assert faults["default"] >= 11 * 1024 * 1024 * 4 // 4096 // 2  # a page fault per page (huge pages: fewer)
+    assert faults["set"] < 500
