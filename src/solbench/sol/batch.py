@@ -12,7 +12,7 @@ import gc
 from typing import Any
 
 from .bound import bound_from_counts
-from .counting import FILLED_NOTE, CountingError, count_workload
+from .counting import FILLED_NOTE, MASKS_NOTE, CountingError, count_workload
 from .hwspec import HardwareSpec, load_hardware
 
 MODELS = ("refined", "solar")
@@ -99,7 +99,8 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
     One problem's workloads share a reference: once the FakeTensor run of one has failed and
     real tensors counted it (a reference that reads values), the later ones go from a failed
     meta run straight to real tensors (:func:`count_workload`'s ``fake_failed``); once a lazy
-    real run has met a read of unfilled values, the later ones fill at once (``lazy_fill``).
+    real run has met a read of unfilled values, the later ones fill at once (``lazy_fill``), and
+    likewise for a read of a value derived from a skipped mask (``lazy_masks``).
     ``cache``: a :class:`solbench.sol.cache.CountsCache` to read counts from and store new
     ones in (failures are not stored).
     """
@@ -119,12 +120,13 @@ def iter_problem_counts(problem, workloads=None, cache=None):
 
 def _counts(problem, chosen, cache):
     fake_failed = None
-    lazy_fill = True
+    lazy_fill = lazy_masks = True
     for w in chosen:
         c = cache.get(problem, w) if cache is not None else None
         if c is None:
             try:
-                c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill)
+                c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill,
+                                   lazy_masks=lazy_masks)
             except CountingError as e:
                 yield e
                 continue
@@ -134,6 +136,8 @@ def _counts(problem, chosen, cache):
             fake_failed = c.fake_error
         if any(n.startswith(FILLED_NOTE) for n in c.notes):
             lazy_fill = False  # this reference reads what its matmuls compute: fill them at once
+        if any(n.startswith(MASKS_NOTE) for n in c.notes):
+            lazy_masks = False  # it reads a value derived from a mask: compute them at once
         yield c
 
 
