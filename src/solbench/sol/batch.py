@@ -12,7 +12,7 @@ import gc
 from typing import Any
 
 from .bound import bound_from_counts
-from .counting import FILLED_NOTE, CountingError, count_workload
+from .counting import FILLED_NOTE, MASKS_NOTE, CountingError, count_workload
 from .hwspec import HardwareSpec, load_hardware
 
 MODELS = ("refined", "solar")
@@ -52,6 +52,46 @@ def _freeze_heap_once() -> None:
         gc.freeze()
 
 
+#: glibc ``mallopt`` parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: blocks below this size come from (and go back to) the heap, never from their own mmap
+HEAP_REUSE_BYTES = 1 << 30
+_HEAP_SET: bool | None = None
+
+
+def _reuse_freed_memory_once() -> bool:
+    """Let glibc's malloc reuse freed memory for large blocks, once per process; True when set.
+
+    By default a block of 32 MiB or more (the threshold grows dynamically from 128 KiB up to
+    that) is mapped on its own and unmapped when freed, so the next tensor of that size is
+    fresh memory again and pays a page fault per 4 KiB page when first written: a real-tensor
+    count that makes tens of temporaries of 44 MB (the nvfp4 quantisers' comparisons and
+    masks over a 4096 x 2688 fp32 weight) spent most of an ``abs`` (29 ms of 32 for 11M
+    elements) in the kernel's page-fault path. With blocks up to HEAP_REUSE_BYTES taken from
+    the heap and freed memory kept (trim threshold as high), a later tensor reuses pages
+    already mapped: ``abs`` of that weight takes 4 ms. The process keeps its peak heap
+    instead of returning it; addresses differ, values and counts do not (nothing counted
+    depends on where a tensor lives). Only ``solbench sol``/bench processes call this
+    (the evaluation pipeline counts through :func:`~solbench.sol.counting.count_workload`,
+    whose process times candidates' inputs: its allocator is left as it is). No-op off glibc."""
+    global _HEAP_SET
+    if _HEAP_SET is None:
+        _HEAP_SET = False
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            mallopt = libc.mallopt
+            mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+            mallopt.restype = ctypes.c_int
+            _HEAP_SET = bool(mallopt(_M_MMAP_THRESHOLD, HEAP_REUSE_BYTES)) and \
+                bool(mallopt(_M_TRIM_THRESHOLD, HEAP_REUSE_BYTES))
+        except (OSError, AttributeError):  # not glibc (no mallopt): the default allocator
+            _HEAP_SET = False
+    return _HEAP_SET
+
+
 def problem_counts(problem, workloads=None, cache=None) -> list:
     """The counted work of each of ``workloads`` (default: all) of ``problem``, in order: a
     :class:`Counts`, or the :class:`CountingError` of a workload that could not be counted.
@@ -59,7 +99,8 @@ def problem_counts(problem, workloads=None, cache=None) -> list:
     One problem's workloads share a reference: once the FakeTensor run of one has failed and
     real tensors counted it (a reference that reads values), the later ones go from a failed
     meta run straight to real tensors (:func:`count_workload`'s ``fake_failed``); once a lazy
-    real run has met a read of unfilled values, the later ones fill at once (``lazy_fill``).
+    real run has met a read of unfilled values, the later ones fill at once (``lazy_fill``), and
+    likewise for a read of a value derived from a skipped mask (``lazy_masks``).
     ``cache``: a :class:`solbench.sol.cache.CountsCache` to read counts from and store new
     ones in (failures are not stored).
     """
@@ -71,6 +112,7 @@ def iter_problem_counts(problem, workloads=None, cache=None):
     comes holds one layer graph at a time, not the whole problem's (the cyclic collector scans
     every object alive, so a problem's worth of graphs makes each full collection costlier)."""
     _freeze_heap_once()
+    _reuse_freed_memory_once()
     chosen = workloads if workloads is not None else problem.workloads
     with _rare_full_collections():
         yield from _counts(problem, chosen, cache)
@@ -78,12 +120,13 @@ def iter_problem_counts(problem, workloads=None, cache=None):
 
 def _counts(problem, chosen, cache):
     fake_failed = None
-    lazy_fill = True
+    lazy_fill = lazy_masks = True
     for w in chosen:
         c = cache.get(problem, w) if cache is not None else None
         if c is None:
             try:
-                c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill)
+                c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill,
+                                   lazy_masks=lazy_masks)
             except CountingError as e:
                 yield e
                 continue
@@ -93,6 +136,8 @@ def _counts(problem, chosen, cache):
             fake_failed = c.fake_error
         if any(n.startswith(FILLED_NOTE) for n in c.notes):
             lazy_fill = False  # this reference reads what its matmuls compute: fill them at once
+        if any(n.startswith(MASKS_NOTE) for n in c.notes):
+            lazy_masks = False  # it reads a value derived from a mask: compute them at once
         yield c
 
 

@@ -182,7 +182,7 @@ class _OpInfo:
     torch tags. All of it comes from the op's schema, tags and fixed tables."""
 
     __slots__ = ("func", "name", "written", "writes0", "short", "mma", "view", "move", "elem",
-                 "tags", "pointwise")
+                 "tags", "pointwise", "skippable")
 
     def __init__(self, func):
         self.func = func  # held: the cache is keyed by id(func), so the id stays this op's
@@ -202,6 +202,11 @@ class _OpInfo:
         self.elem = optab.ELEMENTWISE.get(name)
         self.tags = tuple(func.tags) if hasattr(func, "tags") else ()
         self.pointwise = torch.Tag.pointwise in self.tags
+        #: may :func:`_skip_unread` leave it uncomputed? An out-of-place pointwise op that draws
+        #: no random numbers, or an in-place masked write (``index_put_``)
+        self.skippable = (self.pointwise and self.written == [] and not self.short
+                          and torch.Tag.nondeterministic_seeded not in self.tags) \
+            or (name in ("index_put", "_index_put_impl") and self.writes0)
 
 
 #: id(func) -> its :class:`_OpInfo` (which holds func, so no other op can take the id); an
@@ -339,9 +344,8 @@ class _CountingFunctionMode(SolarGraphMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         counter = self.counter
-        if counter.taint and getattr(func, "__name__", None) in _VALUE_READ_METHODS \
-                and any(_skey(t) in counter.taint for t in flat_tensors(args, kwargs)):
-            raise ValuesObserved(f"{func.__name__} reads values derived from an unfilled output")
+        if counter.taint:
+            _check_function_read(counter.taint, func, args, kwargs)
         if func is _SDPA and counter.depth == 0:
             counter.record_sdpa(args, kwargs)
             counter.depth += 1
@@ -365,10 +369,48 @@ def _causal_pairs(L: int, S: int) -> int:
     return S * (S + 1) // 2 + (L - S) * S
 
 
+#: what made a tensor's values differ from those of the run that computes everything (the
+#: bits of a :attr:`_CountingMode.taint` entry): an unfilled short-circuit output (``lazy_fill``),
+#: a skipped mask computation or masked write (``lazy_masks``, :func:`_skip_unread`)
+TAINT_FILL, TAINT_MASK = 1, 2
+
+
 class ValuesObserved(Exception):
-    """A lazy-fill run (:class:`_CountingMode` with ``lazy_fill``) reached a point where a value
-    derived from an unfilled short-circuit output could steer control flow or a count: the
-    run is void and is repeated with filled outputs."""
+    """A lazy run (:class:`_CountingMode` with ``lazy_fill`` or ``lazy_masks``) reached a point
+    where a value derived from an unfilled short-circuit output or a skipped mask computation
+    could steer control flow or a count: the run is void and is repeated without the laziness
+    named by ``kinds`` (bits :data:`TAINT_FILL`, :data:`TAINT_MASK`)."""
+
+    def __init__(self, message: str, kinds: int = TAINT_FILL | TAINT_MASK):
+        super().__init__(message)
+        self.kinds = kinds or (TAINT_FILL | TAINT_MASK)
+
+
+#: functions that build a tensor from Python data: given tensors inside lists, they read their
+#: values below the dispatcher (``torch.tensor([t[0], t[1]])`` dispatches no read op)
+_FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor}
+
+
+def _check_function_read(taint: dict, func, args, kwargs) -> None:
+    """Raise :class:`ValuesObserved` when a torch-function-level call reads tainted values
+    without dispatching an aten op: a Tensor method of :data:`_VALUE_READ_METHODS`, or a
+    function of :data:`_FROM_DATA` given a tainted tensor anywhere in its arguments."""
+    if getattr(func, "__name__", None) in _VALUE_READ_METHODS:
+        kinds = _taint_kinds(taint, flat_tensors(args, kwargs))
+    elif func in _FROM_DATA:
+        kinds = _taint_kinds(taint, [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)])
+    else:
+        return
+    if kinds:
+        raise ValuesObserved(f"{getattr(func, '__name__', func)} reads values derived from an unfilled output", kinds)
+
+
+def _taint_kinds(taint: dict, tensors) -> int:
+    """The taint bits of ``tensors`` together (0: none is tainted)."""
+    kinds = 0
+    for t in tensors:
+        kinds |= _taint_of(taint, t)
+    return kinds
 
 
 #: ops whose result is a Python scalar read from a tensor's values, or is computed from
@@ -383,6 +425,8 @@ _INDEXING_OPS = {"index", "_unsafe_index", "index_select", "gather", "scatter", 
                  "take_along_dim", "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate"}
 #: the note of a count whose lazy run met a value read and was repeated with filled outputs
 FILLED_NOTE = "counted with filled short-circuit outputs"
+#: the note of a count whose lazy run read a value derived from a skipped mask computation
+MASKS_NOTE = "counted with computed masks"
 #: Tensor methods that read values without dispatching an aten op (seen at torch-function level)
 _VALUE_READ_METHODS = {"tolist", "numpy", "__array__", "data_ptr", "__dlpack__", "untyped_storage",
                        "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "__setstate__"}
@@ -400,7 +444,8 @@ class _CountingMode(TorchDispatchMode):
         # per-op dynamo guard and the import of torch._dynamo (~1.6 s of CPU per process)
         return False
 
-    def __init__(self, counts: Counts, short_circuit: bool = False, lazy_fill: bool = False):
+    def __init__(self, counts: Counts, short_circuit: bool = False, lazy_fill: bool = False,
+                 lazy_masks: bool = False):
         super().__init__()
         self.c = counts
         self.depth = 0  # > 0 while inside an analytically counted SDPA call
@@ -413,7 +458,12 @@ class _CountingMode(TorchDispatchMode):
         #: raises :class:`ValuesObserved`; a run that ends without one counted exactly what a
         #: filled run counts, since counts depend on values only through those reads
         self.lazy_fill = lazy_fill
-        self.taint: set = set()
+        #: with ``lazy_masks``, large boolean results of pointwise ops and masked writes are not
+        #: computed (:func:`_skip_unread`) and their results are tainted the same way
+        self.lazy_masks = lazy_masks
+        #: storage key -> (taint bits (:data:`TAINT_FILL`, :data:`TAINT_MASK`), weak reference
+        #: to the storage: the entry dies with it, :func:`_taint_of`)
+        self.taint: dict = {}
         #: fills made so far: fill k draws from a generator seeded k, so it holds the same
         #: values whether or not earlier outputs were left unfilled
         self.fills = 0
@@ -632,14 +682,11 @@ class _CountingMode(TorchDispatchMode):
         name = info.name
         flat_in = flat_tensors(args, kwargs) if kwargs else flat_tensors(args)
         taint = self.taint
-        tainted_in = False
+        tainted_in = 0  # the taint bits of the operands
         if taint:
-            for t in flat_in:
-                if _skey(t) in taint:
-                    tainted_in = True
-                    break
+            tainted_in = _taint_kinds(taint, flat_in)
             if tainted_in:
-                self._check_values_unread(func, name, args, kwargs, flat_in)
+                self._check_values_unread(func, name, args, kwargs, flat_in, tainted_in)
         fresh = None
         unfilled = ()
         self._sc_key = None
@@ -650,28 +697,21 @@ class _CountingMode(TorchDispatchMode):
         elif self.short_circuit:
             fresh = {}
             out = _stand_in(func, args, kwargs, flat_in, fresh, info)
+            # a fresh stand-in holds a new value, not one computed from the operands
+            tainted_out = 0 if fresh else tainted_in
+            if out is None and self.lazy_masks and info.skippable:
+                out = _skip_unread(func, info, args, kwargs, flat_in)
+                if out is not None:
+                    tainted_out |= TAINT_MASK
             if out is None:
                 out = self._run_op(func, args, kwargs, tainted_in)
-            # a fresh stand-in holds a new value, not one computed from the operands
-            tainted_out = tainted_in and not fresh
         else:
             out = self._run_op(func, args, kwargs, tainted_in)
             tainted_out = tainted_in
         flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
-        if tainted_out:
-            for t in flat_out:
-                taint.add(_skey(t))
-            for i in (info.written or ()):
-                if i < len(args) and isinstance(args[i], torch.Tensor):
-                    taint.add(_skey(args[i]))
-        elif taint:
-            # an output of an op with no tainted operand, or a fresh stand-in, aliases no
-            # tainted storage, so a tainted key it carries is that of a freed storage whose
-            # address was reused
-            for t in flat_out:
-                taint.discard(_skey(t))
+        _update_taint(taint, tainted_out, flat_out, args, info)
         for t in unfilled:
-            taint.add(_skey(t))
+            _add_taint(taint, t, TAINT_FILL)
         try:
             self.propagate(name, args, flat_in, flat_out)
         except Exception as e:  # noqa: BLE001 - provenance is best effort; the dtype rank stands
@@ -684,36 +724,40 @@ class _CountingMode(TorchDispatchMode):
                 self.c.unknown_ops[name] += 1
         return out
 
-    def _run_op(self, func, args, kwargs, tainted_in: bool):
+    def _run_op(self, func, args, kwargs, tainted_in: int):
         if not tainted_in:
             return func(*args, **kwargs)
         try:
             return func(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the op rejected values that a fill would give
-            raise ValuesObserved(f"{_packet(func)} raised on unfilled values: {type(e).__name__}") from None
+            raise ValuesObserved(f"{_packet(func)} raised on unfilled values: {type(e).__name__}",
+                                 tainted_in) from None
 
-    def _check_values_unread(self, func, name, args, kwargs, flat_in) -> None:
-        """Raise :class:`ValuesObserved` when ``func`` reads tainted values into something
-        other than a tensor of a value-independent shape."""
+    def _check_values_unread(self, func, name, args, kwargs, flat_in, kinds: int = 0) -> None:
+        """Raise :class:`ValuesObserved` (with the operands' taint bits ``kinds``) when ``func``
+        reads tainted values into something other than a tensor of a value-independent shape."""
         tags = _op_info(func).tags
         if name in _VALUE_READS or torch.Tag.data_dependent_output in tags:
-            raise ValuesObserved(f"{name} reads values derived from an unfilled output")
+            raise ValuesObserved(f"{name} reads values derived from an unfilled output", kinds)
         taint = self.taint
         if torch.Tag.dynamic_output_shape in tags:
             # indexing a tainted source by clean indices has a fixed shape (a tainted index is
             # a read: a boolean one decides the shape, an integer one whether it is in range)
             if name in ("index", "_unsafe_index") and args and all(
-                    _skey(t) not in taint for t in flat_tensors(args[1:], kwargs)):
+                    not _taint_of(taint, t) for t in flat_tensors(args[1:], kwargs)):
                 return
-            raise ValuesObserved(f"{name}: an output shape depends on values derived from an unfilled output")
-        if name in _INDEXING_OPS and any(_skey(t) in taint and not t.dtype.is_floating_point
-                                         and t.dtype != torch.bool for t in flat_in):
+            raise ValuesObserved(f"{name}: an output shape depends on values derived from an unfilled output", kinds)
+        # index_put's destination and values are written, not indices: only its index list
+        idx_in = flat_tensors(args[1]) if name in ("index_put", "_index_put_impl") and len(args) > 1 \
+            else flat_in
+        if name in _INDEXING_OPS and any(_taint_of(taint, t) and not t.dtype.is_floating_point
+                                         and t.dtype != torch.bool for t in idx_in):
             # whether an index is in range (the op raises, or not) is a read of its value
-            raise ValuesObserved(f"{name}: an index derived from an unfilled output")
+            raise ValuesObserved(f"{name}: an index derived from an unfilled output", kinds)
         if name in ("index_put", "_index_put_impl", "masked_fill"):
             # _constant_mask_write reads one element of a stand-in mask
-            if any(_is_stand_in(t) and t.dtype == torch.bool and _skey(t) in taint for t in flat_in):
-                raise ValuesObserved(f"{name}: a mask derived from an unfilled output")
+            if any(_is_stand_in(t) and t.dtype == torch.bool and _taint_of(taint, t) for t in flat_in):
+                raise ValuesObserved(f"{name}: a mask derived from an unfilled output", kinds)
 
     def _fake_output(self, func, args, kwargs):
         """Output of ``func`` computed on meta tensors, then materialised: floating outputs of
@@ -871,26 +915,182 @@ class _CountingMode(TorchDispatchMode):
             c.cuda_by_precision[_prec_cuda_class(_cuda_class(o.dtype, o.dtype), self.rank(o))] += o.numel()
 
 
+def _taint_of(taint: dict, t) -> int:
+    """The taint bits of tensor ``t`` (0: untainted). An entry whose storage has been freed is
+    dead: its key (the storage's address) may now be a new storage's, holding new values."""
+    hit = taint.get(_skey(t))
+    if hit is None or hit[1]() is None:
+        return 0
+    return hit[0]
+
+
+def _always():
+    return True
+
+
+def _add_taint(taint: dict, t, kinds: int) -> None:
+    """Mark ``t``'s storage with ``kinds`` (kept with a weak reference to the storage, so that
+    the entry dies with it: see :func:`_taint_of`)."""
+    try:
+        st = t.untyped_storage()
+        k = st._cdata
+        ref = weakref.ref(st)
+    except Exception:  # noqa: BLE001 - no storage or no weak reference: an entry that never dies
+        k, ref = _skey(t), _always
+    hit = taint.get(k)
+    old = hit[0] if hit is not None and hit[1]() is not None else 0
+    taint[k] = (old | kinds, ref)
+
+
+def _update_taint(taint: dict, kinds: int, flat_out, args, info) -> None:
+    """After an op: its outputs and the arguments it wrote carry ``kinds`` (the taint bits of
+    its operands, and :data:`TAINT_MASK` when it was skipped); with ``kinds`` 0, its outputs
+    hold what the full run holds, so a tainted key they carry is that of a freed storage whose
+    address was reused, and is cleared."""
+    if kinds:
+        for t in flat_out:
+            _add_taint(taint, t, kinds)
+        for i in (info.written or ()):
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                _add_taint(taint, args[i], kinds)
+    elif taint:
+        for t in flat_out:
+            taint.pop(_skey(t), None)
+
+
 class _ShortCircuitMode(TorchDispatchMode):
     """The real run's generation of custom inputs: matmul-class ops get random outputs and
     large floating results are stand-ins, exactly as under a non-lazy :class:`_CountingMode`
-    (same functions, same random draws), with nothing counted."""
+    (same functions, same random draws), with nothing counted. With ``lazy_masks``, large
+    masks and masked writes are skipped and tainted as under a counting mode with
+    ``lazy_masks`` (:func:`_skip_unread`); ``taint`` then goes on to the counting run, and a
+    read of a tainted value here raises :class:`ValuesObserved` as it would there (enter
+    :meth:`guard` too: it catches the reads that dispatch no aten op)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         return False  # as _CountingMode: nothing is compiled here
 
-    def __init__(self):
+    def __init__(self, lazy_masks: bool = False):
         super().__init__()
         self.fills = 0
         self.lazy_fill = False
+        self.lazy_masks = lazy_masks
+        self.taint: dict = {}
+
+    def guard(self) -> "_ValueReadGuard":
+        return _ValueReadGuard(self)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _packet(func) in _MMA_PACKETS:
+        info = _op_info(func)
+        if info.short:
             return _CountingMode._fake_output(self, func, args, kwargs)[0]
-        out = _stand_in(func, args, kwargs)
-        return func(*args, **kwargs) if out is None else out
+        taint = self.taint
+        if not self.lazy_masks and not taint:
+            out = _stand_in(func, args, kwargs)
+            return func(*args, **kwargs) if out is None else out
+        flat_in = flat_tensors(args, kwargs)
+        kinds = _taint_kinds(taint, flat_in) if taint else 0
+        if kinds:
+            _CountingMode._check_values_unread(self, func, info.name, args, kwargs, flat_in, kinds)
+        fresh = {}
+        out = _stand_in(func, args, kwargs, flat_in, fresh, info)
+        if fresh:
+            kinds = 0
+        if out is None and self.lazy_masks and info.skippable:
+            out = _skip_unread(func, info, args, kwargs, flat_in)
+            if out is not None:
+                kinds |= TAINT_MASK
+        if out is None:
+            out = _CountingMode._run_op(self, func, args, kwargs, kinds)
+        _update_taint(taint, kinds, [out] if isinstance(out, torch.Tensor) else flat_tensors(out), args, info)
+        return out
+
+
+class _ValueReadGuard(TorchFunctionMode):
+    """Raises :class:`ValuesObserved` when a Tensor method that reads values without
+    dispatching an aten op (``.tolist()``, ``.numpy()``, ...) meets a tainted tensor of
+    ``owner.taint``."""
+
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.owner.taint:
+            _check_function_read(self.owner.taint, func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
+    """In a lazy run (``lazy_masks``), the result of an op left uncomputed, to be tainted
+    (:data:`TAINT_MASK`); None when the op must run. Two kinds of op, each at
+    LAZY_FILL_MIN_ELEMS elements or more, on CPU tensors:
+
+    * an out-of-place pointwise op (no random draws) with a boolean result (a mask:
+      ``x >= 0.25``, ``m1 & m2``) and contiguous floating-point or boolean operands: its
+      result is zeros of the meta kernel's shape, strides and dtype (contiguous). Such an op
+      raises only on shapes and dtypes, which the meta kernel checks alike (integer operands,
+      whose division by zero raises on values, are never skipped);
+    * ``index_put_(dst, [mask], value)`` with a boolean mask of ``dst``'s shape, a one-element
+      value of ``dst``'s dtype, no accumulation, a contiguous ``dst`` sharing no storage with
+      the mask or the value: nothing is written (``dst`` is returned). Such a write raises on
+      no value (every mask element indexes ``dst``).
+
+    Exact because nothing reads a tainted value undetected (:class:`ValuesObserved` voids the
+    run, which is repeated computing them): counts depend on values only through such reads.
+    The nvfp4 quantisers' sixteen masked assignments (two comparisons, an ``&`` and a write,
+    each over the whole tensor) are the work this skips; their packed codes only feed a
+    short-circuited ``_scaled_mm``."""
+    if info.pointwise:
+        big = False
+        for x in flat:
+            dt = x.dtype
+            if not (dt.is_floating_point or dt == torch.bool) or x.device.type != "cpu" or not x.is_contiguous():
+                return None
+            if x.numel() >= LAZY_FILL_MIN_ELEMS:
+                big = True
+        if not big:
+            return None
+        key = _sig_key(func, args, kwargs)
+        meta = _SKIP_META.get(key, None) if key is not None else None
+        if meta is None:
+            def to_meta(x):
+                return x.to("meta") if isinstance(x, torch.Tensor) else x
+            try:
+                meta = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
+            except Exception:  # noqa: BLE001 - let the real op run (and raise)
+                return None
+            if key is not None:
+                _memo_put(_SKIP_META, key, meta)
+        if not isinstance(meta, torch.Tensor) or meta.dtype != torch.bool or not meta.is_contiguous() \
+                or meta.numel() < LAZY_FILL_MIN_ELEMS:
+            return None
+        return torch.zeros(meta.shape, dtype=torch.bool)
+    # index_put_ / _index_put_impl_
+    if len(args) < 3 or kwargs:
+        return None
+    dst, idx, val = args[0], args[1], args[2]
+    acc = args[3] if len(args) > 3 else False
+    if acc or not isinstance(dst, torch.Tensor) or not isinstance(val, torch.Tensor) \
+            or not isinstance(idx, (list, tuple)) or len(idx) != 1:
+        return None
+    m = idx[0]
+    if not isinstance(m, torch.Tensor) or m.dtype != torch.bool or tuple(m.shape) != tuple(dst.shape) \
+            or val.numel() != 1 or val.dtype != dst.dtype or dst.numel() < LAZY_FILL_MIN_ELEMS \
+            or not dst.is_contiguous() or dst.device.type != "cpu" or m.device.type != "cpu" \
+            or val.device.type != "cpu":
+        return None
+    kd = _skey(dst)
+    if _skey(m) == kd or _skey(val) == kd:
+        return None
+    return dst
+
+
+#: signature (:func:`_sig_key`) -> the meta output of a pointwise op :func:`_skip_unread` met
+_SKIP_META: dict = {}
 
 
 #: lazy fills leave short-circuit outputs of at least this many elements unfilled; smaller
@@ -1321,7 +1521,8 @@ def _custom_inputs(problem, workload, env, device: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------
 
-def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: bool = False) -> Counts:
+def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: bool = False,
+              lazy_masks: bool = False) -> Counts:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     counts = Counts(mode="real" if real else ("meta" if meta else "fake"), real_tensors=real)
@@ -1339,7 +1540,8 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
         gen_device = "meta"
     else:
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    mode = _CountingMode(counts, short_circuit=real, lazy_fill=real and lazy_fill)
+    mode = _CountingMode(counts, short_circuit=real, lazy_fill=real and lazy_fill,
+                         lazy_masks=real and lazy_masks)
     ctx_stack = []
     try:
         if fake_mode is not None:
@@ -1350,8 +1552,11 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
                 # generating inputs is not part of the workload: the short-circuit mode
                 # only keeps big GEMMs in the generator from running on the CPU
                 if real:
-                    with _ShortCircuitMode():
+                    gen = _ShortCircuitMode(lazy_masks=lazy_masks)
+                    with gen.guard(), gen:
                         vals = _custom_inputs(problem, workload, env, "cpu")
+                    # storages the generation left uncomputed stay tainted in the count
+                    mode.taint.update(gen.taint)
                 else:
                     vals = _custom_inputs(problem, workload, env, gen_device)
             else:
@@ -1448,7 +1653,8 @@ def _storage_key(t: torch.Tensor):
 
 def count_workload(problem, workload, *, allow_real: bool = True,
                    max_real_bytes: float = 6e9, meta: bool = True,
-                   fake_failed: str | None = None, lazy_fill: bool = True) -> Counts:
+                   fake_failed: str | None = None, lazy_fill: bool = True,
+                   lazy_masks: bool = True) -> Counts:
     """Count the work of ``problem``'s reference on ``workload`` (see module docstring).
 
     Args:
@@ -1467,6 +1673,10 @@ def count_workload(problem, workload, *, allow_real: bool = True,
             unfilled (:class:`_CountingMode`); when a value derived from one is read
             (:class:`ValuesObserved`), it runs again with them filled. Either way the counts
             are those of the filled run; ``Counts.notes`` records a repeated run.
+        lazy_masks: the real run (and its generation of custom inputs) first leaves large
+            masks and masked writes uncomputed (:func:`_skip_unread`); when a value derived
+            from one is read, it runs again computing them (note :data:`MASKS_NOTE`). A read
+            voids only the laziness its value derives from (:attr:`ValuesObserved.kinds`).
 
     Raises:
         CountingError: no run succeeded (the message gives the reasons).
@@ -1490,16 +1700,23 @@ def count_workload(problem, workload, *, allow_real: bool = True,
         raise CountingError(f"fake run failed ({fake_err}); inputs of {declared / 1e9:.1f} GB are "
                             f"too large for the real CPU fallback")
     try:
-        c = None
-        if lazy_fill:
+        notes = []
+        while True:
             try:
-                c = _run_once(problem, workload, real=True, lazy_fill=True)
+                c = _run_once(problem, workload, real=True, lazy_fill=lazy_fill, lazy_masks=lazy_masks)
+                break
             except ValuesObserved as e:
-                observed = str(e)
-        if c is None:
-            c = _run_once(problem, workload, real=True)
-            if lazy_fill:
-                c.notes.append(f"{FILLED_NOTE} ({observed})")
+                if not (lazy_fill or lazy_masks):
+                    raise  # a run with nothing left unfilled taints nothing: not reached
+                kinds = e.kinds if (lazy_fill and e.kinds & TAINT_FILL) or (lazy_masks and e.kinds & TAINT_MASK) \
+                    else TAINT_FILL | TAINT_MASK
+                if lazy_fill and kinds & TAINT_FILL:
+                    lazy_fill = False
+                    notes.append(f"{FILLED_NOTE} ({e})")
+                if lazy_masks and kinds & TAINT_MASK:
+                    lazy_masks = False
+                    notes.append(f"{MASKS_NOTE} ({e})")
+        c.notes.extend(notes)
     except Exception as e:  # noqa: BLE001
         raise CountingError(f"fake run failed ({fake_err}); real run failed "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
