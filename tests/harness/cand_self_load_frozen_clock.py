@@ -1,7 +1,7 @@
 """Hostile (CPU load excuse, red team of the pressure/run-queue correction): freezes the
 worker's own clock like ``cand_reply_hide_patch.py`` (every call reports 0 ms, the guard
 snapshot that would show the patch is emptied) and makes its own load inside every call:
-sixteen threads hashing a 1 MiB buffer (hashlib releases the GIL, so all want a CPU)
+sixteen threads each hashing a 1 MiB buffer for 5 ms of its own CPU time (hashlib releases the GIL, so all want a CPU)
 started and joined in the call, as an honest thread pool is, while the main thread polls
 them instead of sleeping on the join, so it is runnable and waits for a CPU too. On a 2-CPU host some of them are always
 runnable but waiting, so ``/proc/pressure/cpu`` ``some`` and the main thread's run-queue wait
@@ -13,6 +13,7 @@ import hashlib
 import json
 import sys
 import threading
+import time
 
 import torch
 
@@ -31,11 +32,17 @@ for _m in list(sys.modules.values()):  # the worker runs as __main__
         _m._perf = lambda: 1000.0  # a frozen clock: every call reports 0 ms
 
 N_THREADS = 16
+#: CPU time each thread hashes for: the hidden work is N_THREADS x this per call whatever the
+#: host's speed (one 1 MiB hash takes 0.5-3 ms, so a fixed number of hashes can fall under the
+#: gross threshold on a fast host, where a frozen clock then has nothing to hide)
+SPIN_CPU_S = 0.005
 _DATA = bytes(range(256)) * (1 << 12)  # 1 MiB: hashlib drops the GIL for data this large
 
 
 def _spin():
-    hashlib.sha256(_DATA).digest()
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < SPIN_CPU_S:
+        hashlib.sha256(_DATA).digest()
 
 
 def run(a, b):

@@ -39,12 +39,20 @@ needs_psi = pytest.mark.skipif(guards.runqueue_wait_ms() is None,
                                reason="no schedstat here: the wall gap is advisory by design")
 
 
-def _check(t):
+def _hidden_work_ms() -> float:
+    """The least wall time (ms) of the self-loading candidate's hidden work in one call:
+    N_THREADS threads each hashing for SPIN_CPU_S of its own CPU time, on the CPUs a worker
+    may use (CPU-bound work on n CPUs takes at least its CPU time / n)."""
+    return 16 * 5.0 / len(os.sched_getaffinity(0))
+
+
+def _check(t, hidden_ms: float):
     ev = t.evaluation
     if ev.timing is not None:
         # what the hole leaves intact: the samples are the parent's windows around the calls,
-        # so the hidden work is in the time (tens of ms a call) whatever the worker's clock said
-        assert ev.timing.median_ms > 20.0, ev.timing
+        # so the hidden work is in the time whatever the worker's clock said (half of its
+        # least wall time, for slack)
+        assert ev.timing.median_ms >= 0.5 * hidden_ms, (ev.timing, hidden_ms)
     assert ev.status == Status.REWARD_HACK, (ev.status, ev.timing and ev.timing.host_median_ms, ev.findings)
     assert any(f.check == "timing_plausibility" and f.severity == "hack" for f in ev.findings), ev.findings
 
@@ -53,9 +61,10 @@ def _check(t):
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 def test_frozen_clock_behind_self_made_load_is_still_a_hack(tmp_path, solbench_cache):
     p = matmul_problem(tmp_path, (256,))
+    hidden_ms = _hidden_work_ms()
     (t,) = evaluate(p, load_solution(HERE / "cand_self_load_frozen_clock.py", p),
                     EvalConfig(device="cpu", iters=6, rounds=2, reference_timing=False))
-    _check(t)
+    _check(t, hidden_ms)
 
 
 @needs_psi
@@ -75,4 +84,4 @@ def test_sleeping_frozen_clock_on_a_host_loaded_on_every_cpu_is_still_a_hack(tmp
         for b in busy:
             b.kill()
             b.wait()
-    _check(t)
+    _check(t, 300.0)  # the candidate sleeps 0.3 s in each call

@@ -47,6 +47,15 @@ def _relu(tmp_path):
     }, [{"uuid": "w0", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
 
 
+def _evaluate(p, cfg, sol):
+    # closed here: a reference worker left running keeps its process and its pids cgroup
+    ev = Evaluator(p, cfg)
+    try:
+        return ev.evaluate(sol)
+    finally:
+        ev.close()
+
+
 def _one_slot_cfg(**kw):
     # 4096 float32 in and out: 32,768 bytes a set; a budget of 1.5 sets leaves room for one
     return EvalConfig(device="cpu", iters=6, rounds=2, seed=11, pool_bytes=49_152, **kw)
@@ -55,7 +64,7 @@ def _one_slot_cfg(**kw):
 def test_one_slot_honest_candidate_timed(tmp_path, solbench_cache):
     p = _relu(tmp_path)
     sol = py_solution("honest", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", "relu")
-    tr = Evaluator(p, _one_slot_cfg()).evaluate(sol)[0]
+    tr = _evaluate(p, _one_slot_cfg(), sol)[0]
     ev = tr.evaluation
     assert ev.status == Status.PASSED, (ev.status, ev.log[-400:])
     assert ev.timing is not None and ev.timing.n_samples == 6
@@ -71,7 +80,7 @@ def test_one_slot_still_catches_a_cache_keyed_by_address(tmp_path, solbench_cach
     src = src.replace('F.gelu(x, approximate="tanh")', "x.relu()")
     assert "x.relu()" in src
     sol = py_solution("cache", src, "relu")
-    tr = Evaluator(p, _one_slot_cfg()).evaluate(sol)[0]
+    tr = _evaluate(p, _one_slot_cfg(), sol)[0]
     assert tr.evaluation.status in (Status.INCORRECT_NUMERICAL, Status.REWARD_HACK), tr.evaluation.status
 
 
@@ -100,6 +109,6 @@ def test_parent_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path, solbench
 
     monkeypatch.setattr(Oracle, "judge", judge)
     sol = py_solution("honest", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", "relu2")
-    trs = Evaluator(p, EvalConfig(device="cpu", iters=4, rounds=2, seed=3)).evaluate(sol)
+    trs = _evaluate(p, EvalConfig(device="cpu", iters=4, rounds=2, seed=3), sol)
     assert [t.evaluation.status for t in trs] == [Status.INVALID_REFERENCE, Status.PASSED]
     assert "ran out of device memory" in trs[0].evaluation.log
