@@ -700,9 +700,12 @@ class _CountingMode(TorchDispatchMode):
             # a fresh stand-in holds a new value, not one computed from the operands
             tainted_out = 0 if fresh else tainted_in
             if out is None and self.lazy_masks and info.skippable:
-                out = _skip_unread(func, info, args, kwargs, flat_in)
-                if out is not None:
-                    tainted_out |= TAINT_MASK
+                for t in flat_in:  # a skipped op has an operand of LAZY_FILL_MIN_ELEMS or more
+                    if t.numel() >= LAZY_FILL_MIN_ELEMS:
+                        out = _skip_unread(func, info, args, kwargs, flat_in)
+                        if out is not None:
+                            tainted_out |= TAINT_MASK
+                        break
             if out is None:
                 out = self._run_op(func, args, kwargs, tainted_in)
         else:
@@ -806,9 +809,16 @@ class _CountingMode(TorchDispatchMode):
         c.op_counts[name] += 1
         if info.view:
             return
-        if self.input_storages:
-            skip = self.track_alias(func, name, args, kwargs, out, flat_out, info)
-            self.note_reads(name, flat_in, out, skip)
+        storages = self.input_storages
+        if storages:
+            # both act only on an op with an operand in an input's storage (track_alias's
+            # destination and copy source are operands too): most ops of a loop over
+            # intermediates have none
+            for t in flat_in:
+                if _skey(t) in storages:
+                    skip = self.track_alias(func, name, args, kwargs, out, flat_out, info)
+                    self.note_reads(name, flat_in, out, skip)
+                    break
         moved = 0.0
         for t in flat_in:
             moved += float(t.numel()) * float(t.element_size())
