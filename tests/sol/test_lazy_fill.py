@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from solbench.sol.batch import problem_counts
-from solbench.sol.cache import counts_to_json
 from solbench.sol.counting import FILLED_NOTE, ValuesObserved, _run_once, count_workload
 from solbench.spec import load_problem
+
+from sol_helpers import same_counts
 
 #: reads input values (so it counts on real tensors), never the product's
 READS_INPUT_ONLY = """import torch
@@ -88,20 +89,12 @@ def _problem(tmp_path: Path, reference: str, n: int = 32, name: str = "p"):
     return load_problem(d)
 
 
-def _same_counts(a, b):
-    """Every counted field equal (notes and the fake run's error say how, not what)."""
-    ja, jb = counts_to_json(a), counts_to_json(b)
-    for k in ("notes", "fake_error"):
-        ja.pop(k), jb.pop(k)
-    assert ja == jb
-
-
 def test_a_reference_that_never_reads_its_products_counts_lazily_as_filled(tmp_path):
     p = _problem(tmp_path, READS_INPUT_ONLY)
     w = p.workloads[0]
     lazy = _run_once(p, w, real=True, lazy_fill=True)  # no ValuesObserved
     filled = _run_once(p, w, real=True, lazy_fill=False)
-    _same_counts(lazy, filled)
+    same_counts(lazy, filled)
     # hand-worked: one k x 32 x 32 product, 2 FLOP per MAC, k = rows of x with x[:, 0] > 0
     assert lazy.mma_flops["fp32"] > 0 and lazy.mma_flops["fp32"] % (2 * 32 * 32) == 0
     c = count_workload(p, w)
@@ -115,7 +108,7 @@ def test_a_read_of_a_products_values_repeats_the_run_filled(tmp_path):
         _run_once(p, w, real=True, lazy_fill=True)
     filled = _run_once(p, w, real=True, lazy_fill=False)
     c = count_workload(p, w)
-    _same_counts(c, filled)
+    same_counts(c, filled)
     assert any(n.startswith(FILLED_NOTE) for n in c.notes)
     # the work after the read depends on the filled values: n + 1 elements multiplied by 2,
     # with n the positive entries of the filled 32 x 32 product (a zero fill would give n = 0)
@@ -129,14 +122,14 @@ def test_value_reads_outside_item_are_seen(tmp_path, ref):
     w = p.workloads[0]
     with pytest.raises(ValuesObserved):
         _run_once(p, w, real=True, lazy_fill=True)
-    _same_counts(count_workload(p, w), _run_once(p, w, real=True, lazy_fill=False))
+    same_counts(count_workload(p, w), _run_once(p, w, real=True, lazy_fill=False))
 
 
 def test_a_reused_storage_address_is_not_taken_for_an_unfilled_value(tmp_path):
     p = _problem(tmp_path, DROPS_PRODUCTS)
     w = p.workloads[0]
     lazy = _run_once(p, w, real=True, lazy_fill=True)  # u is computed from x alone: no ValuesObserved
-    _same_counts(lazy, _run_once(p, w, real=True, lazy_fill=False))
+    same_counts(lazy, _run_once(p, w, real=True, lazy_fill=False))
 
 
 def test_problem_counts_fills_at_once_after_a_read(tmp_path):
@@ -145,7 +138,7 @@ def test_problem_counts_fills_at_once_after_a_read(tmp_path):
     assert any(n.startswith(FILLED_NOTE) for n in together[0].notes)
     assert not any(n.startswith(FILLED_NOTE) for n in together[1].notes)  # filled from the start
     for c, w in zip(together, p.workloads):
-        _same_counts(c, _run_once(p, w, real=True, lazy_fill=False))
+        same_counts(c, _run_once(p, w, real=True, lazy_fill=False))
 
 
 def test_an_index_derived_from_a_product_is_a_read(tmp_path):
@@ -172,4 +165,4 @@ def test_small_products_are_filled_at_once(tmp_path, monkeypatch):
     p = _problem(tmp_path, READS_PRODUCT)  # reads its 32 x 32 product: filled, so no rerun
     w = p.workloads[0]
     lazy = _run_once(p, w, real=True, lazy_fill=True)  # no ValuesObserved
-    _same_counts(lazy, _run_once(p, w, real=True, lazy_fill=False))
+    same_counts(lazy, _run_once(p, w, real=True, lazy_fill=False))

@@ -15,11 +15,12 @@ import torch
 
 from solbench.sol import counting
 from solbench.sol.batch import problem_counts
-from solbench.sol.cache import counts_to_json
 from solbench.sol.counting import (FILLED_NOTE, MASKS_NOTE, TAINT_FILL, TAINT_MASK, ValuesObserved,
                                    _add_taint, _op_info, _run_once, _skey, _skip_unread, _taint_of,
                                    count_workload)
 from solbench.spec import load_problem
+
+from sol_helpers import same_counts
 
 N = 256  # x is N x N = 65,536 elements: LAZY_FILL_MIN_ELEMS, the smallest skipped size
 
@@ -97,13 +98,6 @@ def _problem(tmp_path: Path, reference: str, custom: bool = False, name: str = "
     return load_problem(d)
 
 
-def _same_counts(a, b):
-    ja, jb = counts_to_json(a), counts_to_json(b)
-    for k in ("notes", "fake_error"):
-        ja.pop(k), jb.pop(k)
-    assert ja == jb
-
-
 def _computed(p, w):
     return _run_once(p, w, real=True, lazy_fill=False, lazy_masks=False)
 
@@ -165,7 +159,7 @@ def test_a_quantiser_whose_codes_feed_only_a_product_counts_lazily_as_computed(t
     p = _problem(tmp_path, QUANTISES)
     w = p.workloads[0]
     lazy = _run_once(p, w, real=True, lazy_fill=False, lazy_masks=True)  # no ValuesObserved
-    _same_counts(lazy, _computed(p, w))
+    same_counts(lazy, _computed(p, w))
     c = count_workload(p, w)
     assert c.mode == "real" and not any(n.startswith((MASKS_NOTE, FILLED_NOTE)) for n in c.notes)
     # five masked writes (zeros_like, then four index_put_), each counted: skipping is not dropping
@@ -194,14 +188,14 @@ def test_a_read_of_a_mask_voids_the_lazy_run_and_only_masks_are_computed_again(t
         _run_once(p, w, real=True, lazy_fill=False, lazy_masks=True)
     assert e.value.kinds == TAINT_MASK
     c = count_workload(p, w)
-    _same_counts(c, _computed(p, w))
+    same_counts(c, _computed(p, w))
     assert any(n.startswith(MASKS_NOTE) for n in c.notes)
     assert not any(n.startswith(FILLED_NOTE) for n in c.notes)  # the product was not read
     together = problem_counts(p)
     assert any(n.startswith(MASKS_NOTE) for n in together[0].notes)
     assert not any(n.startswith(MASKS_NOTE) for n in together[1].notes)  # computed from the start
     for c, w in zip(together, p.workloads):
-        _same_counts(c, _computed(p, w))
+        same_counts(c, _computed(p, w))
 
 
 def test_a_tensor_built_from_a_mask_s_count_is_a_read(tmp_path):
@@ -209,21 +203,21 @@ def test_a_tensor_built_from_a_mask_s_count_is_a_read(tmp_path):
     w = p.workloads[0]
     with pytest.raises(ValuesObserved):
         _run_once(p, w, real=True, lazy_fill=False, lazy_masks=True)
-    _same_counts(count_workload(p, w), _computed(p, w))
+    same_counts(count_workload(p, w), _computed(p, w))
 
 
 def test_masks_skipped_while_generating_inputs_stay_tainted_in_the_count(tmp_path):
     p = _problem(tmp_path, GEN_UNREAD, custom=True, name="unread")
     w = p.workloads[0]
     lazy = _run_once(p, w, real=True, lazy_fill=False, lazy_masks=True)  # nothing read
-    _same_counts(lazy, _computed(p, w))
+    same_counts(lazy, _computed(p, w))
     p = _problem(tmp_path, GEN_READ, custom=True, name="read")
     w = p.workloads[0]
     with pytest.raises(ValuesObserved) as e:  # wq's codes were never written: read in the count
         _run_once(p, w, real=True, lazy_fill=False, lazy_masks=True)
     assert e.value.kinds == TAINT_MASK
     c = count_workload(p, w)
-    _same_counts(c, _computed(p, w))
+    same_counts(c, _computed(p, w))
     assert any(n.startswith(MASKS_NOTE) for n in c.notes)
 
 
