@@ -181,8 +181,8 @@ class _OpInfo:
     as tensor-core work, a view, a move or an elementwise op (:mod:`solbench.sol.ops`), and its
     torch tags. All of it comes from the op's schema, tags and fixed tables."""
 
-    __slots__ = ("func", "name", "written", "writes0", "short", "mma", "view", "move", "elem",
-                 "tags", "pointwise", "skippable")
+    __slots__ = ("func", "name", "written", "written_names", "writes0", "short", "mma", "view",
+                 "move", "elem", "tags", "pointwise", "skippable")
 
     def __init__(self, func):
         self.func = func  # held: the cache is keyed by id(func), so the id stays this op's
@@ -193,6 +193,8 @@ class _OpInfo:
         schema = getattr(func, "_schema", None)
         self.written = None if schema is None else [i for i, a in enumerate(schema.arguments)
                                                     if a.alias_info is not None and a.alias_info.is_write]
+        #: the names of those arguments (a keyword-only ``out=`` is passed by name)
+        self.written_names = [] if schema is None else [schema.arguments[i].name for i in self.written]
         a0 = schema.arguments[0] if schema is not None and schema.arguments else None
         self.writes0 = bool(a0 is not None and a0.alias_info is not None and a0.alias_info.is_write)
         self.short = name in _MMA_PACKETS
@@ -381,9 +383,16 @@ class ValuesObserved(Exception):
     could steer control flow or a count: the run is void and is repeated without the laziness
     named by ``kinds`` (bits :data:`TAINT_FILL`, :data:`TAINT_MASK`)."""
 
+    #: every ValuesObserved made in this process, oldest first (trimmed by :func:`_run_once`):
+    #: a reference may catch the exception (its own ``except Exception``) or wrap it (as
+    #: ``torch.testing.assert_close`` does), so a lazy run that ends is void when one was made
+    #: during it, caught or not
+    made: list = []
+
     def __init__(self, message: str, kinds: int = TAINT_FILL | TAINT_MASK):
         super().__init__(message)
         self.kinds = kinds or (TAINT_FILL | TAINT_MASK)
+        ValuesObserved.made.append(self)
 
 
 #: functions that build a tensor from Python data: given tensors inside lists, they read their
@@ -416,7 +425,12 @@ def _taint_kinds(taint: dict, tensors) -> int:
 #: ops whose result is a Python scalar read from a tensor's values, or is computed from
 #: values in a way that is not a tensor of a known shape (besides the torch tags below)
 _VALUE_READS = {"_local_scalar_dense", "is_nonzero", "item", "equal", "allclose", "is_same_size",
-                "_assert_async", "_assert_scalar", "_assert_tensor_metadata"}
+                "_assert_async", "_assert_scalar", "_assert_tensor_metadata",
+                # a sparse layout's size (nnz) is the count of nonzero values
+                "_to_sparse", "to_sparse", "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr",
+                "_to_sparse_bsc", "_nnz",
+                # raises when the source holds fewer elements than the mask's true count
+                "masked_scatter"}
 #: ops that take integer index tensors (an out-of-range index raises)
 _INDEXING_OPS = {"index", "_unsafe_index", "index_select", "gather", "scatter", "scatter_add",
                  "scatter_reduce", "index_put", "_index_put_impl", "_unsafe_index_put", "index_add",
@@ -429,7 +443,9 @@ FILLED_NOTE = "counted with filled short-circuit outputs"
 MASKS_NOTE = "counted with computed masks"
 #: Tensor methods that read values without dispatching an aten op (seen at torch-function level)
 _VALUE_READ_METHODS = {"tolist", "numpy", "__array__", "data_ptr", "__dlpack__", "untyped_storage",
-                       "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "__setstate__"}
+                       "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "__setstate__",
+                       # copies the storage, and formats values, with the dispatch modes off
+                       "__deepcopy__", "__repr__", "__str__", "__format__"}
 
 
 #: gathers whose argument 0 is read only at the rows the result holds (:meth:`_CountingMode.note_reads`)
@@ -712,7 +728,7 @@ class _CountingMode(TorchDispatchMode):
             out = self._run_op(func, args, kwargs, tainted_in)
             tainted_out = tainted_in
         flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
-        _update_taint(taint, tainted_out, flat_out, args, info)
+        _update_taint(taint, tainted_out, flat_out, args, info, kwargs)
         for t in unfilled:
             _add_taint(taint, t, TAINT_FILL)
         try:
@@ -952,7 +968,7 @@ def _add_taint(taint: dict, t, kinds: int) -> None:
     taint[k] = (old | kinds, ref)
 
 
-def _update_taint(taint: dict, kinds: int, flat_out, args, info) -> None:
+def _update_taint(taint: dict, kinds: int, flat_out, args, info, kwargs=None) -> None:
     """After an op: its outputs and the arguments it wrote carry ``kinds`` (the taint bits of
     its operands, and :data:`TAINT_MASK` when it was skipped); with ``kinds`` 0, its outputs
     hold what the full run holds, so a tainted key they carry is that of a freed storage whose
@@ -960,9 +976,12 @@ def _update_taint(taint: dict, kinds: int, flat_out, args, info) -> None:
     if kinds:
         for t in flat_out:
             _add_taint(taint, t, kinds)
-        for i in (info.written or ()):
-            if i < len(args) and isinstance(args[i], torch.Tensor):
-                _add_taint(taint, args[i], kinds)
+        for i, name in zip(info.written or (), info.written_names or ()):
+            # a written argument may be a list of tensors (``_foreach_add_``) or passed by
+            # keyword (``out=[a, b]`` of an op that returns nothing)
+            a = args[i] if i < len(args) else (kwargs or {}).get(name)
+            for t in ([a] if isinstance(a, torch.Tensor) else flat_tensors(a) if a is not None else ()):
+                _add_taint(taint, t, kinds)
     elif taint:
         for t in flat_out:
             taint.pop(_skey(t), None)
@@ -1014,7 +1033,7 @@ class _ShortCircuitMode(TorchDispatchMode):
                 kinds |= TAINT_MASK
         if out is None:
             out = _CountingMode._run_op(self, func, args, kwargs, kinds)
-        _update_taint(taint, kinds, [out] if isinstance(out, torch.Tensor) else flat_tensors(out), args, info)
+        _update_taint(taint, kinds, [out] if isinstance(out, torch.Tensor) else flat_tensors(out), args, info, kwargs)
         return out
 
 
@@ -1042,8 +1061,10 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
     * an out-of-place pointwise op (no random draws) with a boolean result (a mask:
       ``x >= 0.25``, ``m1 & m2``) and contiguous floating-point or boolean operands: its
       result is zeros of the meta kernel's shape, strides and dtype (contiguous). Such an op
-      raises only on shapes and dtypes, which the meta kernel checks alike (integer operands,
-      whose division by zero raises on values, are never skipped);
+      raises only on shapes and dtypes: the meta kernel checks the shapes alike, and only
+      dtypes whose CPU kernels exist for every such op are skipped (:data:`_SKIP_DTYPES`; integer
+      operands, whose division by zero raises on values, never are); the result has the meta
+      kernel's strides;
     * ``index_put_(dst, [mask], value)`` with a boolean mask of ``dst``'s shape, a one-element
       value of ``dst``'s dtype, no accumulation, a contiguous ``dst`` sharing no storage with
       the mask or the value: nothing is written (``dst`` is returned). Such a write raises on
@@ -1057,8 +1078,7 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
     if info.pointwise:
         big = False
         for x in flat:
-            dt = x.dtype
-            if not (dt.is_floating_point or dt == torch.bool) or x.device.type != "cpu" or not x.is_contiguous():
+            if x.dtype not in _SKIP_DTYPES or x.device.type != "cpu" or not x.is_contiguous():
                 return None
             if x.numel() >= LAZY_FILL_MIN_ELEMS:
                 big = True
@@ -1078,7 +1098,13 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
         if not isinstance(meta, torch.Tensor) or meta.dtype != torch.bool or not meta.is_contiguous() \
                 or meta.numel() < LAZY_FILL_MIN_ELEMS:
             return None
-        return torch.zeros(meta.shape, dtype=torch.bool)
+        # strides: the CPU kernel lays a result out as its full-shape operands are laid out,
+        # which differs from torch.zeros's (and from the meta kernel's) on a size-1 dimension;
+        # skipped only when such operands exist and agree
+        strides = {tuple(x.stride()) for x in flat if x.shape == meta.shape}
+        if len(strides) != 1:
+            return None
+        return torch.zeros(meta.shape, dtype=torch.bool).as_strided(meta.shape, strides.pop())
     # index_put_ / _index_put_impl_
     if len(args) < 3 or kwargs:
         return None
@@ -1089,7 +1115,8 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
         return None
     m = idx[0]
     if not isinstance(m, torch.Tensor) or m.dtype != torch.bool or tuple(m.shape) != tuple(dst.shape) \
-            or val.numel() != 1 or val.dtype != dst.dtype or dst.numel() < LAZY_FILL_MIN_ELEMS \
+            or val.numel() != 1 or val.dtype != dst.dtype or dst.dtype not in _SKIP_DST_DTYPES \
+            or dst.numel() < LAZY_FILL_MIN_ELEMS \
             or not dst.is_contiguous() or dst.device.type != "cpu" or m.device.type != "cpu" \
             or val.device.type != "cpu":
         return None
@@ -1098,6 +1125,14 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
         return None
     return dst
 
+
+#: operand and destination dtypes :func:`_skip_unread` may skip an op on: the CPU kernels take
+#: them for every comparison, logical op and masked fill (the meta kernels do not check that:
+#: a float8 comparison passes on meta and raises NotImplementedError on the CPU)
+_SKIP_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool})
+#: destination dtypes of a skipped masked write: those and the integer types with CPU
+#: masked-fill kernels (not float8, nor uint16/uint32/uint64, which have none)
+_SKIP_DST_DTYPES = _SKIP_DTYPES | {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 
 #: signature (:func:`_sig_key`) -> the meta output of a pointwise op :func:`_skip_unread` met
 _SKIP_META: dict = {}
@@ -1552,6 +1587,7 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     mode = _CountingMode(counts, short_circuit=real, lazy_fill=real and lazy_fill,
                          lazy_masks=real and lazy_masks)
+    ValuesObserved.made.clear()
     ctx_stack = []
     try:
         if fake_mode is not None:
@@ -1635,6 +1671,15 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
     finally:
         for m in reversed(ctx_stack):
             m.__exit__(None, None, None)
+    if ValuesObserved.made:
+        # a read was detected but did not end the run (caught or wrapped by the reference):
+        # the run is void all the same
+        first = ValuesObserved.made[0]
+        kinds = 0
+        for e in ValuesObserved.made:
+            kinds |= e.kinds
+        ValuesObserved.made.clear()
+        raise ValuesObserved(f"{first} (raised inside the reference and not propagated)", kinds)
     return counts
 
 
@@ -1716,8 +1761,12 @@ def count_workload(problem, workload, *, allow_real: bool = True,
                 c = _run_once(problem, workload, real=True, lazy_fill=lazy_fill, lazy_masks=lazy_masks)
                 break
             except ValuesObserved as e:
+                ValuesObserved.made.clear()
                 if not (lazy_fill or lazy_masks):
                     raise  # a run with nothing left unfilled taints nothing: not reached
+                # the void run may have left state in the reference's module (a cache filled
+                # with its values, a module-level generator advanced): the rerun imports it anew
+                _forget_reference(problem)
                 kinds = e.kinds if (lazy_fill and e.kinds & TAINT_FILL) or (lazy_masks and e.kinds & TAINT_MASK) \
                     else TAINT_FILL | TAINT_MASK
                 if lazy_fill and kinds & TAINT_FILL:
@@ -1733,6 +1782,16 @@ def count_workload(problem, workload, *, allow_real: bool = True,
     c.notes.append(f"fake run failed ({fake_err}); counted on real CPU tensors")
     c.fake_error = fake_failed if fake_failed is not None else fake_err
     return c
+
+
+def _forget_reference(problem) -> None:
+    """Forget ``problem``'s reference module (:func:`solbench.spec.reference.forget_source`),
+    so that its next use imports it anew."""
+    from ..spec.reference import forget_source
+
+    src = getattr(getattr(problem, "definition", None), "reference", None)
+    if isinstance(src, str):
+        forget_source(src)
 
 
 def _declared_bytes(problem, workload) -> float:

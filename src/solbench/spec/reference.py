@@ -60,6 +60,12 @@ def import_source(source: str, stem: str = "ref") -> ModuleType:
     return mod
 
 
+def forget_source(source: str) -> None:
+    """Drop the module :func:`import_source` made of ``source`` in this process: the next
+    import of that text executes it anew (fresh module-level state)."""
+    _CACHE.pop(hashlib.sha256(source.encode()).hexdigest()[:16], None)
+
+
 def register_source(filename: str | Path, text: str) -> None:
     """Serve ``text`` as the source of ``filename`` to ``linecache`` (so ``inspect``,
     ``triton.jit`` and tracebacks read this text, not whatever the file holds now)."""
