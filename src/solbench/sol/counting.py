@@ -383,7 +383,8 @@ class ValuesObserved(Exception):
     could steer control flow or a count: the run is void and is repeated without the laziness
     named by ``kinds`` (bits :data:`TAINT_FILL`, :data:`TAINT_MASK`)."""
 
-    #: every ValuesObserved made in this process, oldest first (trimmed by :func:`_run_once`):
+    #: (message, kinds) of every ValuesObserved made in this process, oldest first (cleared by
+    #: :func:`_run_once`; not the exceptions, whose tracebacks would keep the run's frames):
     #: a reference may catch the exception (its own ``except Exception``) or wrap it (as
     #: ``torch.testing.assert_close`` does), so a lazy run that ends is void when one was made
     #: during it, caught or not
@@ -392,7 +393,7 @@ class ValuesObserved(Exception):
     def __init__(self, message: str, kinds: int = TAINT_FILL | TAINT_MASK):
         super().__init__(message)
         self.kinds = kinds or (TAINT_FILL | TAINT_MASK)
-        ValuesObserved.made.append(self)
+        ValuesObserved.made.append((message, self.kinds))
 
 
 #: functions that build a tensor from Python data: given tensors inside lists, they read their
@@ -445,7 +446,9 @@ MASKS_NOTE = "counted with computed masks"
 _VALUE_READ_METHODS = {"tolist", "numpy", "__array__", "data_ptr", "__dlpack__", "untyped_storage",
                        "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "__setstate__",
                        # copies the storage, and formats values, with the dispatch modes off
-                       "__deepcopy__", "__repr__", "__str__", "__format__"}
+                       "__deepcopy__", "__repr__", "__str__", "__format__",
+                       # a legacy constructor (torch.LongTensor([t])) reads t through it
+                       "__index__"}
 
 
 #: gathers whose argument 0 is read only at the rows the result holds (:meth:`_CountingMode.note_reads`)
@@ -981,6 +984,11 @@ def _update_taint(taint: dict, kinds: int, flat_out, args, info, kwargs=None) ->
             # keyword (``out=[a, b]`` of an op that returns nothing)
             a = args[i] if i < len(args) else (kwargs or {}).get(name)
             for t in ([a] if isinstance(a, torch.Tensor) else flat_tensors(a) if a is not None else ()):
+                if not _torch_owned(t):
+                    # memory torch did not allocate (torch.from_numpy, DLPack): its other
+                    # owners read what is written there without a torch call
+                    raise ValuesObserved(f"{info.name} writes values derived from an unfilled output "
+                                         "into memory shared outside torch", kinds)
                 _add_taint(taint, t, kinds)
     elif taint:
         for t in flat_out:
@@ -1123,7 +1131,20 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
     kd = _skey(dst)
     if _skey(m) == kd or _skey(val) == kd:
         return None
+    if not _torch_owned(dst):
+        # memory torch did not allocate (torch.from_numpy, DLPack): other objects may read it
+        # without a torch call
+        return None
     return dst
+
+
+def _torch_owned(t) -> bool:
+    """Is ``t``'s memory torch's own? Storages over foreign memory (``torch.from_numpy``,
+    DLPack) cannot be resized; those torch allocated can."""
+    try:
+        return bool(t.untyped_storage().resizable())
+    except Exception:  # noqa: BLE001 - no plain storage (sparse, nested): not known to be torch's
+        return False
 
 
 #: operand and destination dtypes :func:`_skip_unread` may skip an op on: the CPU kernels take
@@ -1674,10 +1695,10 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
     if ValuesObserved.made:
         # a read was detected but did not end the run (caught or wrapped by the reference):
         # the run is void all the same
-        first = ValuesObserved.made[0]
+        first = ValuesObserved.made[0][0]
         kinds = 0
-        for e in ValuesObserved.made:
-            kinds |= e.kinds
+        for _, k in ValuesObserved.made:
+            kinds |= k
         ValuesObserved.made.clear()
         raise ValuesObserved(f"{first} (raised inside the reference and not propagated)", kinds)
     return counts
