@@ -1112,7 +1112,7 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
         strides = {tuple(x.stride()) for x in flat if x.shape == meta.shape}
         if len(strides) != 1:
             return None
-        return torch.zeros(meta.shape, dtype=torch.bool).as_strided(meta.shape, strides.pop())
+        return torch.empty_strided(meta.shape, strides.pop(), dtype=torch.bool).zero_()
     # index_put_ / _index_put_impl_
     if len(args) < 3 or kwargs:
         return None
