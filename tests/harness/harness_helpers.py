@@ -23,6 +23,24 @@ def py_solution(name: str, source: str, definition: str, dps: bool = False,
     })
 
 
+RELU = "import torch\n\ndef run(x):\n    return torch.relu(x)\n"
+
+
+def relu_problem(root: Path, sizes=(4096,), name: str = "relu", uuid: str | None = None):
+    """The float32 ``y = relu(x)`` problem ``name`` under ``root/name``, one workload per size
+    in ``sizes`` (uuid ``uuid`` for a single size, else ``w<n>``), random inputs. Returns the
+    loaded Problem."""
+    from solbench.spec import load_problem
+
+    return load_problem(write_problem(root / name, {
+        "name": name, "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": RELU,
+    }, [{"uuid": uuid if uuid is not None and len(sizes) == 1 else f"w{n}", "axes": {"n": n},
+         "inputs": {"x": {"type": "random"}}} for n in sizes]))
+
+
 def matmul_problem(root: Path, sizes=(256,), tol: float = 1e-3, uuid: str | None = None):
     """The n x n float32 matmul problem ``c = a @ b`` under ``root/mm``, one workload per size
     in ``sizes`` (uuid ``uuid`` for a single size, else ``w<n>``), atol = rtol = ``tol``.

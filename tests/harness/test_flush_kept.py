@@ -10,20 +10,15 @@ from pathlib import Path
 import torch
 
 from solbench.harness import EvalConfig, Evaluator, process, slots
-from solbench.spec import Status, load_problem
+from solbench.spec import Status
 
-from harness_helpers import py_solution, write_problem
+from harness_helpers import py_solution, relu_problem
 
 HERE = Path(__file__).resolve().parent
 
 
 def _relu(tmp_path):
-    return load_problem(write_problem(tmp_path / "relu", {
-        "name": "relu", "axes": {"n": {"type": "var"}},
-        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
-        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n",
-    }, [{"uuid": f"w{n}", "axes": {"n": n}, "inputs": {"x": {"type": "random"}}} for n in (1000, 2000, 3000)]))
+    return relu_problem(tmp_path, (1000, 2000, 3000))
 
 
 HONEST = "import torch\n\ndef run(x):\n    return torch.relu(x)\n"

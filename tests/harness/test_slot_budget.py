@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from solbench.harness import EvalConfig, Evaluator, slots
-from solbench.spec import Status, load_problem
+from solbench.spec import Status
 
-from harness_helpers import py_solution, write_problem
+from harness_helpers import py_solution, relu_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 GiB = 1 << 30
@@ -39,12 +39,7 @@ def test_no_timing_one_slot():
 
 
 def _relu(tmp_path):
-    return load_problem(write_problem(tmp_path / "relu", {
-        "name": "relu", "axes": {"n": {"type": "var"}},
-        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
-        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n",
-    }, [{"uuid": "w0", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    return relu_problem(tmp_path, (4096,), uuid="w0")
 
 
 def _evaluate(p, cfg, sol):
@@ -94,12 +89,7 @@ def test_parent_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path, solbench
     workload ends INVALID_REFERENCE naming it, and the next workload is evaluated."""
     from solbench.harness.rounds import Oracle
 
-    p = load_problem(write_problem(tmp_path / "relu2", {
-        "name": "relu2", "axes": {"n": {"type": "var"}},
-        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
-        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n",
-    }, [{"uuid": f"w{n}", "axes": {"n": n}, "inputs": {"x": {"type": "random"}}} for n in (4096, 2048)]))
+    p = relu_problem(tmp_path, (4096, 2048), name="relu2")
     real = Oracle.judge
 
     def judge(self, outs, *a, **kw):
