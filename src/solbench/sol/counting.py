@@ -1061,6 +1061,39 @@ class _ValueReadGuard(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class _FakeDeepcopy(TorchFunctionMode):
+    """``copy.deepcopy`` of a FakeTensor returns a clone in the same FakeTensorMode.
+
+    ``Tensor.__deepcopy__`` also deep-copies the tensor's ``__dict__``, and a FakeTensor's
+    holds its ``FakeTensorMode`` (with its caches and converters of real tensors): after a
+    masked write (``r[mask] = 1``) that copy corrupts the C heap (glibc "corrupted
+    double-linked list" or SIGSEGV in a later real-tensor run or at exit; about half of the
+    processes with torch 2.13 CPU). A deep copy of a tensor is its values in new memory, which
+    is what ``clone`` gives, and the fake run reads no values."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.__deepcopy__ and args and _is_fake(args[0]):
+            t = args[0]
+            memo = args[1] if len(args) > 1 else kwargs.get("memo")
+            if memo is not None and id(t) in memo:
+                return memo[id(t)]
+            with torch.no_grad():
+                new = t.clone()
+            if t.requires_grad:
+                new.requires_grad_()
+            if memo is not None:
+                memo[id(t)] = new
+            return new
+        return func(*args, **kwargs)
+
+
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
 def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
     """In a lazy run (``lazy_masks``), the result of an op left uncomputed, to be tainted
     (:data:`TAINT_MASK`); None when the op must run. Two kinds of op, each at
@@ -1614,6 +1647,10 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
         if fake_mode is not None:
             fake_mode.__enter__()
             ctx_stack.append(fake_mode)
+            if not meta:
+                deepcopy_guard = _FakeDeepcopy()
+                deepcopy_guard.__enter__()
+                ctx_stack.append(deepcopy_guard)
         with torch.no_grad():
             if workload.is_custom:
                 # generating inputs is not part of the workload: the short-circuit mode
