@@ -352,3 +352,102 @@ def test_infer_semantics_for_a_topk_reference():
     assert infer_semantics(d) == {"indices": OutputSemantics("topk", "logits")}
     d2 = d.model_copy(update={"reference": "import torch\ndef run(logits):\n    return logits.argsort()[:, :8]\n"})
     assert infer_semantics(d2) == {}
+
+
+# ---- chunked comparison: the figures do not depend on the chunk size ----
+
+def test_chunked_comparison_hand_worked(monkeypatch):
+    """ref = 1..10, out off by 2 at the 7th element, compared 3 elements at a time: 10
+    one-element slices, relative L2 2/sqrt(385), the worst slice 2/7, 9 of 10 matched."""
+    from solbench.harness import correctness
+
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", 3)
+    ref = torch.arange(1.0, 11.0)
+    out = ref.clone()
+    out[6] += 2
+    oc = check_output("o", out, ref, Tolerance(max_atol=0.5, max_rtol=0.0, required_matched_ratio=0.9))
+    assert oc.matched_ratio == 0.9 and oc.max_abs_error == 2.0
+    assert oc.max_rel_error == pytest.approx(2 / 7, rel=2**-23)  # computed in float32
+    assert oc.rel_l2 == pytest.approx(2 / math.sqrt(385), rel=1e-15)
+    assert oc.ref_norm == pytest.approx(math.sqrt(385), rel=1e-15)
+    assert oc.worst_slice_rel_l2 == pytest.approx(2 / 7, rel=1e-15)
+    assert oc.norm_max_error == 2 / 10
+
+
+def _cases():
+    g = torch.Generator().manual_seed(3)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.float4_e2m1fn_x2):
+        for shape in ((65,), (3, 7), (40, 33)):
+            if dtype == torch.float4_e2m1fn_x2:
+                ref = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
+                out = ref.clone()
+                out.view(-1)[::5] = 0x77
+                yield ref.view(dtype), out.view(dtype)
+                continue
+            ref = torch.randn(shape, generator=g, dtype=torch.float64) * 10
+            out = ref + torch.randn(shape, generator=g, dtype=torch.float64) * 0.01
+            if dtype.is_floating_point:
+                ref.view(-1)[5], out.view(-1)[5] = -math.inf, -math.inf
+                out.view(-1)[-1] = math.nan
+            yield ref.to(dtype), out.to(dtype).t().contiguous().t() if len(shape) == 2 else out.to(dtype)
+
+
+@pytest.mark.parametrize("chunk", [2, 7, 64, 1000])
+def test_chunked_figures_equal_the_whole_output_figures(monkeypatch, chunk):
+    """Every figure of a comparison in chunks equals (floats to 1e-12 relative) that of one
+    comparison of the whole output: floats with NaN and -inf, bf16, a non-contiguous output,
+    int64 (exact), packed fp4 (two values a byte: chunks of whole bytes), poisoned buffers."""
+    from solbench.harness import correctness
+
+    tol = Tolerance(max_atol=1e-2, max_rtol=1e-2, required_matched_ratio=0.5, allow_negative_inf=True)
+    for ref, out in _cases():
+        for poisoned in (False, True):
+            if poisoned and out.is_contiguous():
+                out = out.clone()
+                out.reshape(-1)[-3:].view(torch.uint8).fill_(POISON_BYTE)
+            monkeypatch.setattr(correctness, "COMPARE_CHUNK", 1 << 25)
+            whole = check_output("o", out, ref, tol, poisoned=poisoned).figures()
+            monkeypatch.setattr(correctness, "COMPARE_CHUNK", chunk)
+            part = check_output("o", out, ref, tol, poisoned=poisoned).figures()
+            for k, x in whole.items():
+                y = part[k]
+                if isinstance(x, float) and not (math.isnan(x) and math.isnan(y)):
+                    assert y == pytest.approx(x, rel=1e-12, abs=0), (ref.dtype, tuple(ref.shape), k)
+                elif not isinstance(x, float):
+                    assert y == x, (ref.dtype, tuple(ref.shape), k)
+
+
+def test_comparison_temporaries_stay_within_a_chunk(monkeypatch):
+    """No tensor the comparison makes holds more than a chunk's elements (the checks of an
+    18.8 GB workload once ran the harness out of device memory): every aten op's outputs are
+    watched while an output of 40 chunks is compared; so are rel_l2's and norm_max_error's."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from solbench.harness import correctness
+    from solbench.harness.correctness import norm_max_error
+
+    chunk = 1000
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", chunk)
+    largest = [0]
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in (out if isinstance(out, (tuple, list)) else [out]):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes() > 0 and all(
+                        t.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
+                        for a in args if isinstance(a, torch.Tensor)):
+                    # a new allocation (views and slices share their operands' storages)
+                    largest[0] = max(largest[0], t.numel())
+            return out
+
+    ref = torch.randn(200, 200)
+    out = (ref + 1e-3 * torch.randn(200, 200)).to(torch.bfloat16)
+    ref = ref.to(torch.bfloat16)
+    truth = ref.double()
+    with Watch():
+        oc = check_output("o", out, ref, Tolerance(max_atol=1e-2, max_rtol=1e-2), poisoned=True)
+        e = rel_l2(out, truth)
+        m = norm_max_error(out, truth)
+    assert oc.numel == 40_000 and 0 < oc.rel_l2 == pytest.approx(e, rel=1e-12) and m > 0
+    assert 0 < largest[0] <= chunk

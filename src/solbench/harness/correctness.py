@@ -254,13 +254,39 @@ class CheckReport:
 
 
 def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
-    """``||a-b||_2 / ||b||_2`` in float64 accumulation; 0 when both are 0, inf when only b is."""
-    a64, b64 = a.double(), b.double()
-    num = torch.linalg.vector_norm(a64 - b64).item()
-    den = torch.linalg.vector_norm(b64).item()
+    """``||a-b||_2 / ||b||_2`` in float64 accumulation; 0 when both are 0, inf when only b is.
+    ``a`` and ``b``: the same number of elements, any float dtypes and one device; compared
+    :data:`COMPARE_CHUNK` elements at a time (float64 copies of a chunk, not of the whole)."""
+    fa, fb = _flat(a), _flat(b)
+    dn, bn = [], []
+    for s in range(0, fb.numel(), COMPARE_CHUNK):
+        b64 = fb[s:s + COMPARE_CHUNK].double()
+        d64 = fa[s:s + COMPARE_CHUNK].double() - b64
+        dn.append(float(torch.linalg.vector_norm(d64).item()))
+        bn.append(float(torch.linalg.vector_norm(b64).item()))
+    num, den = math.hypot(*dn), math.hypot(*bn)
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
+
+
+def norm_max_error(a: torch.Tensor, t: torch.Tensor) -> float:
+    """``max|a - t| / max|t|`` in float64 (0 when ``t`` is all zeros or empty); chunked as
+    :func:`rel_l2`."""
+    fa, ft = _flat(a), _flat(t)
+    e = m = 0.0
+    for s in range(0, ft.numel(), COMPARE_CHUNK):
+        t64 = ft[s:s + COMPARE_CHUNK].double()
+        m = _max_nan(m, float(t64.abs().max().item()))
+        e = _max_nan(e, float((fa[s:s + COMPARE_CHUNK].double() - t64).abs().max().item()))
+    if math.isnan(m):
+        return math.nan
+    return e / m if m > 0 else 0.0
+
+
+def _max_nan(x: float, y: float) -> float:
+    """max of two floats that keeps a NaN (as a tensor's max does)."""
+    return math.nan if math.isnan(x) or math.isnan(y) else max(x, y)
 
 
 def check_output(
@@ -303,72 +329,22 @@ def check_output(
     if semantics is not None and semantics.kind in ("set", "topk"):
         return _check_index_set(oc, out, ref, tol, semantics, source)
 
-    # write coverage: elements still holding the poison pattern where the reference differs
+    st = _compare_chunked(out, ref, tol, poisoned)
     if poisoned:
-        pb = _poison_bits(out.dtype)
-        unwritten = (_bits(out) == pb) & (_bits(ref) != pb)
-        n_unwritten = int(unwritten.sum().item())
-        oc.write_coverage = 1.0 - n_unwritten / unwritten.numel()
-
-    a, b = _as_float(out), _as_float(ref)
-    # the common case, every element of both sides finite, is told by the sums: a NaN or an
-    # infinity anywhere makes a sum NaN or infinite (an overflowing sum of finite values only
-    # takes the exact path below, which decides the same). The masks are made only then.
-    # Temporaries are few and reused in place (never ``a``/``b``: they may be the outputs
-    # themselves): on the CPU each large one costs its page faults.
-    special = not (math.isfinite(float(a.sum().item())) and math.isfinite(float(b.sum().item())))
-    finite = None
-    if special:
-        finite = torch.isfinite(a) & torch.isfinite(b)
-        a_nan, b_nan = torch.isnan(a), torch.isnan(b)
-        a_inf, b_inf = torch.isinf(a), torch.isinf(b)
-        oc.has_nan = bool(a_nan.any().item())
-        oc.has_inf = bool(a_inf.any().item())
-        both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
-        bad_special = a_nan | a_inf
-        if both_neg_inf is not None:
-            bad_special = bad_special & ~both_neg_inf
-        # a NaN/Inf of the candidate is excused only where the reference holds the same
-        # special value (a reference with an infinity elsewhere must not excuse a NaN here)
-        same_special = (a_nan & b_nan) | (a_inf & b_inf & (a == b))
-        af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
-    else:
-        both_neg_inf = None
-        af, bf = a, b
-    # non-finite positions are 0 on both sides of af/bf, so |af-bf| is the finite difference
-    diff = af - bf
-    diff.abs_()
-    absb = bf.abs()
-    oc.max_abs_error = float(diff.max().item()) if diff.numel() else 0.0
-    rel = absb.clamp_min(1e-12)
-    torch.div(diff, rel, out=rel)
-    oc.max_rel_error = float(rel.max().item()) if rel.numel() else 0.0
-    del rel
-    lim = absb.mul(tol.max_rtol)  # atol + rtol * |b|, in this order of operations
-    lim.add_(tol.max_atol)
-    matched = diff <= lim
-    del lim
-    if special:
-        matched = matched & finite
-        if both_neg_inf is not None:
-            matched = matched | both_neg_inf
-    oc.matched_ratio = int(matched.sum().item()) / matched.numel()
-    del matched
-    b_max = float(absb.max().item()) if absb.numel() else 0.0
-    # the float64 copies are made once and shared by the relative L2, the reference's norm
-    # and the per-slice errors (they were converted three times: the costliest part of a
-    # check on the CPU)
-    b64 = bf.double()
-    d64 = af.double() - b64
-    num = torch.linalg.vector_norm(d64).item()
-    oc.ref_norm = float(torch.linalg.vector_norm(b64).item())
+        oc.write_coverage = 1.0 - st.unwritten / max(ref.numel(), 1)
+    oc.has_nan, oc.has_inf = st.has_nan, st.has_inf
+    oc.max_abs_error, oc.max_rel_error = st.max_abs, st.max_rel
+    oc.matched_ratio = st.matched / st.n
+    b_max = st.b_max
+    num = math.hypot(*st.d_norms)
+    oc.ref_norm = math.hypot(*st.b_norms)
     oc.rel_l2 = (0.0 if num == 0.0 else math.inf) if oc.ref_norm == 0.0 else num / oc.ref_norm
     oc.norm_max_error = oc.max_abs_error / b_max if b_max > 0 else (0.0 if oc.max_abs_error == 0 else math.inf)
-    oc.worst_slice_rel_l2 = _worst_slice_of(d64, b64)
+    oc.worst_slice_rel_l2 = _worst_of_slices(st.slice_d, st.slice_b)
 
     # ---- upstream rule ----
     eps = dtype_eps(ref.dtype)
-    if special and bool((bad_special & ~same_special).any().item()):
+    if st.bad_special:
         oc.upstream_ok = False
         oc.failed_check = "nan_inf"
         oc.detail = f"output has NaN/Inf (nan={oc.has_nan}, inf={oc.has_inf})"
@@ -381,7 +357,7 @@ def check_output(
         oc.upstream_ok = False
         oc.failed_check = "error_cap"
         oc.detail = f"max abs error {oc.max_abs_error:.3g} > cap {tol.max_error_cap}"
-    elif b_max > 0 and _all_zero(a):
+    elif b_max > 0 and st.a_all_zero:
         oc.upstream_ok = False
         oc.failed_check = "all_zero"
         oc.detail = "output is all zeros but the reference is not"
@@ -412,14 +388,13 @@ def check_output(
 
     # ---- exact outputs ----
     if is_exact_dtype(ref.dtype):
-        same = out == ref
-        n_diff = int((~same).sum().item())
-        oc.matched_ratio = 1.0 - n_diff / same.numel()
+        n_diff = st.n_diff
+        oc.matched_ratio = 1.0 - n_diff / ref.numel()
         if n_diff:
             oc.scale_ok = False
             if oc.failed_check is None:  # else the first failing check stays named
                 oc.failed_check = "exact"
-                oc.detail = (f"{n_diff} of {same.numel()} elements differ ({ref.dtype} outputs "
+                oc.detail = (f"{n_diff} of {ref.numel()} elements differ ({ref.dtype} outputs "
                              "compare exactly)")
     return oc
 
@@ -463,6 +438,179 @@ def _check_index_set(oc: OutputCheck, out: torch.Tensor, ref: torch.Tensor, tol:
         oc.failed_check = "index_set"
         oc.detail = f"{bad} of {rows} {why} ({sem.kind} semantics)"
     return oc
+
+
+#: elements of one output compared at a time. The comparison makes about 40 bytes of
+#: temporaries an element (float32 copies, the difference, masks, float64 copies for the
+#: norms): whole-output temporaries of an 18.8 GB workload took the harness past the H200's
+#: memory; a chunk keeps them near 1.3 GB. The figures do not depend on it (norms of chunks
+#: combine exactly up to rounding; maxima and counts exactly).
+COMPARE_CHUNK = 1 << 25
+
+
+@dataclass
+class _Stats:
+    """What :func:`_compare_chunked` gathers over an output's chunks."""
+
+    n: int = 0  #: compared elements (unpacked for fp4)
+    unwritten: int = 0
+    has_nan: bool = False
+    has_inf: bool = False
+    bad_special: bool = False
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    matched: int = 0
+    b_max: float = 0.0
+    a_all_zero: bool = True
+    n_diff: int = 0
+    d_norms: list = field(default_factory=list)
+    b_norms: list = field(default_factory=list)
+    #: per slice of the flattened output (up to 64 contiguous ones), the norms of its pieces
+    slice_d: list = field(default_factory=list)
+    slice_b: list = field(default_factory=list)
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """1-D view of ``t`` in its logical (row-major) order; a copy only when ``t`` is not
+    contiguous (in its own dtype)."""
+    return t.reshape(-1)
+
+
+def _spans(n: int, slice_len: int, even: bool, chunk: int) -> list[tuple[int, int]]:
+    """[start, stop) spans of ``n`` compared elements, about ``chunk`` each: whole slices of
+    ``slice_len`` when a slice fits (so a slice's norm is one reduction), else pieces of one
+    slice. ``even``: every boundary but ``n`` even (two fp4 values a byte)."""
+    if slice_len <= chunk:
+        step = max(1, chunk // slice_len) * slice_len
+        if even and step % 2:
+            step *= 2
+    else:
+        step = chunk - (chunk % 2 if even else 0)
+    return [(s, min(s + step, n)) for s in range(0, n, step)]
+
+
+def _compare_chunked(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, poisoned: bool,
+                     chunk: int | None = None) -> _Stats:
+    """Elementwise figures of ``out`` against ``ref`` (same shape, dtype and device), computed
+    chunk by chunk over the flattened tensors (:data:`COMPARE_CHUNK` elements at a time)."""
+    chunk = chunk or COMPARE_CHUNK
+    fp4 = ref.dtype == torch.float4_e2m1fn_x2
+    fo, fr = _flat(out), _flat(ref)
+    st = _Stats(n=fr.numel() * (2 if fp4 else 1))
+    n = st.n
+    k = min(64, n)
+    slice_len = -(-n // k) if n else 1
+    st.slice_d = [[] for _ in range(k)]
+    st.slice_b = [[] for _ in range(k)]
+    exact = is_exact_dtype(ref.dtype)
+    pb = _poison_bits(out.dtype) if poisoned else None
+    for s, e in _spans(n, slice_len, fp4, chunk):
+        ps, pe = (s // 2, -(-e // 2)) if fp4 else (s, e)
+        oc_, rc_ = fo[ps:pe], fr[ps:pe]
+        if poisoned:
+            st.unwritten += int(((_bits(oc_) == pb) & (_bits(rc_) != pb)).sum().item())
+        if exact:
+            st.n_diff += int((oc_ != rc_).sum().item())
+        a, b = _as_float(oc_), _as_float(rc_)
+        _compare_piece(st, a, b, tol, s, slice_len)
+    return st
+
+
+def _compare_piece(st: _Stats, a: torch.Tensor, b: torch.Tensor, tol: Tolerance, start: int,
+                   slice_len: int) -> None:
+    """Add the figures of one chunk (float copies ``a``/``b`` of elements start.. of the
+    flattened output) to ``st``."""
+    # the common case, every element of both sides finite, is told by the sums: a NaN or an
+    # infinity anywhere makes a sum NaN or infinite (an overflowing sum of finite values only
+    # takes the exact path below, which decides the same). The masks are made only then.
+    # Temporaries are few and reused in place (never ``a``/``b``: they may be the outputs
+    # themselves): on the CPU each large one costs its page faults.
+    special = not (math.isfinite(float(a.sum().item())) and math.isfinite(float(b.sum().item())))
+    finite = None
+    if special:
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        a_nan, b_nan = torch.isnan(a), torch.isnan(b)
+        a_inf, b_inf = torch.isinf(a), torch.isinf(b)
+        st.has_nan |= bool(a_nan.any().item())
+        st.has_inf |= bool(a_inf.any().item())
+        both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
+        bad_special = a_nan | a_inf
+        if both_neg_inf is not None:
+            bad_special = bad_special & ~both_neg_inf
+        # a NaN/Inf of the candidate is excused only where the reference holds the same
+        # special value (a reference with an infinity elsewhere must not excuse a NaN here)
+        same_special = (a_nan & b_nan) | (a_inf & b_inf & (a == b))
+        st.bad_special |= bool((bad_special & ~same_special).any().item())
+        af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
+    else:
+        both_neg_inf = None
+        af, bf = a, b
+    # non-finite positions are 0 on both sides of af/bf, so |af-bf| is the finite difference
+    diff = af - bf
+    diff.abs_()
+    absb = bf.abs()
+    if diff.numel():
+        st.max_abs = max(st.max_abs, float(diff.max().item()))
+    rel = absb.clamp_min(1e-12)
+    torch.div(diff, rel, out=rel)
+    if rel.numel():
+        st.max_rel = max(st.max_rel, float(rel.max().item()))
+    del rel
+    lim = absb.mul(tol.max_rtol)  # atol + rtol * |b|, in this order of operations
+    lim.add_(tol.max_atol)
+    matched = diff <= lim
+    del lim
+    if special:
+        matched = matched & finite
+        if both_neg_inf is not None:
+            matched = matched | both_neg_inf
+    st.matched += int(matched.sum().item())
+    del matched
+    if absb.numel():
+        st.b_max = max(st.b_max, float(absb.max().item()))
+    if st.a_all_zero and a.numel():
+        lo, hi = torch.aminmax(a)
+        st.a_all_zero = float(lo.item()) == 0.0 and float(hi.item()) == 0.0
+    del diff, absb
+    # float64 copies, shared by the relative L2, the reference's norm and the slices
+    b64 = bf.double()
+    d64 = af.double() - b64
+    st.d_norms.append(float(torch.linalg.vector_norm(d64).item()))
+    st.b_norms.append(float(torch.linalg.vector_norm(b64).item()))
+    m = d64.numel()
+    if start % slice_len == 0 and (m % slice_len == 0 or start + m == st.n):
+        # whole slices (the last one may be short): one reduction per slice, zeros padding it
+        pad = (-m) % slice_len
+        if pad:
+            d64 = torch.cat([d64, d64.new_zeros(pad)])
+            b64 = torch.cat([b64, b64.new_zeros(pad)])
+        dn = torch.linalg.vector_norm(d64.view(-1, slice_len), dim=1).tolist()
+        bn = torch.linalg.vector_norm(b64.view(-1, slice_len), dim=1).tolist()
+        first = start // slice_len
+        for j, (x, y) in enumerate(zip(dn, bn)):
+            st.slice_d[first + j].append(x)
+            st.slice_b[first + j].append(y)
+    else:  # a piece of one slice, or straddling two
+        i = start // slice_len
+        while i * slice_len < start + m:
+            lo, hi = max(start, i * slice_len) - start, min(start + m, (i + 1) * slice_len) - start
+            st.slice_d[i].append(float(torch.linalg.vector_norm(d64[lo:hi]).item()))
+            st.slice_b[i].append(float(torch.linalg.vector_norm(b64[lo:hi]).item()))
+            i += 1
+
+
+def _worst_of_slices(slice_d: list, slice_b: list) -> float:
+    """Worst relative L2 error over the slices whose reference norm is at least 1e-3 of the
+    median slice norm (:func:`_worst_slice`); 0 under two compared elements."""
+    if len(slice_d) < 2:
+        return 0.0
+    num = torch.tensor([math.hypot(*x) for x in slice_d], dtype=torch.float64)
+    den = torch.tensor([math.hypot(*x) for x in slice_b], dtype=torch.float64)
+    med = den.median()
+    keep = den > 1e-3 * med
+    if not bool(keep.any()):
+        return 0.0
+    return float((num[keep] / den[keep]).max().item())
 
 
 def _all_zero(a: torch.Tensor) -> bool:

@@ -46,7 +46,8 @@ from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
 from . import guards, protocol
 from .checks import add_once, finding, has
-from .correctness import CheckReport, bits_equal, check_outputs, infer_semantics, is_exact_dtype, rel_l2
+from .correctness import (CheckReport, bits_equal, check_outputs, infer_semantics, is_exact_dtype,
+                          norm_max_error, rel_l2)
 from .precision import is_fp32_work, precision_finding as _precision_finding
 from .evidence import WorkloadRun, interposition_finding, kids_before, process_check, returned_issue
 from .process import ProtocolError, WorkerDied, WorkerTimeout
@@ -130,12 +131,6 @@ def _as_list(out: Any) -> list:
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
-
-
-def _norm_max(a: torch.Tensor, t: torch.Tensor) -> float:
-    a, t = a.double(), t.double()
-    m = t.abs().max().item() if t.numel() else 0.0
-    return ((a - t).abs().max().item() / m) if m > 0 else 0.0
 
 
 class Oracle:
@@ -288,9 +283,8 @@ class Oracle:
         if precision_check and self.fp32_outputs(slots):
             truth = self.truth(values, ip_names)
             if truth is not None and len(truth) == n_out + len(ip_names):
-                ref_errs = self._ref_errors(list(ref_out) + list(ip_ref), truth,
-                                            lambda a, t: rel_l2(a.double(), t.double()))
-                ref_maxs = self._ref_errors(list(ref_out) + list(ip_ref), truth, _norm_max)
+                ref_errs = self._ref_errors(list(ref_out) + list(ip_ref), truth, rel_l2)
+                ref_maxs = self._ref_errors(list(ref_out) + list(ip_ref), truth, norm_max_error)
                 truth = truth[:n_out]
             else:
                 truth = None
@@ -306,7 +300,7 @@ class Oracle:
         pf = None
         if truth is not None and ref_errs is not None:
             rep.truth_errors = [
-                (rel_l2(o.double(), t.double()), er)
+                (rel_l2(o, t), er)
                 if er is not None and isinstance(o, torch.Tensor) and o.shape == t.shape else None
                 for o, t, er in zip(outs, truth, ref_errs[:n_out])]
             if rep.passed and precision_evidence:
