@@ -223,3 +223,64 @@ def test_worker_is_in_its_cgroup_from_the_start(solbench_cache, monkeypatch):
     finally:
         h.close()
     assert not os.path.exists(path)
+
+
+# ------------------------------------------------------------------ a release that times out
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+FROZEN_CHILD = r"""
+import os, subprocess, sys, threading, time
+from solbench.harness import taskcap
+cap = taskcap.TaskCap(limit=64)
+p = subprocess.Popen(cap.wrap(["sleep", "60"]))
+time.sleep(0.3)
+cap.watch(p.pid)
+fz = sys.argv[1]
+open(fz + "/cgroup.procs", "w").write(str(p.pid))
+open(fz + "/freezer.state", "w").write("FROZEN")
+cap.release(timeout_s=0.3)
+print(cap.path, os.path.exists(cap.path), flush=True)
+if sys.argv[2] == "thaw-later":
+    def thaw():
+        time.sleep(0.3)
+        open(fz + "/freezer.state", "w").write("THAWED")
+    threading.Thread(target=thaw).start()
+else:
+    open(fz + "/freezer.state", "w").write("THAWED")
+    time.sleep(0.2)
+    print(taskcap.retry_pending(), os.path.exists(cap.path), flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["next-release", "at-exit"])
+def test_cgroup_whose_release_timed_out_is_removed_later(tmp_path, when):
+    """A task that does not die at SIGKILL within release's timeout (a frozen one here, as a
+    worker stuck in a driver call at teardown) keeps its cgroup (EBUSY): the cgroup is removed
+    once the task can die, by the next release (``retry_pending``) or at the harness's exit,
+    not left on the host."""
+    if taskcap.probe()["mechanism"] != "cgroup_v1" or not os.access(FREEZER, os.W_OK):
+        pytest.skip("needs a writable cgroup v1 pids and freezer hierarchy")
+    import subprocess
+    import sys
+
+    fz = FREEZER / f"solbench-test-{os.getpid()}-{when}"
+    fz.mkdir()
+    try:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                            os.environ.get("PYTHONPATH", "")]))
+        r = subprocess.run([sys.executable, "-c", FROZEN_CHILD, str(fz),
+                            "thaw-now" if when == "next-release" else "thaw-later"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = r.stdout.split("\n")
+        path, existed = lines[0].split()
+        assert existed == "True"  # the timed-out release left it
+        if when == "next-release":
+            assert lines[1] == "[] False"
+        assert not os.path.exists(path)
+    finally:
+        for pid in (fz / "cgroup.procs").read_text().split():
+            os.kill(int(pid), 9)
+        (fz / "freezer.state").write_text("THAWED")
+        time.sleep(0.2)
+        fz.rmdir()

@@ -35,6 +35,7 @@ Environment: ``SOLBENCH_SANDBOX_NPROC`` (the limit), ``SOLBENCH_SANDBOX_PIDS_CGR
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import signal
@@ -51,6 +52,9 @@ PREFIX = "solbench-"
 _lock = threading.Lock()
 _probe_cache: dict[str, dict[str, Any]] = {}
 _seq = 0
+#: this process's cgroups whose removal timed out (a task not yet reaped): removed by a later
+#: release, a probe, or at exit
+_pending: set[str] = set()
 
 
 def default_limit() -> int:
@@ -194,6 +198,7 @@ def probe(refresh: bool = False) -> dict[str, Any]:
         res = {"mechanism": "watchdog", "base": None, "reason": why}
         if kind is not None:
             _clean_stale(base)
+            retry_pending()
             test = os.path.join(base, f"{PREFIX}{os.getpid()}-probe")
             try:
                 os.mkdir(test)
@@ -411,6 +416,7 @@ class TaskCap:
         _MONITOR.discard(self)
         if self.path is None:
             return
+        retry_pending()
         deadline = time.monotonic() + timeout_s
         while True:
             self.kill_all()
@@ -421,8 +427,49 @@ class TaskCap:
                 return
             except OSError:
                 if time.monotonic() > deadline:
-                    return  # a stale empty cgroup: the next probe removes it
+                    # a task of it is not reaped yet (EBUSY): removed once it is, by the next
+                    # release, probe or this process's exit (retry_pending)
+                    with _lock:
+                        _pending.add(self.path)
+                    return
                 time.sleep(0.02)
+
+
+def retry_pending() -> list[str]:
+    """Remove this process's cgroups whose :meth:`TaskCap.release` timed out, now that their
+    tasks may be reaped (SIGKILL again what is still in one). Returns those still left."""
+    with _lock:
+        paths = list(_pending)
+    left = []
+    for path in paths:
+        try:
+            for q in [int(x) for x in _read(os.path.join(path, "cgroup.procs")).split()]:
+                try:
+                    os.kill(q, signal.SIGKILL)
+                except OSError:
+                    pass
+        except (OSError, ValueError):
+            pass
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(path)
+            continue
+        with _lock:
+            _pending.discard(path)
+    return left
+
+
+def _retry_pending_at_exit() -> None:
+    # at exit the harness's children are reaped or about to be: give them a moment
+    deadline = time.monotonic() + 2.0
+    while retry_pending() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+atexit.register(_retry_pending_at_exit)
 
 
 def _own_child(pid: int) -> bool:
