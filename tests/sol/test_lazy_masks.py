@@ -448,3 +448,31 @@ def run(x, wq):
     p = _problem(tmp_path, gen, custom=True, name="fake_deepcopy")
     c = _run_once(p, p.workloads[0], real=False)
     assert c.mode == "fake"
+
+
+#: custom inputs: copy.copy of a masked-written tensor in the generator (Tensor.__reduce_ex__)
+GEN_SHALLOW_COPY = """import copy
+import torch
+def get_inputs(axes_and_scalars, device):
+    n = axes_and_scalars["N"]
+    x = torch.randn(n, n, device=device)
+    w = torch.randn(n, n, device=device)
+    r = torch.zeros_like(w, dtype=torch.uint8)
+    r[w >= 0.0] = 1
+    nz = int(copy.copy(r).sum())
+    return {"x": x, "wq": r if nz > 0 else r[:, : n // 2].contiguous()}
+def run(x, wq):
+    k = int((x[:, 0] > 0).sum().item())
+    return (x @ wq.float()) * float(k)
+"""
+
+
+def test_custom_inputs_shallow_copy_is_counted_not_a_crash(tmp_path):
+    """copy.copy of a FakeTensor pickles it (Tensor.__reduce_ex__ reads storage bytes a fake
+    storage lacks): after a masked write the counting process died of SIGSEGV every time. In
+    the fake run it raises, and the count is made on real tensors, equal to the computed one."""
+    p = _problem(tmp_path, GEN_SHALLOW_COPY, custom=True, name="gen_shallow_copy")
+    w = p.workloads[0]
+    assert _count_fresh(p, w) == _count_fresh(p, w, lazy_masks=False)
+    with pytest.raises(Exception, match="copy.copy or pickling of a FakeTensor"):
+        _run_once(p, w, real=False)

@@ -1062,17 +1062,26 @@ class _ValueReadGuard(TorchFunctionMode):
 
 
 class _FakeDeepcopy(TorchFunctionMode):
-    """``copy.deepcopy`` of a FakeTensor returns a clone in the same FakeTensorMode.
+    """``copy.deepcopy`` of a FakeTensor returns a clone in the same FakeTensorMode; a
+    shallow copy or pickle of one raises.
 
     ``Tensor.__deepcopy__`` also deep-copies the tensor's ``__dict__``, and a FakeTensor's
     holds its ``FakeTensorMode`` (with its caches and converters of real tensors): after a
     masked write (``r[mask] = 1``) that copy corrupts the C heap (glibc "corrupted
     double-linked list" or SIGSEGV in a later real-tensor run or at exit; about half of the
     processes with torch 2.13 CPU). A deep copy of a tensor is its values in new memory, which
-    is what ``clone`` gives, and the fake run reads no values."""
+    is what ``clone`` gives, and the fake run reads no values.
+
+    ``Tensor.__reduce_ex__`` of a FakeTensor (``copy.copy``, ``pickle``) reads its storage's
+    bytes, which a fake storage does not have: after a masked write ``copy.copy`` ended the
+    process with SIGSEGV (8 of 8). It raises instead, so the fake run fails and the count is
+    made on real tensors."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.Tensor.__reduce_ex__ and args and _is_fake(args[0]):
+            raise RuntimeError("copy.copy or pickling of a FakeTensor (its storage holds no "
+                               "values): not in a fake run")
         if func is torch.Tensor.__deepcopy__ and args and _is_fake(args[0]):
             t = args[0]
             memo = args[1] if len(args) > 1 else kwargs.get("memo")
