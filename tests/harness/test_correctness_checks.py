@@ -451,3 +451,33 @@ def test_comparison_temporaries_stay_within_a_chunk(monkeypatch):
         m = norm_max_error(out, truth)
     assert oc.numel == 40_000 and 0 < oc.rel_l2 == pytest.approx(e, rel=1e-12) and m > 0
     assert 0 < largest[0] <= chunk
+
+
+def test_chunked_norms_keep_a_nan_beside_an_infinity(monkeypatch):
+    """A NaN in one chunk and an infinity in another: the norm is NaN, as one norm over the
+    whole is (math.hypot(nan, inf) is inf: the reference's own error would have read as
+    infinite and widened the relative-L2 limit to its cap, passing a 9%-off candidate)."""
+    from solbench.harness import correctness
+
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", 4)
+    ref = torch.ones(12, dtype=torch.float64)
+    out = ref.clone()
+    out[0], out[11] = math.nan, math.inf
+    assert math.isnan(rel_l2(out, ref))
+    with pytest.raises(ValueError, match="shapes differ"):
+        rel_l2(out[:3], ref[:1])
+
+
+def test_noncontiguous_packed_fp4_is_compared_by_its_bytes(monkeypatch):
+    """torch cannot copy float4_e2m1fn_x2: a transposed fp4 output is flattened through its
+    bytes, and compared like its contiguous copy (chunks of 1 and 2 elements too)."""
+    from solbench.harness import correctness
+
+    g = torch.Generator().manual_seed(5)
+    raw = torch.randint(0, 256, (8, 6), dtype=torch.uint8, generator=g)
+    ref = raw.t().view(torch.float4_e2m1fn_x2)  # non-contiguous
+    want = raw.t().contiguous().view(torch.float4_e2m1fn_x2)
+    for chunk in (1, 2, 1 << 25):
+        monkeypatch.setattr(correctness, "COMPARE_CHUNK", chunk)
+        oc = check_output("o", ref, want, Tolerance(max_atol=0.0, max_rtol=0.0), poisoned=True)
+        assert oc.ok and oc.matched_ratio == 1.0 and oc.rel_l2 == 0.0

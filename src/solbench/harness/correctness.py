@@ -257,6 +257,7 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     """``||a-b||_2 / ||b||_2`` in float64 accumulation; 0 when both are 0, inf when only b is.
     ``a`` and ``b``: the same number of elements, any float dtypes and one device; compared
     :data:`COMPARE_CHUNK` elements at a time (float64 copies of a chunk, not of the whole)."""
+    _same_shape(a, b)
     fa, fb = _flat(a), _flat(b)
     dn, bn = [], []
     for s in range(0, fb.numel(), COMPARE_CHUNK):
@@ -264,7 +265,7 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
         d64 = fa[s:s + COMPARE_CHUNK].double() - b64
         dn.append(float(torch.linalg.vector_norm(d64).item()))
         bn.append(float(torch.linalg.vector_norm(b64).item()))
-    num, den = math.hypot(*dn), math.hypot(*bn)
+    num, den = _norm_of(dn), _norm_of(bn)
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
@@ -273,20 +274,32 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
 def norm_max_error(a: torch.Tensor, t: torch.Tensor) -> float:
     """``max|a - t| / max|t|`` in float64 (0 when ``t`` is all zeros or empty); chunked as
     :func:`rel_l2`."""
+    _same_shape(a, t)
     fa, ft = _flat(a), _flat(t)
     e = m = 0.0
     for s in range(0, ft.numel(), COMPARE_CHUNK):
         t64 = ft[s:s + COMPARE_CHUNK].double()
         m = _max_nan(m, float(t64.abs().max().item()))
         e = _max_nan(e, float((fa[s:s + COMPARE_CHUNK].double() - t64).abs().max().item()))
-    if math.isnan(m):
-        return math.nan
-    return e / m if m > 0 else 0.0
+    return e / m if m > 0 else 0.0  # a NaN in t: not > 0, so 0 (as one max over the whole)
 
 
 def _max_nan(x: float, y: float) -> float:
     """max of two floats that keeps a NaN (as a tensor's max does)."""
     return math.nan if math.isnan(x) or math.isnan(y) else max(x, y)
+
+
+def _norm_of(norms: list[float]) -> float:
+    """The 2-norm of a vector from the 2-norms of its pieces: NaN when a piece's is NaN (as
+    one norm over the whole; ``math.hypot`` would give inf beside an infinite piece)."""
+    if any(math.isnan(x) for x in norms):
+        return math.nan
+    return math.hypot(*norms)
+
+
+def _same_shape(a: torch.Tensor, b: torch.Tensor) -> None:
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"shapes differ: {tuple(a.shape)} and {tuple(b.shape)}")
 
 
 def check_output(
@@ -336,8 +349,8 @@ def check_output(
     oc.max_abs_error, oc.max_rel_error = st.max_abs, st.max_rel
     oc.matched_ratio = st.matched / st.n
     b_max = st.b_max
-    num = math.hypot(*st.d_norms)
-    oc.ref_norm = math.hypot(*st.b_norms)
+    num = _norm_of(st.d_norms)
+    oc.ref_norm = _norm_of(st.b_norms)
     oc.rel_l2 = (0.0 if num == 0.0 else math.inf) if oc.ref_norm == 0.0 else num / oc.ref_norm
     oc.norm_max_error = oc.max_abs_error / b_max if b_max > 0 else (0.0 if oc.max_abs_error == 0 else math.inf)
     oc.worst_slice_rel_l2 = _worst_of_slices(st.slice_d, st.slice_b)
@@ -472,7 +485,9 @@ class _Stats:
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
     """1-D view of ``t`` in its logical (row-major) order; a copy only when ``t`` is not
-    contiguous (in its own dtype)."""
+    contiguous (in its own dtype; packed fp4, which torch cannot copy, by its bytes)."""
+    if t.dtype == torch.float4_e2m1fn_x2 and not t.is_contiguous():
+        return t.view(torch.uint8).reshape(-1).view(t.dtype)
     return t.reshape(-1)
 
 
@@ -485,7 +500,7 @@ def _spans(n: int, slice_len: int, even: bool, chunk: int) -> list[tuple[int, in
         if even and step % 2:
             step *= 2
     else:
-        step = chunk - (chunk % 2 if even else 0)
+        step = max(2, chunk - chunk % 2) if even else chunk
     return [(s, min(s + step, n)) for s in range(0, n, step)]
 
 
@@ -604,8 +619,8 @@ def _worst_of_slices(slice_d: list, slice_b: list) -> float:
     median slice norm (:func:`_worst_slice`); 0 under two compared elements."""
     if len(slice_d) < 2:
         return 0.0
-    num = torch.tensor([math.hypot(*x) for x in slice_d], dtype=torch.float64)
-    den = torch.tensor([math.hypot(*x) for x in slice_b], dtype=torch.float64)
+    num = torch.tensor([_norm_of(x) for x in slice_d], dtype=torch.float64)
+    den = torch.tensor([_norm_of(x) for x in slice_b], dtype=torch.float64)
     med = den.median()
     keep = den > 1e-3 * med
     if not bool(keep.any()):

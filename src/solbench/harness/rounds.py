@@ -257,7 +257,7 @@ class Oracle:
     @staticmethod
     def _ref_errors(ref_out, truth, fn) -> list[float | None]:
         return [fn(a, t) if isinstance(a, torch.Tensor) and isinstance(t, torch.Tensor)
-                and a.is_floating_point() else None for a, t in zip(ref_out, truth)]
+                and a.is_floating_point() and a.shape == t.shape else None for a, t in zip(ref_out, truth)]
 
     def judge(self, outs: list[torch.Tensor], ref_out: list[torch.Tensor], values: dict, tol,
               slots: SlotPool, precision_check: bool,
