@@ -81,37 +81,69 @@ def time_resolved(trace: Trace) -> bool:
     return ts is None or ts.resolved is not False
 
 
+def _key(problem: Problem, workload, hardware: str) -> tuple:
+    return (str(problem.path), problem.name, workload.model_dump_json(), hardware)
+
+
 def _bounds(problem: Problem, workload, hardware: str, cache: dict | None) -> dict:
     """{"refined": Bound, "solar": Bound} of ``workload`` (one count for both), from ``cache``
-    when there. Raises what counting raises."""
-    from .sol import bound, count_workload
-
-    key = (str(problem.path), problem.name, workload.model_dump_json(), hardware)
+    when there, else counted in a child process (:mod:`solbench.sol.isolated`: a reference
+    that crashes the count costs this block, not the run). Raises what counting raises
+    (:class:`~solbench.sol.isolated.CountFailed`, kept in ``cache`` too)."""
+    key = _key(problem, workload, hardware)
     if cache is not None and key in cache:
-        return cache[key]
-    counts = count_workload(problem, workload)
-    both = {m: bound(problem, workload, hardware=hardware, model=m, counts=counts)
-            for m in ("refined", "solar")}
-    if cache is not None:
-        cache[key] = both
-    return both
+        got = cache[key]
+    else:
+        got = _count(problem, [workload], hardware)[workload.uuid]
+        if cache is not None:
+            cache[key] = got
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
+def _count(problem: Problem, workloads: list, hardware: str) -> dict:
+    """uuid -> both bounds, or the exception that stands for them. In a child process unless
+    ``SOLBENCH_SOL_IN_PROCESS=1`` (debugging: a crash of the count is then the run's)."""
+    import os
+
+    if os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1":
+        from .sol import bound, count_workload
+
+        out: dict = {}
+        for w in workloads:
+            try:
+                c = count_workload(problem, w)
+                out[w.uuid] = {m: bound(problem, w, hardware=hardware, model=m, counts=c)
+                               for m in ("refined", "solar")}
+            except Exception as e:  # noqa: BLE001 - recorded as the block's error
+                out[w.uuid] = e
+        return out
+    from .sol.isolated import bounds_isolated
+
+    return bounds_isolated(problem, workloads, hardware)
 
 
 def prime_sol(problem: Problem, uuids: list[str], hardware: str | None, cache: dict) -> None:
     """Work out the SOL bounds of ``problem``'s workloads ``uuids`` on ``hardware`` into
-    ``cache`` (see :func:`sol_block`) now, e.g. while workers start: the first count of a
-    process imports the tracing machinery (about 5 s on the H200 host). No-op when
-    ``hardware`` is None; a workload whose count fails is left out (its trace records the
-    error later). Raises nothing."""
+    ``cache`` (see :func:`sol_block`) now, e.g. while workers start: one counting child for
+    them all (:mod:`solbench.sol.isolated`; it imports the tracing machinery, about 5 s on the
+    H200 host). No-op when ``hardware`` is None; a workload whose count fails is cached with
+    its error (its trace records it). Raises nothing."""
     if hardware is None:
         return
     by_uuid = {w.uuid: w for w in problem.workloads}
-    for u in uuids:
-        if u in by_uuid:
-            try:
-                _bounds(problem, by_uuid[u], hardware, cache)
-            except Exception:  # noqa: BLE001 - best effort, as in sol_block
-                pass
+    todo = [by_uuid[u] for u in dict.fromkeys(uuids) if u in by_uuid
+            and _key(problem, by_uuid[u], hardware) not in cache]
+    if not todo:
+        return
+    try:
+        got = _count(problem, todo, hardware)
+    except Exception:  # noqa: BLE001 - best effort, as in sol_block
+        return
+    for w in todo:
+        if w.uuid in got:
+            cache[_key(problem, w, hardware)] = got[w.uuid]
 
 
 def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:
@@ -166,6 +198,16 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     found = static_audit_findings(problem, solution)
     hw = resolve_hardware(cfg.device, hardware)
     cache: dict = sol_cache if sol_cache is not None else {}
+    if hw is not None:
+        # before any timed window: one counting child for every chosen workload (the
+        # suites runner does the same while its workers start)
+        from .harness.config import select_workloads
+
+        try:
+            chosen = [w.uuid for w in select_workloads(problem, cfg)]
+        except Exception:  # noqa: BLE001 - a bad selection is the evaluator's error to report
+            chosen = []
+        prime_sol(problem, chosen, hw, cache)
     out: list[Trace] = []
 
     def finish(t: Trace) -> None:

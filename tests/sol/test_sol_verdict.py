@@ -127,17 +127,16 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     """The bounds depend on the problem and the workload, not the candidate: with one cache
     for the run (the suite runner's, filled ahead by prime_sol) a workload is counted once,
     every candidate's block still carries T_SOL = 8 n / BW, and a different problem whose
-    workload has the same uuid gets its own bound."""
-    import solbench.sol as sol
-
+    workload has the same uuid gets its own bound. (Counted in a child process: the calls
+    are those of ``pipeline._count``, one per workload it is asked for.)"""
     calls = []
-    real = sol.count_workload
+    real = pipeline._count
 
-    def counting(problem, w, *a, **kw):
-        calls.append((problem.name, problem.path, w.uuid))
-        return real(problem, w, *a, **kw)
+    def counting(problem, workloads, hardware):
+        calls.extend((problem.name, problem.path, w.uuid) for w in workloads)
+        return real(problem, workloads, hardware)
 
-    monkeypatch.setattr(sol, "count_workload", counting)
+    monkeypatch.setattr(pipeline, "_count", counting)
     n = 1 << 20
     p = scale_problem(n)
     cache: dict = {}

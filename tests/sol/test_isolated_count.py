@@ -1,0 +1,135 @@
+"""SOL bounds are counted in a child process (sol/isolated.py): a reference that kills the
+counting process (SIGSEGV, os._exit) or hangs costs that workload's SOL block, never the run;
+the workloads after it are counted by a fresh child; what the reference prints cannot pass for
+a reply; the bounds equal those counted in this process.
+
+n elements of y = 2 x in fp32 on the H200: T_SOL = 8 n / BW (read x, write y)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from solbench import pipeline
+from solbench.sol import bound, count_workload
+from solbench.sol.isolated import CountFailed, bounds_isolated
+from solbench.spec import load_problem
+from solbench.spec.solution import Solution
+from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
+
+BW = 4.8e12
+SIZES = (1024, 2048, 4096)
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("SOLBENCH_SHARED", ROOT.parent / "shared"))
+DEV = SHARED / "datasets" / "sol-execbench-dev"
+
+
+def _problem(tmp_path: Path, body: str, name: str = "p"):
+    """y = 2 x over N fp32 elements, workloads w0, w1, w2 at N = 1024, 2048, 4096; ``body``
+    runs first in the reference (``n`` is N)."""
+    d = tmp_path / name
+    d.mkdir()
+    ref = "import os, signal, sys, time\nimport torch\ndef run(x):\n    n = x.shape[0]\n" + body + \
+        "    return x * 2\n"
+    (d / "definition.json").write_text(json.dumps({
+        "name": name, "axes": {"N": {"type": "var"}}, "inputs": {"x": {"shape": ["N"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["N"], "dtype": "float32"}}, "reference": ref}))
+    (d / "workload.jsonl").write_text("".join(
+        json.dumps({"uuid": f"w{i}", "axes": {"N": n}, "inputs": {"x": {"type": "random"}}}) + "\n"
+        for i, n in enumerate(SIZES)))
+    return load_problem(d)
+
+
+def _sol_ms(n: int) -> float:
+    return 8 * n / BW * 1e3
+
+
+def test_a_reference_that_kills_the_counting_process_costs_its_workload_only(tmp_path):
+    p = _problem(tmp_path, "    if n == 2048:\n        os.kill(os.getpid(), signal.SIGSEGV)\n")
+    got = bounds_isolated(p, p.workloads, "H200")
+    assert got["w0"]["refined"].sol_ms == pytest.approx(_sol_ms(1024))
+    assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))  # by a fresh child
+    assert isinstance(got["w1"], CountFailed)
+    assert "died of SIGSEGV while counting this workload" in str(got["w1"])
+
+
+def test_exit_and_hang_are_recorded(tmp_path):
+    p = _problem(tmp_path, "    if n == 1024:\n        os._exit(3)\n    if n == 4096:\n        time.sleep(600)\n")
+    got = bounds_isolated(p, p.workloads, "H200", timeout_s=30)
+    assert "exited with status 3 while counting this workload" in str(got["w0"])
+    assert got["w1"]["solar"].sol_ms > 0 and got["w1"]["refined"].sol_ms == pytest.approx(_sol_ms(2048))
+    assert "did not finish in time" in str(got["w2"])
+
+
+def test_printed_lines_cannot_pass_for_replies(tmp_path):
+    """The reference prints a forged bound, a forged error and a forged end of the replies:
+    the child's replies go on a stream of their own, and the bounds are the counted ones."""
+    forged = {"uuid": "w1", "bounds": {"refined": {"sol_ms": 1e-9}}}
+    body = ("    print(" + repr(json.dumps(forged)) + ")\n"
+            "    print('{\"uuid\": \"w2\", \"error\": \"forged\"}')\n"
+            "    print('{\"done\": true}', flush=True)\n")
+    p = _problem(tmp_path, body)
+    got = bounds_isolated(p, p.workloads, "H200")
+    for i, n in enumerate(SIZES):
+        assert got[f"w{i}"]["refined"].sol_ms == pytest.approx(_sol_ms(n))
+
+
+def test_a_problem_that_does_not_load_fails_every_workload_once(tmp_path):
+    p = _problem(tmp_path, "")
+    (p.path / "definition.json").write_text("{ not json")
+    got = bounds_isolated(p, p.workloads, "H200")
+    assert all(isinstance(got[f"w{i}"], CountFailed) and "before counting" in str(got[f"w{i}"])
+               for i in range(3))
+
+
+def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
+    """evaluate_and_score: the PASSED trace of the workload whose count died keeps its
+    status, and its SOL block names the error; the others are scored."""
+    p = _problem(tmp_path, "    if n == 2048:\n        os.kill(os.getpid(), signal.SIGSEGV)\n")
+
+    class Fake:
+        cfg = None
+
+        def __init__(self, problem):
+            self.problem = problem
+
+        def evaluate(self, s, on_trace=None):
+            out = []
+            for w in self.problem.workloads:
+                ev = Evaluation(status=Status.PASSED, correctness=Correctness(),
+                                environment=Environment(hardware="H200"),
+                                performance=Performance(latency_ms=1.0, reference_latency_ms=1.0))
+                t = Trace(definition=self.problem.name, solution=s.name, workload=w, evaluation=ev)
+                on_trace(t)
+                out.append(t)
+            return out
+
+    sol = Solution.model_validate({"name": "c", "definition": p.name, "author": "someone",
+                                   "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
+                                   "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
+    traces = pipeline.evaluate_and_score(p, sol, hardware="H200", evaluator=Fake(p))
+    assert [t.evaluation.status for t in traces] == [Status.PASSED] * 3
+    assert traces[0].evaluation.sol["sol_ms"] == pytest.approx(_sol_ms(1024))
+    assert "SIGSEGV" in traces[1].evaluation.sol["error"]
+    assert traces[2].evaluation.sol["sol_ms"] == pytest.approx(_sol_ms(4096))
+
+
+@pytest.mark.skipif(not DEV.exists(), reason="needs ../shared/datasets/sol-execbench-dev")
+def test_isolated_bounds_equal_the_in_process_bounds():
+    """Two dev problems (one counted on meta tensors, one on real tensors): every field of
+    both models' bounds, counted in the child, equals the bound counted here."""
+    for rel in ("L1/001_attention_softmax_dropout_value_matmul_backward",
+                "FlashInfer-Bench/016_gqa_ragged_prefill_causal_h32_kv4_d128"):
+        p = load_problem(DEV / rel)
+        wls = p.workloads[:2]
+        got = bounds_isolated(p, wls, "H200")
+        for w in wls:
+            c = count_workload(p, w)
+            for m in ("refined", "solar"):
+                a, b = got[w.uuid][m].model_dump(), bound(p, w, hardware="H200", model=m, counts=c).model_dump()
+                a.pop("notes"), b.pop("notes")  # how the count was made (batch: "on an earlier workload")
+                assert a == b
