@@ -94,7 +94,7 @@ def _bounds(problem: Problem, workload, hardware: str, cache: dict | None) -> di
     if cache is not None and key in cache:
         got = cache[key]
     else:
-        got = _count(problem, [workload], hardware)[workload.uuid]
+        got = _count([(problem, [workload])], hardware)[0][workload.uuid]
         if cache is not None:
             cache[key] = got
     if isinstance(got, Exception):
@@ -102,48 +102,63 @@ def _bounds(problem: Problem, workload, hardware: str, cache: dict | None) -> di
     return got
 
 
-def _count(problem: Problem, workloads: list, hardware: str) -> dict:
-    """uuid -> both bounds, or the exception that stands for them. In a child process unless
-    ``SOLBENCH_SOL_IN_PROCESS=1`` (debugging: a crash of the count is then the run's)."""
+def _count(items: list, hardware: str) -> list[dict]:
+    """Per ``(problem, workloads)`` of ``items``: uuid -> both bounds, or the exception that
+    stands for them. In one child process for all (:func:`solbench.sol.isolated.bounds_isolated_many`)
+    unless ``SOLBENCH_SOL_IN_PROCESS=1`` (debugging: a crash of the count is then the run's)."""
     import os
 
     if os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1":
         from .sol import bound, count_workload
 
-        out: dict = {}
-        for w in workloads:
-            try:
-                c = count_workload(problem, w)
-                out[w.uuid] = {m: bound(problem, w, hardware=hardware, model=m, counts=c)
-                               for m in ("refined", "solar")}
-            except Exception as e:  # noqa: BLE001 - recorded as the block's error
-                out[w.uuid] = e
-        return out
-    from .sol.isolated import bounds_isolated
+        res: list[dict] = []
+        for problem, workloads in items:
+            got: dict = {}
+            for w in workloads:
+                try:
+                    c = count_workload(problem, w)
+                    got[w.uuid] = {m: bound(problem, w, hardware=hardware, model=m, counts=c)
+                                   for m in ("refined", "solar")}
+                except Exception as e:  # noqa: BLE001 - recorded as the block's error
+                    got[w.uuid] = e
+            res.append(got)
+        return res
+    from .sol.isolated import bounds_isolated_many
 
-    return bounds_isolated(problem, workloads, hardware)
+    return bounds_isolated_many(items, hardware)
 
 
 def prime_sol(problem: Problem, uuids: list[str], hardware: str | None, cache: dict) -> None:
     """Work out the SOL bounds of ``problem``'s workloads ``uuids`` on ``hardware`` into
-    ``cache`` (see :func:`sol_block`) now, e.g. while workers start: one counting child for
-    them all (:mod:`solbench.sol.isolated`; it imports the tracing machinery, about 5 s on the
-    H200 host). No-op when ``hardware`` is None; a workload whose count fails is cached with
-    its error (its trace records it). Raises nothing."""
+    ``cache`` (see :func:`sol_block`) now, e.g. before timing starts (:func:`prime_sol_many`
+    for one problem). Raises nothing."""
+    prime_sol_many([(problem, uuids)], hardware, cache)
+
+
+def prime_sol_many(work, hardware: str | None, cache: dict) -> None:
+    """:func:`prime_sol` for each ``(problem, uuids)`` of ``work``, in one counting child for
+    all of them (:mod:`solbench.sol.isolated`: an interpreter and torch's import, seconds,
+    once). No-op when ``hardware`` is None; a workload whose count fails is cached with its
+    error (its trace's SOL block records it). Raises nothing."""
     if hardware is None:
         return
-    by_uuid = {w.uuid: w for w in problem.workloads}
-    todo = [by_uuid[u] for u in dict.fromkeys(uuids) if u in by_uuid
-            and _key(problem, by_uuid[u], hardware) not in cache]
-    if not todo:
+    items = []
+    for problem, uuids in work:
+        by_uuid = {w.uuid: w for w in problem.workloads}
+        todo = [by_uuid[u] for u in dict.fromkeys(uuids) if u in by_uuid
+                and _key(problem, by_uuid[u], hardware) not in cache]
+        if todo:
+            items.append((problem, todo))
+    if not items:
         return
     try:
-        got = _count(problem, todo, hardware)
+        got = _count(items, hardware)
     except Exception:  # noqa: BLE001 - best effort, as in sol_block
         return
-    for w in todo:
-        if w.uuid in got:
-            cache[_key(problem, w, hardware)] = got[w.uuid]
+    for (problem, todo), res in zip(items, got):
+        for w in todo:
+            if w.uuid in res:
+                cache[_key(problem, w, hardware)] = res[w.uuid]
 
 
 def static_audit_findings(problem: Problem, solution: Solution) -> list[Finding]:

@@ -82,8 +82,8 @@ def test_a_problem_that_does_not_load_fails_every_workload_once(tmp_path):
     p = _problem(tmp_path, "")
     (p.path / "definition.json").write_text("{ not json")
     got = bounds_isolated(p, p.workloads, "H200")
-    assert all(isinstance(got[f"w{i}"], CountFailed) and "before counting" in str(got[f"w{i}"])
-               for i in range(3))
+    assert all(isinstance(got[f"w{i}"], CountFailed) and "definition.json" in str(got[f"w{i}"])
+               for i in range(3)), got
 
 
 def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
@@ -133,3 +133,23 @@ def test_isolated_bounds_equal_the_in_process_bounds():
                 a, b = got[w.uuid][m].model_dump(), bound(p, w, hardware="H200", model=m, counts=c).model_dump()
                 a.pop("notes"), b.pop("notes")  # how the count was made (batch: "on an earlier workload")
                 assert a == b
+
+
+def test_many_problems_in_one_child_a_crash_costs_one_workload(tmp_path):
+    """Three problems in one request (the suite runner primes a whole run at once): the second
+    kills its child at N = 2048; the first problem's bounds came before, the rest of the
+    second's and the third's come from a fresh child, and a problem that does not load fails
+    its own workloads only."""
+    from solbench.sol.isolated import bounds_isolated_many
+
+    a = _problem(tmp_path, "", name="a")
+    b = _problem(tmp_path, "    if n == 2048:\n        os.kill(os.getpid(), signal.SIGSEGV)\n", name="b")
+    broken = _problem(tmp_path, "", name="broken")
+    (broken.path / "definition.json").write_text("{ not json")
+    c = _problem(tmp_path, "", name="c")
+    got = bounds_isolated_many([(a, a.workloads), (b, b.workloads), (broken, broken.workloads[:1]),
+                                (c, c.workloads)], "H200")
+    for res in (got[0], got[3]):
+        assert [res[f"w{i}"]["refined"].sol_ms for i in range(3)] == pytest.approx([_sol_ms(n) for n in SIZES])
+    assert "SIGSEGV" in str(got[1]["w1"]) and got[1]["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
+    assert isinstance(got[2]["w0"], CountFailed) and "w0" in got[2] and len(got[2]) == 1

@@ -10,10 +10,11 @@ in ``python -m solbench.sol.isolated`` instead: the child writes one JSON line p
 soon as it is counted; a child that dies leaves the workload it was counting with an error
 naming how it died, and a fresh child takes the workloads after it.
 
-Protocol (one request on stdin, JSON): ``{"problem": path, "hardware": id or TOML path,
-"workloads": [Workload JSON, ...]}``; replies on stdout, one JSON object per line:
-``{"counting": uuid}`` when a workload's count starts, then ``{"uuid", "bounds": {"refined":
-SolBound JSON, "solar": ...}}`` or ``{"uuid", "error"}``; ``{"done": true}`` at the end.
+Protocol (one request on stdin, JSON): ``{"hardware": id or TOML path, "problems": [{"item":
+i, "problem": path, "workloads": [Workload JSON, ...]}, ...]}``; replies on stdout, one JSON
+object per line: ``{"counting": [i, uuid]}`` when a workload's count starts, then ``{"item",
+"uuid", "bounds": {"refined": SolBound JSON, "solar": ...}}`` or ``{"item", "uuid", "error"}``;
+``{"done": true}`` at the end.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from pathlib import Path
 
 from .bound import SolBound
 
-#: seconds a counting child may take per workload it is given (plus :data:`START_S`): the
-#: heaviest dev problem counts 48 workloads in about 28 s on a 2-core host
+#: seconds a counting child may take for one workload (a hang ends there): the heaviest dev
+#: workloads count in a few seconds on a 2-core host
 PER_WORKLOAD_S = float(os.environ.get("SOLBENCH_SOL_COUNT_TIMEOUT_S", "120"))
 #: seconds for the child to start (importing torch and solbench)
 START_S = 60.0
@@ -62,62 +63,110 @@ def _how_it_ended(rc: int | None, stderr: str) -> str:
 
 def bounds_isolated(problem, workloads: list, hardware: str,
                     timeout_s: float | None = None) -> dict[str, dict[str, SolBound] | CountFailed]:
-    """Both models' bounds of each of ``workloads`` of ``problem`` on ``hardware``, counted in
-    child processes: ``{uuid: {"refined": SolBound, "solar": SolBound}}``, or ``{uuid:
-    CountFailed}`` for a workload that could not be counted (the reference raised, or the child
-    died or timed out while counting it). Workloads after one that killed its child are counted
-    in a fresh child. ``timeout_s``: per child (default: :data:`START_S` +
-    :data:`PER_WORKLOAD_S` per workload). Raises nothing for a bad reference."""
-    out: dict[str, dict[str, SolBound] | CountFailed] = {}
-    todo = list(workloads)
+    """Both models' bounds of each of ``workloads`` of ``problem`` on ``hardware``:
+    ``{uuid: {"refined": SolBound, "solar": SolBound}}``, or ``{uuid: CountFailed}``
+    (:func:`bounds_isolated_many` for one problem). Raises nothing for a bad reference."""
+    return bounds_isolated_many([(problem, list(workloads))], hardware, timeout_s)[0]
+
+
+def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = None) -> list[dict]:
+    """For each ``(problem, workloads)`` of ``items``, ``{uuid: {"refined": SolBound, "solar":
+    SolBound}}`` or ``{uuid: CountFailed}`` (the reference raised, the problem did not load, or
+    the child died or hung while counting that workload), counted in one child process for all
+    of them (a child costs an interpreter and torch's import, seconds). A workload whose count
+    kills the child is lost alone: a fresh child takes the ones after it. ``timeout_s``: the
+    most a child may spend on one workload (default :data:`PER_WORKLOAD_S`; starting it may
+    take :data:`START_S` more). Raises nothing for a bad reference."""
+    per = timeout_s if timeout_s is not None else PER_WORKLOAD_S
+    out: list[dict] = [{} for _ in items]
+    todo = [(i, w) for i, (_, ws) in enumerate(items) for w in ws]
     while todo:
-        req = json.dumps({"problem": str(problem.path), "hardware": str(hardware),
-                          "workloads": [w.model_dump(mode="json") for w in todo]})
-        limit = timeout_s if timeout_s is not None else START_S + PER_WORKLOAD_S * len(todo)
-        rc: int | None
-        try:
-            r = subprocess.run([sys.executable, "-m", "solbench.sol.isolated"], input=req,
-                               capture_output=True, text=True, timeout=limit, env=_child_env())
-            rc, stdout, stderr = r.returncode, r.stdout, r.stderr
-        except subprocess.TimeoutExpired as e:
-            rc = None
-            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        done = False
-        started: list[str] = []
-        for line in stdout.splitlines():
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue  # something the reference printed
-            if not isinstance(msg, dict):
-                continue
-            if msg.get("done") is True:
-                done = True
-            elif isinstance(msg.get("counting"), str):
-                started.append(msg["counting"])
-            elif isinstance(msg.get("uuid"), str) and "error" in msg:
-                out[msg["uuid"]] = CountFailed(str(msg["error"]))
-            elif isinstance(msg.get("uuid"), str) and isinstance(msg.get("bounds"), dict):
-                out[msg["uuid"]] = {m: SolBound.model_validate(b) for m, b in msg["bounds"].items()}
-        rest = [w for w in todo if w.uuid not in out]
+        req = {"hardware": str(hardware), "problems": []}
+        for i, w in todo:
+            if not req["problems"] or req["problems"][-1]["item"] != i:
+                req["problems"].append({"item": i, "problem": str(items[i][0].path), "workloads": []})
+            req["problems"][-1]["workloads"].append(w.model_dump(mode="json"))
+        rc, started, done, stderr = _run_child(json.dumps(req), per, out)
+        rest = [(i, w) for i, w in todo if w.uuid not in out[i]]
         if done and rc == 0:
-            for w in rest:  # not reported by a child that says it finished: not counted
-                out[w.uuid] = CountFailed("the counting process gave no bound for this workload")
+            for i, w in rest:  # not reported by a child that says it finished: not counted
+                out[i][w.uuid] = CountFailed("the counting process gave no bound for this workload")
             break
         if not rest:
             break
         how = _how_it_ended(rc, stderr)
-        if not started or started[-1] != rest[0].uuid:
-            # it ended before counting anything of these (the problem did not load, the
-            # interpreter could not start): a new child would end the same way
-            for w in rest:
-                out[w.uuid] = CountFailed(how + " before counting this workload")
+        if not started or started[-1] != [rest[0][0], rest[0][1].uuid]:
+            # it ended before counting any of these (the interpreter could not start, the
+            # request was refused): a new child would end the same way
+            for i, w in rest:
+                out[i][w.uuid] = CountFailed(how + " before counting this workload")
             break
         # the child ended while counting rest[0]: that one is lost, the others get a new child
-        out[rest[0].uuid] = CountFailed(how + " while counting this workload")
+        out[rest[0][0]][rest[0][1].uuid] = CountFailed(how + " while counting this workload")
         todo = rest[1:]
     return out
+
+
+def _run_child(req: str, per_workload_s: float, out: list[dict]):
+    """Run one counting child on ``req``, filling ``out`` from its replies as they come; kill
+    it when a workload's count (or its start) outlasts its time. Returns (exit status, None
+    when killed; the [item, uuid] pairs it started, in order; whether it said it was done;
+    the tail of its stderr)."""
+    import queue
+    import tempfile
+    import threading
+    import time
+
+    err = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([sys.executable, "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=err, text=True, env=_child_env())
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        proc.stdin.write(req)
+        proc.stdin.close()
+    except OSError:
+        pass  # it died at once: told by its status
+    started: list = []
+    done = killed = False
+    deadline = time.monotonic() + START_S + per_workload_s
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            proc.kill()
+            killed = True
+            break
+        if line is None:
+            break
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(msg, dict):
+            continue
+        item, uuid = msg.get("item"), msg.get("uuid")
+        if msg.get("done") is True:
+            done = True
+        elif isinstance(msg.get("counting"), list):
+            started.append(msg["counting"])
+            deadline = time.monotonic() + per_workload_s
+        elif isinstance(item, int) and 0 <= item < len(out) and isinstance(uuid, str):
+            if "error" in msg:
+                out[item][uuid] = CountFailed(str(msg["error"]))
+            elif isinstance(msg.get("bounds"), dict):
+                out[item][uuid] = {m: SolBound.model_validate(b) for m, b in msg["bounds"].items()}
+    rc = proc.wait()
+    err.seek(0)
+    stderr = err.read()[-4000:]
+    err.close()
+    return (None if killed else rc), started, done, stderr
 
 
 #: the child's reply stream (a duplicate of its stdout, kept aside from what the reference prints)
@@ -148,23 +197,31 @@ def main() -> int:
     from .bound import bound
     from .counting import CountingError
 
-    problem = load_problem(req["problem"])
-    wls = [Workload.model_validate(w) for w in req["workloads"]]
     hw = req["hardware"]
-    counts = iter_problem_counts(problem, wls)
-    for w in wls:
-        _reply({"counting": w.uuid})
-        c = next(counts)
-        if isinstance(c, CountingError):
-            _reply({"uuid": w.uuid, "error": f"CountingError: {c}"})
-            continue
+    for entry in req["problems"]:
+        item = entry["item"]
+        wls = [Workload.model_validate(w) for w in entry["workloads"]]
         try:
-            both = {m: bound(problem, w, hardware=hw, model=m, counts=c).model_dump(mode="json")
-                    for m in MODELS}
-        except Exception as e:  # noqa: BLE001 - a pricing failure is this workload's error
-            _reply({"uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
+            problem = load_problem(entry["problem"])
+        except Exception as e:  # noqa: BLE001 - this problem's workloads fail, not the others
+            for w in wls:
+                _reply({"counting": [item, w.uuid]})
+                _reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
             continue
-        _reply({"uuid": w.uuid, "bounds": both})
+        counts = iter_problem_counts(problem, wls)
+        for w in wls:
+            _reply({"counting": [item, w.uuid]})
+            c = next(counts)
+            if isinstance(c, CountingError):
+                _reply({"item": item, "uuid": w.uuid, "error": f"CountingError: {c}"})
+                continue
+            try:
+                both = {m: bound(problem, w, hardware=hw, model=m, counts=c).model_dump(mode="json")
+                        for m in MODELS}
+            except Exception as e:  # noqa: BLE001 - a pricing failure is this workload's error
+                _reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
+                continue
+            _reply({"item": item, "uuid": w.uuid, "bounds": both})
     _reply({"done": True})
     return 0
 

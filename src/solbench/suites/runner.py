@@ -332,7 +332,7 @@ class _SharedEvaluator:
         no timed window is open yet. Raises nothing for a bound that cannot be counted."""
         from .. import harness
         from ..harness.workers import SparePool
-        from ..pipeline import prime_sol, resolve_hardware
+        from ..pipeline import prime_sol_many, resolve_hardware
 
         n = self._n_spares(harness.EvalConfig(device=device, **self.options), device)
         if n > 0 and self.spares is None:
@@ -340,8 +340,7 @@ class _SharedEvaluator:
         if self.spares is not None:
             self.spares.fill()
         hw = resolve_hardware(device, None)
-        for problem, uuids in sol_work:
-            prime_sol(problem, list(uuids), hw, self.sol_cache)
+        prime_sol_many([(problem, list(uuids)) for problem, uuids in sol_work], hw, self.sol_cache)
 
     def close_evaluator(self) -> None:
         if self.ev is not None:
