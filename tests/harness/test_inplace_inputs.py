@@ -142,3 +142,62 @@ def test_writing_an_input_the_reference_leaves_alone_is_a_hack(tmp_path, solbenc
     assert ev.status == Status.REWARD_HACK, (ev.log, ev.findings)
     fs = [f for f in _hacks(ev) if f.check == "input_mutation"]
     assert fs and all(f.evidence["inputs"] == ["cache"] and f.evidence["inplace_inputs"] == [] for f in fs)
+
+
+# ------------------------------------------------------------------ the parent's memory
+def test_a_rounds_input_copies_and_outputs_are_freed_in_time(tmp_path, monkeypatch):
+    """The parent holds one round's tensors at a time: when the next round's input set is
+    made, every tensor of the last round's reference run (its outputs, its copies of the
+    inputs) and the last input set are freed; and the reference's copies of the inputs it does
+    not write (x, pos) are freed right after its call, before the candidate is judged (an 18.8
+    GB workload held two rounds' worth, and ran the H200 out of memory in round 2). The
+    written input (cache) is kept to be judged."""
+    import weakref
+
+    from solbench.harness import rounds
+
+    prob = _problem(tmp_path)
+    held: list[tuple[str, weakref.ref]] = []  # (what, tensor) of the last round
+    alive_at_next_set: list[str] = []
+    alive_at_judge: list[str] = []
+    judged_cache = []
+    real_make, real_run, real_judge = rounds.make_set, Oracle.run_observed, Oracle.judge
+
+    def make_set(run, spec):
+        alive_at_next_set.extend(w for w, r in held if r() is not None)
+        held.clear()
+        got = real_make(run, spec)
+        if isinstance(got, dict):
+            held.extend(("input set " + k, weakref.ref(v)) for k, v in got.items() if isinstance(v, torch.Tensor))
+        return got
+
+    def run_observed(self, values, keep=None):
+        out, after = real_run(self, values, keep)
+        held.extend(("output", weakref.ref(o)) for o in out)
+        held.extend(("copy of " + k, weakref.ref(v)) for k, v in after.items())
+        return out, after
+
+    def judge(self, outs, ref_out, values, tol, slots, precision_check, **kw):
+        alive_at_judge.extend(w for w, r in held if r() is not None and w in ("copy of x", "copy of pos"))
+        judged_cache.append(any(w == "copy of cache" and r() is not None for w, r in held))
+        return real_judge(self, outs, ref_out, values, tol, slots, precision_check, **kw)
+
+    def run_rounds(*a, **kw):  # the correctness rounds only (not the checks after timing)
+        monkeypatch.setattr(rounds, "make_set", make_set)
+        monkeypatch.setattr(Oracle, "run_observed", run_observed)
+        monkeypatch.setattr(Oracle, "judge", judge)
+        try:
+            return real_rounds(*a, **kw)
+        finally:
+            monkeypatch.setattr(rounds, "make_set", real_make)
+            monkeypatch.setattr(Oracle, "run_observed", real_run)
+            monkeypatch.setattr(Oracle, "judge", real_judge)
+
+    from solbench.harness import evaluator
+
+    real_rounds = evaluator.run_rounds
+    monkeypatch.setattr(evaluator, "run_rounds", run_rounds)
+    ev = _eval(prob, "cand_inplace_reference.py", rounds=4)
+    assert ev.status == Status.PASSED
+    assert len(judged_cache) >= 4 and all(judged_cache)
+    assert alive_at_judge == [] and alive_at_next_set == []

@@ -161,17 +161,21 @@ class Oracle:
         """The reference's outputs on ``values`` (left untouched: see :meth:`run_observed`)."""
         return self.run_observed(values)[0]
 
-    def run_observed(self, values: dict) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    def run_observed(self, values: dict, keep: list[str] | tuple | None = None,
+                     ) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
         """Run the reference on private copies of the tensors of ``values`` (name -> value,
         the parent's pristine input set, which stays as it was even when the reference
         updates an input in place, e.g. a KV cache). Returns (outputs, inputs after the call:
-        name -> the copy the reference was handed, for every tensor input)."""
+        name -> the copy the reference was handed, for every tensor input, or only those named
+        in ``keep``: the others' copies are freed at once, a whole input set on the device)."""
         mine = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in values.items()}
         args = [mine[n] for n in self.problem.definition.inputs]
         with torch.no_grad():
             out = _as_list(self.reference()(*args))
+        del args
         _sync(self.device)
-        return out, {n: v for n, v in mine.items() if isinstance(v, torch.Tensor)}
+        return out, {n: v for n, v in mine.items() if isinstance(v, torch.Tensor)
+                     and (keep is None or n in keep)}
 
     @staticmethod
     def written_inputs(values: dict, after: dict[str, torch.Tensor]) -> list[str]:
@@ -461,16 +465,26 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
                                  "skipped": f"not run: round {deferred[1].extra['round']} failed before"})
             continue
         tp = time.perf_counter()
+        # the last round's input set, the reference's copies of it and its outputs go before
+        # this round's are made: held across the new set's making they doubled the parent's
+        # device memory (an 18.8 GB workload ran the H200 out of it in round 2)
+        values = ref_out = ref_after = outs = None
+        oracle.forget_truth()  # a skipped stress round's truth would keep its input set too
+        if n > 0:
+            slots.forget(0)  # the slot's pristine copy of the last set
         values = first if n == 0 else make_set(run, spec)
         tp = run.tick("correctness.inputs", tp)
         if isinstance(values, Failure):
             return values, None
         try:
             t_ref = time.perf_counter()
-            ref_out, ref_after = oracle.run_observed(values)
+            ref_out, ref_after = oracle.run_observed(values, keep=None if n == 0 else run.inplace_inputs)
             if n == 0:
                 # decided once per workload, by trusted code: what the reference itself writes
                 run.inplace_inputs = Oracle.written_inputs(values, ref_after)
+                # only those are judged after a call: the copies of the others (the whole
+                # input set again) are freed now
+                ref_after = {k: v for k, v in ref_after.items() if k in run.inplace_inputs}
             run.reference_call_s = max(run.reference_call_s, time.perf_counter() - t_ref)
         except Exception as e:  # noqa: BLE001
             if stress:

@@ -200,6 +200,12 @@ class SlotPool:
         self.pristine[i] = values
         return scalars
 
+    def forget(self, i: int) -> None:
+        """Drop slot i's pristine input set (the parent's copy of the last set filled): before
+        the next set is made, so two sets are never held at once. The next :meth:`fill`
+        sets it again; :meth:`inputs_intact` and :meth:`restore` need one filled."""
+        self.pristine[i] = None
+
     def inputs_intact(self, i: int, allowed: tuple[str, ...] | list[str] = ()) -> list[str]:
         """Names of inputs of slot i whose bits differ from the parent's pristine copy,
         leaving out ``allowed`` (the inputs the reference itself writes in place, whose

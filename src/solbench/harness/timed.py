@@ -830,7 +830,7 @@ class TimedBlocks:
                 return
             values = make_inputs(run.problem, run.w, run.seeds.next(LATE_STRESS_SET), run.cfg.device,
                                  profile="stress_sparse")
-            ref_out, ref_after = self.oracle.run_observed(values)
+            ref_out, ref_after = self.oracle.run_observed(values, keep=run.inplace_inputs)
         except Exception:  # noqa: BLE001 - the reference does not run there: nothing to judge
             return
         if self.oracle.check_reference(ref_out, run.slots) or \
@@ -863,7 +863,7 @@ class TimedBlocks:
         outs = [o.clone() for o in slots.outputs(0)]
         ip_cand = slots.input_tensors(0, run.inplace_inputs)  # the same snapshot for them
         if ref_out is None:
-            ref_out, ref_after = self.oracle.run_observed(values)
+            ref_out, ref_after = self.oracle.run_observed(values, keep=run.inplace_inputs)
         if issue is None:
             rep_c, _ = self.oracle.judge(outs, ref_out, values, run.tol, slots, run.cfg.precision_check,
                                          precision_evidence=not stress,
