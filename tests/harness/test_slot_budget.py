@@ -102,3 +102,35 @@ def test_parent_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path, solbench
     trs = _evaluate(p, EvalConfig(device="cpu", iters=4, rounds=2, seed=3), sol)
     assert [t.evaluation.status for t in trs] == [Status.INVALID_REFERENCE, Status.PASSED]
     assert "ran out of device memory" in trs[0].evaluation.log
+
+
+def test_reference_timing_out_of_memory_frees_it_and_is_not_retried(tmp_path, solbench_cache, monkeypatch):
+    """The reference's own buffers (SlotPool.twin) did not fit beside the candidate's on the
+    H200 (the 18.8 GB workload): the reference's worker is killed at once (it was dropped
+    alive and kept its device memory), no later block starts another, and the candidate's
+    timing goes on: PASSED, no reference time, one reference_timing_failed finding."""
+    from solbench.harness import process
+
+    p = _relu(tmp_path)
+    twins, killed = [], []
+    real_kill = process.WorkerHandle.kill
+
+    def twin(self, flush=None):
+        twins.append(1)
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 5.00 GiB.")
+
+    def kill(self):
+        import inspect
+
+        killed.append(inspect.stack()[1].function)  # who killed it
+        return real_kill(self)
+
+    monkeypatch.setattr(slots.SlotPool, "twin", twin)
+    monkeypatch.setattr(process.WorkerHandle, "kill", kill)
+    sol = py_solution("honest", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", "relu")
+    ev = _evaluate(p, EvalConfig(device="cpu", iters=12, rounds=2, seed=5, reference_timing=True), sol)[0].evaluation
+    assert ev.status == Status.PASSED, (ev.status, ev.log[-400:])
+    assert ev.timing is not None and ev.timing.n_samples >= 6
+    assert ev.performance.reference_latency_ms is None
+    assert [f.check for f in ev.findings].count("reference_timing_failed") == 1
+    assert len(twins) == 1 and "_reference_block" in killed

@@ -388,6 +388,8 @@ class TimedBlocks:
         self.dps = dps
         self._set = 1000  # timed input sets are numbered from here (their seeds under --seed)
         self._ref_pool = None  # the reference's own buffers (SlotPool.twin), made at first use
+        #: reference timing given up for this workload (it ran out of device memory)
+        self._ref_off = False
         #: the workers' kept flush buffers (None: the reference's twin pool makes its own)
         self.flushes = flushes
 
@@ -482,7 +484,7 @@ class TimedBlocks:
             blk = self._block(h, scalars, m, verify=True, rng=rng, verify_n=verify_n, findings=findings)
             verified += blk.verified
             cand_blocks.append(blk)
-            if cfg.reference_timing:
+            if cfg.reference_timing and not self._ref_off:
                 ref_overhead = self._reference_block(b, m, scalars, rng, ref_blocks, ref_overhead)
                 # restore the candidate's view of the slots
                 _load(run, h)
@@ -658,6 +660,17 @@ class TimedBlocks:
             except Exception as e:  # noqa: BLE001 - reference timing is best effort
                 self.refs.worker = None
                 findings.append(finding("reference_timing_failed", f"{type(e).__name__}: {e}"))
+                if isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower():
+                    # the reference's own buffers and worker do not fit beside the candidate's:
+                    # both go now (the dropped worker held its memory until the run's end), and
+                    # no later block starts them again (each try costs a worker's start and
+                    # runs out the same way); the candidate's timing goes on
+                    self._ref_off = True
+                    if self._ref_pool is not None:
+                        self._ref_pool.close()
+                        self._ref_pool = None
+                    rh.kill()
+                    release_cached(cfg.device)
             finally:
                 run.slots = cand_slots
                 # reference outputs must not be left where the candidate can read them
