@@ -430,7 +430,10 @@ class TimedBlocks:
         run, cfg = self.run, self.run.cfg
         h, slots, findings = run.h, run.slots, run.findings
         k = slots.k
-        scalars = [slots.fill(0, slots.pristine[0])]
+        # slot 0 keeps the last judged round's set; none when the last round was skipped
+        # before its fill (its set was dropped with the round: rounds.run_rounds)
+        first = slots.pristine[0]
+        scalars = [slots.fill(0, first if first is not None else self.fresh())]
         for i in range(1, k):
             scalars.append(slots.fill(i, self.fresh()))
         # no-op round trip of the candidate's own path (flush, messaging, its copy-out if
@@ -905,7 +908,7 @@ class TimedBlocks:
         slots, findings = run.slots, run.findings
         outs = [o.clone() for o in slots.outputs(s)]  # snapshot at once: late writes do not count
         ip_cand = slots.input_tensors(s, run.inplace_inputs)
-        ref_out, ref_after = self.oracle.run_observed(slots.pristine[s])
+        ref_out, ref_after = self.oracle.run_observed(slots.pristine[s], keep=run.inplace_inputs)
         rep, pf = self.oracle.judge(outs, ref_out, slots.pristine[s], run.tol, slots, run.cfg.precision_check,
                                     inplace=inplace_judged(run, ref_after, ip_cand))
         if pf is not None and not has(findings, "precision_downgrade"):
