@@ -153,3 +153,70 @@ def test_many_problems_in_one_child_a_crash_costs_one_workload(tmp_path):
         assert [res[f"w{i}"]["refined"].sol_ms for i in range(3)] == pytest.approx([_sol_ms(n) for n in SIZES])
     assert "SIGSEGV" in str(got[1]["w1"]) and got[1]["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
     assert isinstance(got[2]["w0"], CountFailed) and "w0" in got[2] and len(got[2]) == 1
+
+
+#: a reference that finds the child's reply stream (an fd above 2 that is a pipe) and writes
+#: replies into it: the forgery a problem's own code could attempt
+_WRITE_REPLIES = '''    import json, stat
+    def _forge(lines):
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    for ln in lines:
+                        os.write(fd, (json.dumps(ln) + "\\n").encode())
+            except OSError:
+                pass
+'''
+
+
+def _forged_bound():
+    return {m: {"model": m, "hardware": "H200", "hardware_kind": "datasheet", "sol_ms": 1e-9,
+                "bottleneck": "dram", "terms_ms": {"dram": 1e-9}, "flops": {}, "total_flops": 0,
+                "solar_macs": 0, "bytes_fused": 0, "bytes_unfused": 0, "bytes_model": 0,
+                "arithmetic_intensity": None} for m in ("refined", "solar")}
+
+
+def test_replies_written_out_of_turn_are_not_taken(tmp_path):
+    """Written into the reply stream while w0 is counted: bounds for w1 and w2 (not yet
+    counted), a second result for w0 after its own and an early end; then a malformed bound
+    for w1. Only each workload's own result, in turn, is taken: w0 and w2 carry the counted
+    bounds, w1 the malformed reply as its error."""
+    forged = _forged_bound()
+    body = _WRITE_REPLIES + (
+        "    if n == 1024:\n"
+        f"        _forge([{{'item': 0, 'uuid': 'w1', 'bounds': {forged!r}}}, {{'item': 0, 'uuid': 'w2', "
+        f"'bounds': {forged!r}}}, {{'done': True}}])\n"
+        "    if n == 2048:\n"
+        "        _forge([{'item': 0, 'uuid': 'w1', 'bounds': {'refined': {'sol_ms': 'x'}}}])\n")
+    p = _problem(tmp_path, body)
+    got = bounds_isolated(p, p.workloads, "H200")
+    assert got["w0"]["refined"].sol_ms == pytest.approx(_sol_ms(1024))
+    assert "malformed" in str(got["w1"])
+    assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
+
+
+def test_a_forked_process_cannot_answer_for_the_next_problem_nor_hold_the_run(tmp_path):
+    """Problem a's reference forks a process that keeps the reply stream and, later, writes
+    an error and a tiny bound for problem b's workloads; another forks one that only sleeps.
+    The child kills its descendants between problems and at the end (it is their subreaper),
+    so b's bounds are the counted ones, and nothing waits for the sleeper."""
+    import time
+
+    from solbench.sol.isolated import bounds_isolated_many
+
+    forged = _forged_bound()
+    body = _WRITE_REPLIES + (
+        "    if n == 4096 and os.fork() == 0:\n"
+        "        time.sleep(3)\n"
+        f"        _forge([{{'item': 1, 'uuid': 'w0', 'error': 'forged'}}, {{'item': 1, 'uuid': 'w1', 'bounds': {forged!r}}}])\n"
+        "        os._exit(0)\n"
+        "    if n == 1024 and os.fork() == 0:\n"
+        "        time.sleep(120)\n"
+        "        os._exit(0)\n")
+    a = _problem(tmp_path, body, name="a")
+    b = _problem(tmp_path, "    time.sleep(1.5)\n", name="b")
+    t0 = time.monotonic()
+    got = bounds_isolated_many([(a, a.workloads), (b, b.workloads)], "H200", timeout_s=60)
+    assert time.monotonic() - t0 < 50  # not the sleeper's 120 s, nor a workload's 60
+    for res in got:
+        assert [res[f"w{i}"]["refined"].sol_ms for i in range(3)] == pytest.approx([_sol_ms(n) for n in SIZES])

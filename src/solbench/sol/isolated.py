@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .bound import SolBound
@@ -86,7 +87,8 @@ def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = N
             if not req["problems"] or req["problems"][-1]["item"] != i:
                 req["problems"].append({"item": i, "problem": str(items[i][0].path), "workloads": []})
             req["problems"][-1]["workloads"].append(w.model_dump(mode="json"))
-        rc, started, done, stderr = _run_child(json.dumps(req), per, out)
+        rc, started, done, stderr = _run_child(json.dumps(req), per, out,
+                                               [(i, w.uuid) for i, w in todo])
         rest = [(i, w) for i, w in todo if w.uuid not in out[i]]
         if done and rc == 0:
             for i, w in rest:  # not reported by a child that says it finished: not counted
@@ -107,24 +109,34 @@ def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = N
     return out
 
 
-def _run_child(req: str, per_workload_s: float, out: list[dict]):
-    """Run one counting child on ``req``, filling ``out`` from its replies as they come; kill
-    it when a workload's count (or its start) outlasts its time. Returns (exit status, None
-    when killed; the [item, uuid] pairs it started, in order; whether it said it was done;
-    the tail of its stderr)."""
+def _run_child(req: str, per_workload_s: float, out: list[dict], expected: list[tuple[int, str]]):
+    """Run one counting child on ``req``, filling ``out`` from its replies as they come, and
+    kill it (with every process it started) when a workload's count, or its start, outlasts
+    its time. Returns (exit status, None when killed; the [item, uuid] pairs it started, in
+    order; whether it said it was done; the tail of its stderr).
+
+    The replies are taken in the only order the child makes them, ``expected``'s: a
+    ``counting`` line for the next workload, then one result for it; any other line (a second
+    result, a workload out of turn, a malformed bound) is not taken. The whole run may take
+    :data:`START_S` plus ``per_workload_s`` per workload, however the lines come."""
     import queue
     import tempfile
     import threading
     import time
 
-    err = tempfile.TemporaryFile(mode="w+")
+    err = tempfile.TemporaryFile(mode="w+b")
+    # a session of its own: what the reference forks is killed with it (killpg) at the end
     proc = subprocess.Popen([sys.executable, "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=err, text=True, env=_child_env())
+                            stdout=subprocess.PIPE, stderr=err, text=True, env=_child_env(),
+                            start_new_session=True)
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
-        for line in proc.stdout:
-            lines.put(line)
+        try:
+            for line in proc.stdout:
+                lines.put(line[:1 << 20])
+        except (OSError, ValueError):
+            pass
         lines.put(None)
 
     threading.Thread(target=read, daemon=True).start()
@@ -135,38 +147,116 @@ def _run_child(req: str, per_workload_s: float, out: list[dict]):
         pass  # it died at once: told by its status
     started: list = []
     done = killed = False
-    deadline = time.monotonic() + START_S + per_workload_s
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            proc.kill()
-            killed = True
-            break
-        if line is None:
-            break
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(msg, dict):
-            continue
-        item, uuid = msg.get("item"), msg.get("uuid")
-        if msg.get("done") is True:
-            done = True
-        elif isinstance(msg.get("counting"), list):
-            started.append(msg["counting"])
-            deadline = time.monotonic() + per_workload_s
-        elif isinstance(item, int) and 0 <= item < len(out) and isinstance(uuid, str):
+    t0 = time.monotonic()
+    hard = t0 + START_S + per_workload_s * max(len(expected), 1)
+    deadline = t0 + START_S + per_workload_s
+    nxt, current = 0, None  # index of the next expected workload; the one being counted
+    try:
+        while True:
+            now = time.monotonic()
+            wait = min(deadline, hard) - now
+            if proc.poll() is not None:
+                wait = min(wait, 1.0)  # exited: what is still in the pipe, not a forked writer's
+            try:
+                line = lines.get(timeout=max(0.0, wait))
+            except queue.Empty:
+                if proc.poll() is None:
+                    killed = True
+                break
+            if line is None:
+                break
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("done") is True:
+                if current is None and nxt == len(expected):
+                    done = True
+                continue
+            if "counting" in msg:
+                if current is None and nxt < len(expected) and msg["counting"] == list(expected[nxt]):
+                    current = expected[nxt]
+                    started.append(list(current))
+                    nxt += 1
+                    deadline = time.monotonic() + per_workload_s
+                continue
+            if current is None or [msg.get("item"), msg.get("uuid")] != list(current):
+                continue
+            item, uuid = current
+            current = None
             if "error" in msg:
-                out[item][uuid] = CountFailed(str(msg["error"]))
-            elif isinstance(msg.get("bounds"), dict):
+                out[item][uuid] = CountFailed(str(msg["error"])[:2000])
+                continue
+            try:
                 out[item][uuid] = {m: SolBound.model_validate(b) for m, b in msg["bounds"].items()}
-    rc = proc.wait()
-    err.seek(0)
-    stderr = err.read()[-4000:]
+            except Exception as e:  # noqa: BLE001 - a malformed reply is this workload's error
+                out[item][uuid] = CountFailed(f"the counting process replied a malformed bound ({type(e).__name__})")
+    finally:
+        if not killed:
+            try:  # it closed its stream: let it finish exiting, so its status is its own
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it left running
+        except OSError:
+            pass
+        rc = proc.wait()
+    err.seek(0, 2)
+    err.seek(max(0, err.tell() - 4000))
+    stderr = err.read().decode("utf-8", "replace")
     err.close()
     return (None if killed else rc), started, done, stderr
+
+
+def _become_subreaper() -> None:
+    """Orphans of this process's descendants are re-parented to it (Linux prctl
+    PR_SET_CHILD_SUBREAPER), so :func:`_kill_descendants` finds a double fork too."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill_descendants() -> None:
+    """SIGKILL every descendant process of this one, and reap them."""
+    me = os.getpid()
+    for _ in range(20):
+        kids = set()
+        todo = [me]
+        while todo:
+            pid = todo.pop()
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/children") as f:
+                        for c in f.read().split():
+                            if int(c) not in kids:
+                                kids.add(int(c))
+                                todo.append(int(c))
+                except OSError:
+                    continue
+        if not kids:
+            return
+        time.sleep(0.01)
+        for c in kids:
+            try:
+                os.kill(c, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
 
 
 #: the child's reply stream (a duplicate of its stdout, kept aside from what the reference prints)
@@ -198,7 +288,11 @@ def main() -> int:
     from .counting import CountingError
 
     hw = req["hardware"]
+    _become_subreaper()
     for entry in req["problems"]:
+        # what the last problem's reference forked (it inherited the reply stream) ends
+        # before the next problem is counted: it cannot answer for that one
+        _kill_descendants()
         item = entry["item"]
         wls = [Workload.model_validate(w) for w in entry["workloads"]]
         try:
@@ -222,6 +316,7 @@ def main() -> int:
                 _reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
                 continue
             _reply({"item": item, "uuid": w.uuid, "bounds": both})
+    _kill_descendants()
     _reply({"done": True})
     return 0
 
