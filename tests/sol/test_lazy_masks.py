@@ -451,20 +451,8 @@ def run(x, wq):
 
 
 #: custom inputs: copy.copy of a masked-written tensor in the generator (Tensor.__reduce_ex__)
-GEN_SHALLOW_COPY = """import copy
-import torch
-def get_inputs(axes_and_scalars, device):
-    n = axes_and_scalars["N"]
-    x = torch.randn(n, n, device=device)
-    w = torch.randn(n, n, device=device)
-    r = torch.zeros_like(w, dtype=torch.uint8)
-    r[w >= 0.0] = 1
-    nz = int(copy.copy(r).sum())
-    return {"x": x, "wq": r if nz > 0 else r[:, : n // 2].contiguous()}
-def run(x, wq):
-    k = int((x[:, 0] > 0).sum().item())
-    return (x @ wq.float()) * float(k)
-"""
+GEN_SHALLOW_COPY = GEN_DEEPCOPY.replace("copy.deepcopy(r)", "copy.copy(r)")
+assert GEN_SHALLOW_COPY != GEN_DEEPCOPY
 
 
 def test_custom_inputs_shallow_copy_is_counted_not_a_crash(tmp_path):

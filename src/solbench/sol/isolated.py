@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -119,11 +122,6 @@ def _run_child(req: str, per_workload_s: float, out: list[dict], expected: list[
     ``counting`` line for the next workload, then one result for it; any other line (a second
     result, a workload out of turn, a malformed bound) is not taken. The whole run may take
     :data:`START_S` plus ``per_workload_s`` per workload, however the lines come."""
-    import queue
-    import tempfile
-    import threading
-    import time
-
     err = tempfile.TemporaryFile(mode="w+b")
     # a session of its own: what the reference forks is killed with it (killpg) at the end
     proc = subprocess.Popen([sys.executable, "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
@@ -223,40 +221,29 @@ def _become_subreaper() -> None:
 
 
 def _kill_descendants() -> None:
-    """SIGKILL every descendant process of this one, and reap them."""
-    me = os.getpid()
-    for _ in range(20):
-        kids = set()
-        todo = [me]
-        while todo:
-            pid = todo.pop()
+    """SIGKILL every descendant process of this one, and reap them: the children now, and
+    the grandchildren on the next pass, once they are re-parented here
+    (:func:`_become_subreaper`)."""
+    for _ in range(50):
+        kids: set[int] = set()
+        for tid in os.listdir("/proc/self/task"):
             try:
-                tids = os.listdir(f"/proc/{pid}/task")
+                with open(f"/proc/self/task/{tid}/children") as f:
+                    kids.update(int(c) for c in f.read().split())
             except OSError:
                 continue
-            for tid in tids:
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/children") as f:
-                        for c in f.read().split():
-                            if int(c) not in kids:
-                                kids.add(int(c))
-                                todo.append(int(c))
-                except OSError:
-                    continue
         if not kids:
             return
-        time.sleep(0.01)
         for c in kids:
             try:
                 os.kill(c, signal.SIGKILL)
             except OSError:
                 pass
-        while True:
+        for c in kids:
             try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
+                os.waitpid(c, 0)
             except ChildProcessError:
-                break
+                pass
 
 
 #: the child's reply stream (a duplicate of its stdout, kept aside from what the reference prints)
