@@ -94,3 +94,57 @@ def test_the_default_hardware_is_said_and_a_named_one_is_not(tmp_path):
     assert "no --hardware given" not in named.stderr
     # the same bound either way, and stdout stays one JSON object a problem
     assert json.loads(dflt.stdout) == json.loads(named.stdout)
+
+
+def _with_reference(d: Path, body: str) -> Path:
+    """``d``'s reference with ``body`` run first (``n`` is N)."""
+    defn = json.loads((d / "definition.json").read_text())
+    defn["reference"] = "import os, signal, time\nimport torch\ndef run(x):\n    n = x.shape[0]\n" + body + \
+        "    return x + 1.0\n"
+    (d / "definition.json").write_text(json.dumps(defn))
+    return d
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_reference_that_crashes_or_hangs_costs_its_workload_not_the_run(tmp_path, monkeypatch, jobs):
+    """One reference kills its counting process at N = 64 (SIGSEGV), another hangs at N =
+    1024: those two workloads get error rows saying how the count ended, every other workload
+    (before and after them, and the other problems) its bound, in argument order, and no
+    counting process is left behind."""
+    import os
+
+    from solbench.cli import app
+    from solbench.sol import isolated
+
+    monkeypatch.setattr(isolated, "PER_WORKLOAD_S", 8.0)
+    a = _problem(tmp_path, "a", 1.0)
+    crash = _with_reference(_problem(tmp_path, "crash", 1.0),
+                            "    if n == 64:\n        os.kill(os.getpid(), signal.SIGSEGV)\n")
+    hang = _with_reference(_problem(tmp_path, "hang", 1.0), "    if n == 1024:\n        time.sleep(600)\n")
+    c = _problem(tmp_path, "c", 1.0)
+    res = CliRunner().invoke(app, ["sol", str(a), str(crash), str(hang), str(c), "--json", "--jobs", jobs])
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+    assert [g["problem"] for g in got] == ["a", "crash", "hang", "c"]
+    rows = {g["problem"]: g["workloads"] for g in got}
+    for name in ("a", "c"):  # hand-worked: N fp32 read + N written
+        assert [w["bytes"]["fused"] for w in rows[name]] == [8 * 64, 8 * 1024]
+    assert rows["crash"][0]["sol_ms"] is None and "died of SIGSEGV while counting" in rows["crash"][0]["error"]
+    assert rows["crash"][1]["bytes"]["fused"] == 8 * 1024
+    assert rows["hang"][0]["bytes"]["fused"] == 8 * 64
+    assert rows["hang"][1]["sol_ms"] is None and "did not finish in time" in rows["hang"][1]["error"]
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _is_counting_child(p)]
+    assert left == []
+
+
+def _is_counting_child(pid: str) -> bool:
+    import os
+
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return False
+    return b"solbench.sol.isolated" in cmd and ppid == os.getpid()

@@ -156,14 +156,20 @@ def test_many_problems_in_one_child_a_crash_costs_one_workload(tmp_path):
 
 
 #: a reference that finds the child's reply stream (an fd above 2 that is a pipe) and writes
-#: replies into it: the forgery a problem's own code could attempt
+#: replies into it: the forgery a problem's own code could attempt. With ``token``, it also
+#: takes the current request's token from the counting loop's frame (as code in the child can)
 _WRITE_REPLIES = '''    import json, stat
-    def _forge(lines):
+    def _forge(lines, token=True):
+        f = sys._getframe()
+        nonce = None
+        while f is not None and nonce is None:
+            nonce = f.f_locals.get("nonce") if token else None
+            f = f.f_back
         for fd in range(3, 64):
             try:
                 if stat.S_ISFIFO(os.fstat(fd).st_mode):
                     for ln in lines:
-                        os.write(fd, (json.dumps(ln) + "\\n").encode())
+                        os.write(fd, (json.dumps(dict(ln, nonce=nonce)) + "\\n").encode())
             except OSError:
                 pass
 '''
@@ -177,10 +183,10 @@ def _forged_bound():
 
 
 def test_replies_written_out_of_turn_are_not_taken(tmp_path):
-    """Written into the reply stream while w0 is counted: bounds for w1 and w2 (not yet
-    counted), a second result for w0 after its own and an early end; then a malformed bound
-    for w1. Only each workload's own result, in turn, is taken: w0 and w2 carry the counted
-    bounds, w1 the malformed reply as its error."""
+    """Written into the reply stream, with the request's token, while w0 is counted: bounds
+    for w1 and w2 (not yet counted), a second result for w0 after its own and an early end;
+    then a malformed bound for w1. Only each workload's own result, in turn, is taken: w0 and
+    w2 carry the counted bounds, w1 the malformed reply as its error."""
     forged = _forged_bound()
     body = _WRITE_REPLIES + (
         "    if n == 1024:\n"
@@ -193,6 +199,20 @@ def test_replies_written_out_of_turn_are_not_taken(tmp_path):
     assert got["w0"]["refined"].sol_ms == pytest.approx(_sol_ms(1024))
     assert "malformed" in str(got["w1"])
     assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
+
+
+def test_replies_without_the_requests_token_are_not_taken(tmp_path):
+    """The same forgery in turn (w1's counting line, then a tiny bound, and a malformed one)
+    but without the request's token: not taken, so every workload keeps its counted bound."""
+    forged = _forged_bound()
+    body = _WRITE_REPLIES + (
+        "    if n == 2048:\n"
+        f"        _forge([{{'counting': [0, 'w1']}}, {{'item': 0, 'uuid': 'w1', 'bounds': {forged!r}}}], token=False)\n"
+        "    if n == 4096:\n"
+        "        _forge([{'item': 0, 'uuid': 'w2', 'bounds': {'refined': {'sol_ms': 'x'}}}], token=False)\n")
+    p = _problem(tmp_path, body)
+    got = bounds_isolated(p, p.workloads, "H200")
+    assert [got[f"w{i}"]["refined"].sol_ms for i in range(3)] == pytest.approx([_sol_ms(n) for n in SIZES])
 
 
 def test_a_forked_process_cannot_answer_for_the_next_problem_nor_hold_the_run(tmp_path):

@@ -63,16 +63,16 @@ def _table(res: dict) -> Table:
     return t
 
 
-#: ``--jobs 0`` (the default) starts worker processes only for this many problems or more:
-#: each worker pays its own start (Python, torch: about 3 s of CPU), which a few problems, most
+#: ``--jobs 0`` (the default) starts a counting process per CPU only for this many problems or
+#: more: each pays its own start (Python, torch: about 3 s of CPU), which a few problems, most
 #: of them counted in well under a second on the meta device, never earn back
 AUTO_POOL_MIN_PROBLEMS = 16
 
 
 def auto_jobs(jobs: int, n_problems: int, cpu_count: int | None) -> int:
-    """Worker processes for ``--jobs jobs`` over ``n_problems`` problems: ``jobs`` when given
-    (>= 1; 1 = in this process), else (0) one per CPU, at most one per problem, and only from
-    :data:`AUTO_POOL_MIN_PROBLEMS` problems on (below: 1, in this process).
+    """Counting processes for ``--jobs jobs`` over ``n_problems`` problems: ``jobs`` when given
+    (>= 1), else (0) one per CPU, at most one per problem, and only from
+    :data:`AUTO_POOL_MIN_PROBLEMS` problems on (below: 1).
 
     Raises:
         ValueError: ``jobs`` < 0.
@@ -112,36 +112,79 @@ def schedule_order(paths: list[Path]) -> list[int]:
     return sorted(range(len(paths)), key=lambda i: (-costs[i], i))
 
 
-def _pool_init() -> None:
-    import torch
+def _in_process() -> bool:
+    """``SOLBENCH_SOL_IN_PROCESS=1``: count in this process (debugging: a crash of a count is
+    then the command's)."""
+    return os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1"
 
-    torch.set_num_threads(1)  # one process per core: no process oversubscribes the machine
 
+def isolated_results(paths: list[Path], n_jobs: int, hardware: str, model: str, load,
+                     cache_dir: str | None = None):
+    """``(path, "ok", problem_rows result)`` or ``(path, "error", SolbenchError)`` for each of
+    ``paths``, in argument order, counted by ``n_jobs`` counting children
+    (:class:`~solbench.sol.isolated.CountingChild`, each served by a thread of this process):
+    the costliest problems go out first (:func:`schedule_order`), a child takes the next
+    problem when it is done with one, and a result is held until every earlier argument's is
+    out. ``load(path)`` gives ``(problem, workloads)`` or raises a SolbenchError; ``cache_dir``:
+    the children's counts cache (:class:`~solbench.sol.cache.CountsCache`). A reference
+    that crashes or hangs its child costs the workload it was counting (an error row); a
+    fresh child goes on."""
+    import queue
+    import threading
 
-def _problem_job(job: tuple) -> tuple[str, object]:
-    """One problem's bounds in a worker: ("ok", problem_rows result) or ("error", message)
-    for a :class:`SolbenchError`; anything else propagates (as in one process)."""
-    path, hardware, model, workload, limit, max_b, cache = job
     from ..errors import SolbenchError
-    from ..sol.batch import problem_rows
-    from ..spec import load_problem
+    from ..sol.batch import problem_rows_isolated
+    from ..sol.isolated import CountingChild
 
-    counts_cache = None
-    if cache is not None:
-        from ..sol.cache import CountsCache
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for i in schedule_order(paths):
+        todo.put(i)
+    results: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
 
-        counts_cache = CountsCache(cache)
+    def serve(child: CountingChild) -> None:
+        with child:
+            while not stop.is_set():
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    p, wls = load(paths[i])
+                    results.put((i, "ok", problem_rows_isolated(child, i, p, hardware, model, wls)))
+                except SolbenchError as e:
+                    results.put((i, "error", e))
+                except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                    results.put((i, "raise", e))
+
+    n = max(1, min(n_jobs, len(paths)))
+    # one child per core: each counts on one thread, so that none oversubscribes the machine
+    threads = 1 if n > 1 else None
+    children = [CountingChild(hardware, cache=cache_dir, threads=threads) for _ in range(n)]
+    workers = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
+    for t in workers:
+        t.start()
+    done: dict[int, tuple] = {}
+    nxt = 0
+    finished = False
     try:
-        p = load_problem(path)
-        wls = choose_workloads(p, workload, limit, max_b)
-        return "ok", problem_rows(p, hardware, model, wls, cache=counts_cache)
-    except SolbenchError as e:
-        return "error", str(e)
-
-
-def _indexed_job(item: tuple) -> tuple[int, tuple[str, object]]:
-    i, job = item
-    return i, _problem_job(job)
+        while nxt < len(paths):
+            i, kind, res = results.get()
+            if kind == "raise":
+                raise res
+            done[i] = (kind, res)
+            while nxt in done:
+                kind, res = done.pop(nxt)
+                yield paths[nxt], kind, res
+                nxt += 1
+        finished = True
+    finally:
+        stop.set()
+        if not finished:  # stopped early (Ctrl-C, an error, a consumer that left): kill now
+            for c in children:
+                c.abort()
+        for t in workers:  # each ends its child (its session) before it returns
+            t.join(timeout=30)
 
 
 def register(app: typer.Typer) -> None:
@@ -161,12 +204,13 @@ def register(app: typer.Typer) -> None:
         cache: Optional[Path] = typer.Option(None, "--cache", help="read and store counted work in this "
                                              "directory (one JSON file per workload, keyed by the counting "
                                              "code, problem and workload); keep it where no candidate writes"),
-        jobs: int = typer.Option(0, "--jobs", "-j", help="worker processes, one problem each at a time "
-                                 "(1: this process; 0: one per CPU from "
-                                 f"{AUTO_POOL_MIN_PROBLEMS} problems on, else this process)"),
+        jobs: int = typer.Option(0, "--jobs", "-j", help="counting processes, each counting one problem "
+                                 "at a time (0: one per CPU from "
+                                 f"{AUTO_POOL_MIN_PROBLEMS} problems on, else one)"),
     ) -> None:
         """Per-workload T_SOL: FLOPs by class, bytes, each resource's time, the bottleneck, both
-        models' T_SOL and the certain floor. Many problems run in one process."""
+        models' T_SOL and the certain floor. Counted in child processes, each serving many
+        problems: a reference that crashes or hangs its count costs that workload an error row."""
         from ..errors import SolbenchError, SpecError
         from ..sol import load_hardware
         from ..sol.batch import problem_rows
@@ -194,39 +238,28 @@ def register(app: typer.Typer) -> None:
             if n_jobs is None:
                 raise SpecError(None, "--jobs", f"must be >= 0, got {jobs}")
 
+        def load(path):
+            p = load_problem(path)
+            return p, choose_workloads(p, workload, limit, max_b)
+
         def in_process():
             for path in paths:
                 try:
-                    p = load_problem(path)
-                    wls = choose_workloads(p, workload, limit, max_b)
+                    p, wls = load(path)
                     yield path, "ok", problem_rows(p, hw, model, wls, cache=counts_cache)
                 except SolbenchError as e:
-                    if len(paths) == 1:
-                        with clean_errors():
-                            raise
-                    yield path, "error", str(e)
+                    yield path, "error", e
 
-        def pooled():
-            import multiprocessing as mp
-
-            hw_arg = hardware if not Path(hardware).exists() else str(Path(hardware).resolve())
-            todo = [(str(pa), hw_arg, model, workload, limit, max_b, str(cache) if cache else None) for pa in paths]
-            order = schedule_order(paths)
-            with mp.get_context("spawn").Pool(n_jobs, initializer=_pool_init) as pool:
-                # the slow problems go out first; results are held until every earlier argument's
-                # is printed, so the output is the one-process output, in the same order
-                done: dict[int, tuple] = {}
-                nxt = 0
-                for i, got in pool.imap_unordered(_indexed_job, [(i, todo[i]) for i in order]):
-                    done[i] = got
-                    while nxt in done:
-                        kind, res = done.pop(nxt)
-                        yield paths[nxt], kind, res
-                        nxt += 1
-
-        for path, kind, res in (pooled() if n_jobs > 1 else in_process()):
+        hw_arg = hardware if not Path(hardware).exists() else str(Path(hardware).resolve())
+        results = in_process() if _in_process() else isolated_results(
+            paths, n_jobs, hw_arg, model, load, str(cache) if cache is not None else None)
+        for path, kind, res in results:
             if kind == "error":
+                if len(paths) == 1:
+                    with clean_errors():
+                        raise res
                 failed += 1
+                res = str(res)
                 err_console.print(f"[red]error:[/red] {res}", highlight=False, soft_wrap=True)
                 if as_json:
                     typer.echo(json.dumps({"problem": str(path), "error": res, "workloads": []}))

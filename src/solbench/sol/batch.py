@@ -159,11 +159,24 @@ def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined", *,
         except CountingError as e:
             counts = e
     if isinstance(counts, CountingError):
-        return {"uuid": workload.uuid, "axes": workload.axes, "sol_ms": None, "bottleneck": None,
-                "error": str(counts)}
+        return error_row(workload, str(counts))
     allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
     both = {m: bound_from_counts(counts, hw, m, allow_tf32=allow_tf32, workload_uuid=workload.uuid,
                                  axes=workload.axes) for m in MODELS}
+    return row_from_bounds(workload, both, model)
+
+
+def error_row(workload, error: str) -> dict[str, Any]:
+    """The row of a workload with no bound: ``{"uuid", "axes", "sol_ms": None, "bottleneck":
+    None, "error"}``."""
+    return {"uuid": workload.uuid, "axes": workload.axes, "sol_ms": None, "bottleneck": None,
+            "error": error}
+
+
+def row_from_bounds(workload, both: dict, model: str = "refined") -> dict[str, Any]:
+    """A workload's row (:func:`workload_row`) from both models' :class:`SolBound`
+    (``{"refined": ..., "solar": ...}``, e.g. as a counting child replied them); ``model`` is
+    T_SOL's."""
     b = both[model]
     d = b.to_json()
     d.pop("workload_uuid")
@@ -171,7 +184,7 @@ def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined", *,
             "sol_ms_by_model": {m: x.sol_ms for m, x in both.items()},
             "hardware_by_model": {m: x.hardware for m, x in both.items()},
             "bytes": {"fused": b.bytes_fused, "unfused": b.bytes_unfused, "model": b.bytes_model,
-                      "outputs_certain": counts.bytes_outputs_certain}}
+                      "outputs_certain": b.bytes_outputs_certain}}
 
 
 def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
@@ -185,9 +198,34 @@ def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
     """
     hw = load_hardware(hardware)
     chosen = workloads if workloads is not None else problem.workloads
-    # rows carry the workload's index in the problem's file (the CLI's selection names it)
-    rows = [{"index": problem.workloads.index(w), **workload_row(problem, w, hw, model, counts=c)}
+    rows = [workload_row(problem, w, hw, model, counts=c)
             for w, c in zip(chosen, iter_problem_counts(problem, chosen, cache))]
+    return _problem_result(problem, hw, model, chosen, rows)
+
+
+def problem_rows_isolated(child, item: int, problem, hardware: str | HardwareSpec, model: str = "refined",
+                          workloads=None) -> dict[str, Any]:
+    """:func:`problem_rows`, counted by ``child`` (a :class:`~solbench.sol.isolated.CountingChild`
+    pricing on ``hardware``): a reference that crashes or hangs the count costs the workload it
+    was counting an error row, and the rest go on. ``item`` names the problem in the child's
+    replies.
+
+    Raises:
+        HardwareError: unknown hardware. ValueError: unknown model.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
+    hw = load_hardware(hardware)
+    chosen = list(workloads if workloads is not None else problem.workloads)
+    got = child.count(item, str(problem.path), chosen)
+    rows = [error_row(w, str(got[w.uuid])) if isinstance(got[w.uuid], Exception)
+            else row_from_bounds(w, got[w.uuid], model) for w in chosen]
+    return _problem_result(problem, hw, model, chosen, rows)
+
+
+def _problem_result(problem, hw: HardwareSpec, model: str, chosen, rows: list) -> dict[str, Any]:
+    # rows carry the workload's index in the problem's file (the CLI's selection names it)
+    rows = [{"index": problem.workloads.index(w), **r} for w, r in zip(chosen, rows)]
     used = next((r["hardware"] for r in rows if r.get("hardware")), hw.id)
     return {"problem": problem.name, "hardware": used, "hardware_requested": hw.id,
             "hardware_kind": load_hardware(used).kind, "model": model, "workloads": rows}

@@ -69,6 +69,9 @@ class SolBound(BaseModel):
     t_certain_ms: float = Field(0.0, description=(
         "certain floor (ms): compulsory output bytes beyond L2 at peak DRAM bandwidth; no "
         "correct kernel can be faster (see certain_ms)"))
+    bytes_outputs_certain: float = Field(0.0, description=(
+        "bytes every correct implementation must write: each output element that must change, "
+        "once (Counts.bytes_outputs_certain)"))
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -245,7 +248,7 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
         unknown_ops=dict(counts.unknown_ops), real_tensors=counts.real_tensors,
         counting_mode=counts.mode, synthesized_inputs=list(counts.synthesized),
         substitutions=subs, notes=notes, mma_pricing=pricing,
-        t_certain_ms=certain_ms(counts, hw),
+        t_certain_ms=certain_ms(counts, hw), bytes_outputs_certain=counts.bytes_outputs_certain,
     )
 
 

@@ -5,16 +5,20 @@ Counting runs the problem's reference under torch's dispatch machinery (FakeTens
 tensors, real tensors with stand-ins): corners of torch no evaluation of a candidate reaches.
 Two of them ended the process outright (``copy.copy`` of a FakeTensor after a masked write:
 SIGSEGV; ``copy.deepcopy`` of one: heap corruption), and the evaluation pipeline counted in
-the harness's own process, so the whole run died with them. :func:`bounds_isolated` counts
-in ``python -m solbench.sol.isolated`` instead: the child writes one JSON line per workload as
-soon as it is counted; a child that dies leaves the workload it was counting with an error
-naming how it died, and a fresh child takes the workloads after it.
+the harness's own process, so the whole run died with them. :class:`CountingChild` counts in
+``python -m solbench.sol.isolated`` instead (the evaluation pipeline through
+:func:`bounds_isolated_many`, ``solbench sol`` one child per job): the child writes one JSON
+line per workload as soon as it is counted; a child that dies or hangs leaves the workload it
+was counting with an error naming how it ended, and a fresh child takes the workloads after it.
 
-Protocol (one request on stdin, JSON): ``{"hardware": id or TOML path, "problems": [{"item":
-i, "problem": path, "workloads": [Workload JSON, ...]}, ...]}``; replies on stdout, one JSON
-object per line: ``{"counting": [i, uuid]}`` when a workload's count starts, then ``{"item",
-"uuid", "bounds": {"refined": SolBound JSON, "solar": ...}}`` or ``{"item", "uuid", "error"}``;
-``{"done": true}`` at the end.
+Protocol, one JSON object per line. On the child's stdin: a header ``{"hardware": id or TOML
+path, "cache": directory or null, "threads": torch's intra-op threads or null}``, then one
+request per problem, ``{"item": i, "problem": path, "nonce": token, "workloads": [Workload
+JSON, ...]}``, sent when the last one is answered; the end of input ends the child. On its
+stdout, for each workload of a request, in order: ``{"counting": [i, uuid], "nonce"}`` when its
+count starts, then ``{"item", "uuid", "nonce", "bounds": {"refined": SolBound JSON, "solar":
+...}}`` or ``{"item", "uuid", "nonce", "error"}``; ``{"done": true}`` at the end. The
+reference runs with stdin read from /dev/null and stdout going to stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -76,122 +81,202 @@ def bounds_isolated(problem, workloads: list, hardware: str,
 def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = None) -> list[dict]:
     """For each ``(problem, workloads)`` of ``items``, ``{uuid: {"refined": SolBound, "solar":
     SolBound}}`` or ``{uuid: CountFailed}`` (the reference raised, the problem did not load, or
-    the child died or hung while counting that workload), counted in one child process for all
-    of them (a child costs an interpreter and torch's import, seconds). A workload whose count
-    kills the child is lost alone: a fresh child takes the ones after it. ``timeout_s``: the
-    most a child may spend on one workload (default :data:`PER_WORKLOAD_S`; starting it may
-    take :data:`START_S` more). Raises nothing for a bad reference."""
-    per = timeout_s if timeout_s is not None else PER_WORKLOAD_S
-    out: list[dict] = [{} for _ in items]
-    todo = [(i, w) for i, (_, ws) in enumerate(items) for w in ws]
-    while todo:
-        req = {"hardware": str(hardware), "problems": []}
-        for i, w in todo:
-            if not req["problems"] or req["problems"][-1]["item"] != i:
-                req["problems"].append({"item": i, "problem": str(items[i][0].path), "workloads": []})
-            req["problems"][-1]["workloads"].append(w.model_dump(mode="json"))
-        rc, started, done, stderr = _run_child(json.dumps(req), per, out,
-                                               [(i, w.uuid) for i, w in todo])
-        rest = [(i, w) for i, w in todo if w.uuid not in out[i]]
-        if done and rc == 0:
-            for i, w in rest:  # not reported by a child that says it finished: not counted
-                out[i][w.uuid] = CountFailed("the counting process gave no bound for this workload")
-            break
-        if not rest:
-            break
-        how = _how_it_ended(rc, stderr)
-        if not started or started[-1] != [rest[0][0], rest[0][1].uuid]:
-            # it ended before counting any of these (the interpreter could not start, the
-            # request was refused): a new child would end the same way
-            for i, w in rest:
-                out[i][w.uuid] = CountFailed(how + " before counting this workload")
-            break
-        # the child ended while counting rest[0]: that one is lost, the others get a new child
-        out[rest[0][0]][rest[0][1].uuid] = CountFailed(how + " while counting this workload")
-        todo = rest[1:]
-    return out
+    the child died or hung while counting that workload), counted by one :class:`CountingChild`
+    for all of them. ``timeout_s``: the most a child may spend on one workload (default
+    :data:`PER_WORKLOAD_S`). Raises nothing for a bad reference."""
+    with CountingChild(hardware, timeout_s) as child:
+        return [child.count(i, str(p.path), list(ws)) if ws else {} for i, (p, ws) in enumerate(items)]
 
 
-def _run_child(req: str, per_workload_s: float, out: list[dict], expected: list[tuple[int, str]]):
-    """Run one counting child on ``req``, filling ``out`` from its replies as they come, and
-    kill it (with every process it started) when a workload's count, or its start, outlasts
-    its time. Returns (exit status, None when killed; the [item, uuid] pairs it started, in
-    order; whether it said it was done; the tail of its stderr).
+class CountingChild:
+    """One counting process (``python -m solbench.sol.isolated``) that counts problems one at a
+    time, as :meth:`count` hands them over, and is replaced by a fresh one when it dies or
+    hangs. A child costs an interpreter and torch's import (seconds), so one serves a whole run.
 
-    The replies are taken in the only order the child makes them, ``expected``'s: a
-    ``counting`` line for the next workload, then one result for it; any other line (a second
-    result, a workload out of turn, a malformed bound) is not taken. The whole run may take
-    :data:`START_S` plus ``per_workload_s`` per workload, however the lines come."""
-    err = tempfile.TemporaryFile(mode="w+b")
-    # a session of its own: what the reference forks is killed with it (killpg) at the end
-    proc = subprocess.Popen([sys.executable, "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=err, text=True, env=_child_env(),
-                            start_new_session=True)
-    lines: queue.Queue = queue.Queue()
+    Use as a context manager, or call :meth:`close`: it ends the child's session (the child and
+    whatever its references left running). Not thread-safe: one child per thread.
 
-    def read() -> None:
+    Args:
+        hardware: spec id or TOML path priced in the child.
+        timeout_s: the most a child may spend on one workload (default :data:`PER_WORKLOAD_S`;
+            starting a child may take :data:`START_S` more).
+        cache: a :class:`~solbench.sol.cache.CountsCache` directory the child reads counts from
+            and stores them in (``solbench sol --cache``), or None.
+        threads: torch's intra-op threads in the child (``torch.set_num_threads``; None: torch's
+            default, one per core): 1 where one child runs per core.
+    """
+
+    def __init__(self, hardware: str, timeout_s: float | None = None, cache: str | None = None,
+                 threads: int | None = None):
+        self.hardware = str(hardware)
+        self.threads = threads
+        self.per = timeout_s if timeout_s is not None else PER_WORKLOAD_S
+        self.cache = None if cache is None else str(cache)
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue | None = None
+        self._err = None
+        self._fresh = False
+        #: fresh children in a row that ended before counting anything: from 2 on, the
+        #: interpreter cannot start here and every later problem fails at once
+        self._dead_starts = 0
+        self._broken: str | None = None
+        self._aborted = False
+
+    def __enter__(self) -> "CountingChild":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def count(self, item: int, problem_path: str, workloads: list) -> dict:
+        """Both models' bounds of each of ``workloads`` (:class:`~solbench.spec.Workload`) of the
+        problem at ``problem_path``: ``{uuid: {"refined": SolBound, "solar": SolBound}}`` or
+        ``{uuid: CountFailed}``. ``item`` names the problem in the replies. A workload whose
+        count kills or hangs the child is lost alone: a fresh child takes the ones after it.
+        Raises nothing for a bad reference."""
+        out: dict = {}
+        todo = list(workloads)
+        while todo:
+            if self._broken is not None or self._aborted:
+                for w in todo:
+                    out[w.uuid] = CountFailed(self._broken or "counting was stopped")
+                break
+            if self._proc is None:
+                self._start()
+            fresh, self._fresh = self._fresh, False
+            # a token per request: a line written before this request was sent (by a process
+            # an earlier problem's reference forked) cannot answer for it
+            nonce = secrets.token_hex(16)
+            self._send({"item": item, "problem": str(problem_path), "nonce": nonce,
+                        "workloads": [w.model_dump(mode="json") for w in todo]})
+            started, killed = self._collect(item, nonce, [w.uuid for w in todo], fresh, out)
+            rest = [w for w in todo if w.uuid not in out]
+            if not rest:
+                self._dead_starts = 0
+                break
+            rc, stderr = self._stop(killed)
+            how = _how_it_ended(rc, stderr)
+            if not started:
+                if not fresh:
+                    continue  # it ended between problems: a fresh child takes this one
+                # a fresh child ended before counting any of these (the interpreter could not
+                # start, the request was refused): a new child would end the same way
+                self._dead_starts += 1
+                for w in rest:
+                    out[w.uuid] = CountFailed(how + " before counting this workload")
+                if self._dead_starts >= 2:
+                    self._broken = how + " before counting this workload"
+                break
+            self._dead_starts = 0
+            if started[-1] == rest[0].uuid:
+                # it ended while counting rest[0]: that one is lost, the others get a new child
+                out[rest[0].uuid] = CountFailed(how + " while counting this workload")
+                rest = rest[1:]
+            todo = rest
+        return out
+
+    def close(self) -> None:
+        """End the child: no more requests; its session is killed once it has exited (or
+        after 5 s)."""
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            self._stop(False)
+
+    def abort(self) -> None:
+        """Kill the child now, from any thread (the caller is stopping: Ctrl-C, an error): the
+        workloads of :meth:`count` still to come fail at once, and no new child starts."""
+        self._aborted = True
+        proc = self._proc
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def _start(self) -> None:
+        self._err = tempfile.TemporaryFile(mode="w+b")
+        # a session of its own: what a reference forks is killed with it (killpg) at the end
+        proc = subprocess.Popen([sys.executable, "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=self._err, text=True, env=_child_env(),
+                                start_new_session=True)
+        lines: queue.Queue = queue.Queue()
+
+        def read() -> None:
+            try:
+                for line in proc.stdout:
+                    lines.put(line[:1 << 20])
+            except (OSError, ValueError):
+                pass
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        self._proc, self._lines, self._fresh = proc, lines, True
+        self._send({"hardware": self.hardware, "cache": self.cache, "threads": self.threads})
+
+    def _send(self, obj) -> None:
         try:
-            for line in proc.stdout:
-                lines.put(line[:1 << 20])
+            self._proc.stdin.write(json.dumps(obj) + "\n")
+            self._proc.stdin.flush()
         except (OSError, ValueError):
-            pass
-        lines.put(None)
+            pass  # it died: told by its status
 
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        proc.stdin.write(req)
-        proc.stdin.close()
-    except OSError:
-        pass  # it died at once: told by its status
-    started: list = []
-    done = killed = False
-    t0 = time.monotonic()
-    hard = t0 + START_S + per_workload_s * max(len(expected), 1)
-    deadline = t0 + START_S + per_workload_s
-    nxt, current = 0, None  # index of the next expected workload; the one being counted
-    try:
-        while True:
-            now = time.monotonic()
-            wait = min(deadline, hard) - now
+    def _collect(self, item: int, nonce: str, expected: list[str], fresh: bool, out: dict):
+        """Take the replies to one request into ``out``, in the only order the child makes
+        them: a ``counting`` line for the next workload of ``expected``, then one result for it;
+        any other line (a second result, a workload out of turn, another request's token, a
+        malformed bound) is not taken. Each workload may take ``per`` seconds from its
+        ``counting`` line, the whole request ``per`` per workload (plus :data:`START_S` for a
+        fresh child), however the lines come. Returns (the uuids it started, in order; whether
+        it was killed for its time)."""
+        proc, lines = self._proc, self._lines
+        start = START_S if fresh else 0.0
+        t0 = time.monotonic()
+        hard = t0 + start + self.per * max(len(expected), 1)
+        deadline = t0 + start + self.per
+        started: list[str] = []
+        nxt, current = 0, None  # index of the next expected workload; the one being counted
+        while nxt < len(expected) or current is not None:
+            wait = min(deadline, hard) - time.monotonic()
             if proc.poll() is not None:
                 wait = min(wait, 1.0)  # exited: what is still in the pipe, not a forked writer's
             try:
                 line = lines.get(timeout=max(0.0, wait))
             except queue.Empty:
-                if proc.poll() is None:
-                    killed = True
-                break
+                return started, proc.poll() is None
             if line is None:
-                break
+                return started, False
             try:
                 msg = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(msg, dict):
-                continue
-            if msg.get("done") is True:
-                if current is None and nxt == len(expected):
-                    done = True
+            if not isinstance(msg, dict) or msg.get("nonce") != nonce:
                 continue
             if "counting" in msg:
-                if current is None and nxt < len(expected) and msg["counting"] == list(expected[nxt]):
+                if current is None and nxt < len(expected) and msg["counting"] == [item, expected[nxt]]:
                     current = expected[nxt]
-                    started.append(list(current))
+                    started.append(current)
                     nxt += 1
-                    deadline = time.monotonic() + per_workload_s
+                    deadline = time.monotonic() + self.per
                 continue
-            if current is None or [msg.get("item"), msg.get("uuid")] != list(current):
+            if current is None or [msg.get("item"), msg.get("uuid")] != [item, current]:
                 continue
-            item, uuid = current
-            current = None
+            uuid, current = current, None
             if "error" in msg:
-                out[item][uuid] = CountFailed(str(msg["error"])[:2000])
+                out[uuid] = CountFailed(str(msg["error"])[:2000])
                 continue
             try:
-                out[item][uuid] = {m: SolBound.model_validate(b) for m, b in msg["bounds"].items()}
+                out[uuid] = {m: SolBound.model_validate(b) for m, b in msg["bounds"].items()}
             except Exception as e:  # noqa: BLE001 - a malformed reply is this workload's error
-                out[item][uuid] = CountFailed(f"the counting process replied a malformed bound ({type(e).__name__})")
-    finally:
+                out[uuid] = CountFailed(f"the counting process replied a malformed bound ({type(e).__name__})")
+        return started, False
+
+    def _stop(self, killed: bool) -> tuple[int | None, str]:
+        """Kill the child's session and reap it; (exit status, None when killed for its time;
+        the tail of its stderr)."""
+        proc = self._proc
         if not killed:
             try:  # it closed its stream: let it finish exiting, so its status is its own
                 proc.wait(timeout=5)
@@ -202,11 +287,13 @@ def _run_child(req: str, per_workload_s: float, out: list[dict], expected: list[
         except OSError:
             pass
         rc = proc.wait()
-    err.seek(0, 2)
-    err.seek(max(0, err.tell() - 4000))
-    stderr = err.read().decode("utf-8", "replace")
-    err.close()
-    return (None if killed else rc), started, done, stderr
+        err = self._err
+        err.seek(0, 2)
+        err.seek(max(0, err.tell() - 4000))  # the tail only: a reference may print gigabytes
+        stderr = err.read().decode("utf-8", "replace")
+        err.close()
+        self._proc = self._lines = self._err = None
+        return (None if killed else rc), stderr
 
 
 def _become_subreaper() -> None:
@@ -256,13 +343,19 @@ def _reply(obj) -> None:
 
 
 def main() -> int:
-    """The child: read the request, count each workload (one problem's workloads together:
-    :func:`solbench.sol.batch.iter_problem_counts`), price it with both models, reply a line
+    """The child: read the header (hardware, cache), then one problem per line until the end
+    of input; count each problem's workloads together
+    (:func:`solbench.sol.batch.iter_problem_counts`), price each with both models, reply a line
     per workload as soon as it is done."""
     global _PROTO
-    req = json.loads(sys.stdin.read())
-    # what the reference prints must not pass for a reply: the replies go on a duplicate of
-    # stdout kept aside, and stdout (the fd and sys.stdout) goes to stderr
+    # requests come on a duplicate of stdin and replies go on a duplicate of stdout, kept
+    # aside: the reference reads an empty stdin, and what it prints (stdout goes to stderr)
+    # cannot pass for a reply
+    requests = os.fdopen(os.dup(0), "r")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)
     sys.stdout.flush()
     _PROTO = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -274,35 +367,51 @@ def main() -> int:
     from .bound import bound
     from .counting import CountingError
 
-    hw = req["hardware"]
+    header = json.loads(requests.readline() or "{}")
+    hw = header["hardware"]
+    if header.get("threads"):
+        import torch
+
+        torch.set_num_threads(int(header["threads"]))
+    cache = None
+    if header.get("cache"):
+        from .cache import CountsCache
+
+        cache = CountsCache(header["cache"])
     _become_subreaper()
-    for entry in req["problems"]:
+    for line in requests:
         # what the last problem's reference forked (it inherited the reply stream) ends
         # before the next problem is counted: it cannot answer for that one
         _kill_descendants()
-        item = entry["item"]
+        entry = json.loads(line)
+        item, nonce = entry["item"], entry["nonce"]
+
+        def reply(obj) -> None:
+            _reply({**obj, "nonce": nonce})
+
         wls = [Workload.model_validate(w) for w in entry["workloads"]]
         try:
             problem = load_problem(entry["problem"])
         except Exception as e:  # noqa: BLE001 - this problem's workloads fail, not the others
             for w in wls:
-                _reply({"counting": [item, w.uuid]})
-                _reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
+                reply({"counting": [item, w.uuid]})
+                reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
             continue
-        counts = iter_problem_counts(problem, wls)
+        counts = iter_problem_counts(problem, wls, cache)
         for w in wls:
-            _reply({"counting": [item, w.uuid]})
+            reply({"counting": [item, w.uuid]})
             c = next(counts)
             if isinstance(c, CountingError):
-                _reply({"item": item, "uuid": w.uuid, "error": f"CountingError: {c}"})
+                reply({"item": item, "uuid": w.uuid, "error": f"CountingError: {c}"})
                 continue
             try:
                 both = {m: bound(problem, w, hardware=hw, model=m, counts=c).model_dump(mode="json")
                         for m in MODELS}
             except Exception as e:  # noqa: BLE001 - a pricing failure is this workload's error
-                _reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
+                reply({"item": item, "uuid": w.uuid, "error": f"{type(e).__name__}: {e}"})
                 continue
-            _reply({"item": item, "uuid": w.uuid, "bounds": both})
+            reply({"item": item, "uuid": w.uuid, "bounds": both})
+        del counts
     _kill_descendants()
     _reply({"done": True})
     return 0
