@@ -110,7 +110,7 @@ def test_a_reference_that_crashes_or_hangs_costs_its_workload_not_the_run(tmp_pa
     """One reference kills its counting process at N = 64 (SIGSEGV), another hangs at N =
     1024: those two workloads get error rows saying how the count ended, every other workload
     (before and after them, and the other problems) its bound, in argument order, and no
-    counting process is left behind."""
+    counting process is left behind; the command says so and exits 1."""
     import os
 
     from solbench.cli import app
@@ -123,7 +123,8 @@ def test_a_reference_that_crashes_or_hangs_costs_its_workload_not_the_run(tmp_pa
     hang = _with_reference(_problem(tmp_path, "hang", 1.0), "    if n == 1024:\n        time.sleep(600)\n")
     c = _problem(tmp_path, "c", 1.0)
     res = CliRunner().invoke(app, ["sol", str(a), str(crash), str(hang), str(c), "--json", "--jobs", jobs])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # not every workload has a bound: said, and the status
+    assert "2 workload(s) have no bound" in res.stderr
     got = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
     assert [g["problem"] for g in got] == ["a", "crash", "hang", "c"]
     rows = {g["problem"]: g["workloads"] for g in got}

@@ -216,7 +216,7 @@ def register(app: typer.Typer) -> None:
         from ..sol.batch import problem_rows
         from ..spec import load_problem
 
-        failed = 0
+        failed = unbounded = 0
         with clean_errors():
             if model not in ("refined", "solar"):
                 raise SpecError(None, "--model", f"unknown model {model!r} (refined or solar)")
@@ -270,6 +270,7 @@ def register(app: typer.Typer) -> None:
                 said_default = False
                 err_console.print(f"[yellow]note:[/yellow] no --hardware given: T_SOL on {hardware} "
                                   "(the default; `solbench hardware list` shows the others)", highlight=False)
+            unbounded += sum(1 for r in res["workloads"] if r.get("sol_ms") is None)
             if as_json:
                 typer.echo(json.dumps(res, allow_nan=False))
                 continue
@@ -279,5 +280,8 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"[yellow]unknown ops (not counted): {', '.join(unknown)}[/yellow]")
             if any(r.get("real_tensors") for r in res["workloads"]):
                 err_console.print("[yellow]some workloads needed real tensors (data-dependent reference)[/yellow]")
-        if failed:
+        if unbounded:
+            err_console.print(f"[red]error:[/red] {unbounded} workload(s) have no bound (their rows say why)",
+                              highlight=False)
+        if failed or unbounded:
             raise typer.Exit(1)
