@@ -230,3 +230,23 @@ def test_kernelbench_module_parameters_are_inputs(tmp_path):
     assert b.flops["cuda_fp32"] == 64 * 128 * 2  # bias add + relu
     # x + weight + bias + output, fp32
     assert b.bytes_fused == (64 * 256 + 128 * 256 + 128 + 64 * 128) * 4 == 229_888
+
+
+def test_values_read_by_item_and_truth_tests_are_reads_of_those_elements(tmp_path):
+    """The reference's control flow reads lens[2] (.item()) and flags[0] (a truth test): an
+    implementation must read those elements too, and only those. Hand-worked (real tensors:
+    the value reads end the meta and fake runs): x[:8] read, 8 x 4 B; lens[2], 4 B; flags[0],
+    1 B; y written, 8 x 4 B."""
+    ref = ("import torch\n"
+           "def run(x, lens, flags):\n"
+           "    n = int(lens[2].item()) + 8\n"
+           "    if flags[0]:\n"
+           "        n = n + 0\n"
+           "    return x[:n] * 2\n")
+    p, w = make_problem(tmp_path, "reads", {"x": T([64], "float32"), "lens": T([4], "int32"),
+                                            "flags": T([3], "bool")}, {"y": T([8], "float32")}, ref)
+    c = count_workload(p, w)
+    assert c.real_tensors
+    assert {name: read for name, _, _, _, read in c.inputs} == {"x": 32.0, "lens": 4.0, "flags": 1.0}
+    assert not any("never read" in n for n in c.notes)
+    assert c.bytes_fused == 32 + 4 + 1 + 32

@@ -425,6 +425,9 @@ def _taint_kinds(taint: dict, tensors) -> int:
 
 #: ops whose result is a Python scalar read from a tensor's values, or is computed from
 #: values in a way that is not a tensor of a known shape (besides the torch tags below)
+#: view-like ops (no arithmetic, ops.VIEW_OPS) that read the values of their operand's elements
+_ELEMENT_READS = {"_local_scalar_dense", "is_nonzero"}
+
 _VALUE_READS = {"_local_scalar_dense", "is_nonzero", "item", "equal", "allclose", "is_same_size",
                 "_assert_async", "_assert_scalar", "_assert_tensor_metadata",
                 # a sparse layout's size (nnz) is the count of nonzero values
@@ -827,6 +830,10 @@ class _CountingMode(TorchDispatchMode):
         c = self.c
         c.op_counts[name] += 1
         if info.view:
+            if name in _ELEMENT_READS and self.input_storages:
+                # a value read (.item(), a truth test) reads its elements of an input: what the
+                # reference's control flow depends on, an implementation must read too
+                self.note_reads(name, flat_in, out)
             return
         storages = self.input_storages
         if storages:
