@@ -92,3 +92,40 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     out = R.execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options=opts)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED", "REWARD_HACK", "PASSED"]
     assert len(started) == 5  # a, ref, b, c, a fresh ref for c
+
+
+def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_path, monkeypatch):
+    """Two problems, three candidates: the SOL bounds of every workload to evaluate are
+    counted in one call of the counting child (not one child per problem), before the first
+    pair is evaluated, and each PASSED trace's SOL block carries them. SOL is priced for the
+    H200 here (on the CPU a run has none)."""
+    from solbench import pipeline
+    from solbench.suites import runner as R
+
+    events = []
+    real_count = pipeline._count
+
+    def spy(items, hw):
+        events.append(("count", sorted((p.name, len(ws)) for p, ws in items)))
+        return real_count(items, hw)
+
+    monkeypatch.setattr(pipeline, "resolve_hardware", lambda device, hw: "H200")
+    monkeypatch.setattr(pipeline, "_count", spy)
+    sols = tmp_path / "sols"
+    for name, (good, trivial) in CANDS.items():
+        (sols / name).mkdir(parents=True)
+        (sols / name / "eager.py").write_text(good)
+        if trivial:
+            (sols / name / "trivial.py").write_text(trivial)
+    paths = [DATA_ROOT / "l1" / n for n in CANDS]
+    plan = R.plan_run(paths, sols, set(), tags=["cpu"])
+    assert len(plan.pairs) == 3
+    n_wl = {p.problem.name: len(p.todo) for p in plan.pairs}
+    out = R.execute(plan, tmp_path / "r.jsonl", "cpu",
+                    eval_options={"iters": 3, "rounds": 2, "spare_workers": 0},
+                    on_trace=lambda pair, t: events.append(("trace", pair.problem.name)))
+    assert events[0] == ("count", sorted(n_wl.items()))
+    assert [e for e in events if e[0] == "count"] == [events[0]]
+    passed = [t for t in out.traces if t.evaluation.status.value == "PASSED"]
+    assert len(passed) == sum(n_wl.values())  # both eager candidates, every workload
+    assert all(t.evaluation.sol and t.evaluation.sol["sol_ms"] > 0 for t in passed)

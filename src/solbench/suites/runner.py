@@ -229,6 +229,18 @@ def execute(plan: RunPlan, results_path: Path, device: str,
     if evaluator is None:
         shared = make_default_evaluator(eval_options)
         evaluator = shared
+        # the SOL bounds of every pair's workloads in one counting child before the first timed
+        # window (a child is an interpreter and torch's import: seconds), while the spare
+        # workers start; without this each problem's first pair started a child of its own
+        work: dict[int, tuple[Problem, list[str]]] = {}
+        for pair in plan.pairs:
+            if pair.todo and pair.candidate.solution is not None:
+                uuids = work.setdefault(id(pair.problem), (pair.problem, []))[1]
+                uuids.extend(w.uuid for w in pair.todo if w.uuid not in uuids)
+        try:
+            shared.start_ahead(device, list(work.values()))
+        except Exception:  # noqa: BLE001 - each pair starts what it needs itself, as before
+            pass
     written: list[Trace] = []
     errors: list[str] = []
     for pair in plan.pairs:
