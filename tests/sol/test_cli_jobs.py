@@ -149,3 +149,26 @@ def _is_counting_child(pid: str) -> bool:
     except OSError:
         return False
     return b"solbench.sol.isolated" in cmd and ppid == os.getpid()
+
+
+def test_cache_is_filled_by_the_counting_child_and_read_back(tmp_path):
+    """`solbench sol --cache DIR`: the counting child stores one entry per workload and a
+    second run reads them back (the same output); an entry's field changed on disk shows in
+    the third run's rows, so the rows come from the entries, not from a new count."""
+    from solbench.cli import app
+
+    d = _problem(tmp_path, "a", 1.0)
+    cache = tmp_path / "cache"
+    args = ["sol", str(d), "--json", "--cache", str(cache)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    entries = list(cache.rglob("*.json"))
+    assert len(entries) == 2
+    second = CliRunner().invoke(app, args)
+    assert second.exit_code == 0 and json.loads(second.stdout) == json.loads(first.stdout)
+    for f in entries:
+        j = json.loads(f.read_text())
+        j["bytes_unfused"] = 12345.0
+        f.write_text(json.dumps(j))
+    third = CliRunner().invoke(app, args)
+    assert [w["bytes"]["unfused"] for w in json.loads(third.stdout)["workloads"]] == [12345.0, 12345.0]
