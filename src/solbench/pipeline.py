@@ -192,7 +192,8 @@ def attach_static_audit(problem: Problem, solution: Solution, traces: list[Trace
 def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig | None = None,
                        hardware: str | None = None, sol_model: str = "refined",
                        evaluator=None, on_trace: Callable[[Trace], None] | None = None,
-                       sol_cache: dict | None = None) -> list[Trace]:
+                       sol_cache: dict | None = None,
+                       on_stage: Callable[[str], None] | None = None) -> list[Trace]:
     """Evaluate and attach the SOL block to each PASSED trace.
 
     ``evaluator``: a ``harness.Evaluator`` of ``problem`` to reuse (its reference-timing
@@ -200,7 +201,8 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     ``on_trace``: called with each finished trace (static audit and SOL block attached) as
     soon as its workload is done, before the next one starts: to store it and show progress.
     ``sol_cache``: SOL bounds shared with other calls of the run (see :func:`sol_block`);
-    None: this call's own.
+    None: this call's own. ``on_stage``: called with a line saying what is done before the
+    first workload (counting the SOL bounds, seconds to minutes) and how long it took.
 
     A candidate time below T_SOL is judged by :func:`solbench.sol.classify_against_sol`:
     below the certain floor (compulsory output bytes beyond L2 at peak bandwidth) it is
@@ -219,10 +221,16 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
         from .harness.config import select_workloads
 
         try:
-            chosen = [w.uuid for w in select_workloads(problem, cfg)]
+            chosen_wls = select_workloads(problem, cfg)
         except Exception:  # noqa: BLE001 - a bad selection is the evaluator's error to report
-            chosen = []
-        prime_sol(problem, chosen, hw, cache)
+            chosen_wls = []
+        todo = sum(1 for w in chosen_wls if _key(problem, w, hw) not in cache)
+        if todo and on_stage is not None:
+            on_stage(f"SOL: counting the bounds of {todo} workload(s) for {hw}, in a child process")
+        t0 = time.perf_counter()
+        prime_sol(problem, [w.uuid for w in chosen_wls], hw, cache)
+        if todo and on_stage is not None:
+            on_stage(f"SOL: bounds counted in {time.perf_counter() - t0:.1f} s")
     out: list[Trace] = []
 
     def finish(t: Trace) -> None:

@@ -317,6 +317,18 @@ class EvalProgress:
             self._prog.__exit__(*exc)
             self._prog = None
 
+    def stage(self, text: str) -> None:
+        """Say what runs before the first workload finishes (e.g. the SOL count): the bar's
+        description on a terminal, a line otherwise. The ETA counts from the last stage on, so
+        the time before the evaluation does not inflate it."""
+        self.t0 = time.monotonic()
+        if not self.enabled:
+            return
+        if self._prog is not None:
+            self._prog.update(self._task, description=f"{self.label}: {text}")
+            return
+        print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+
     def eta_s(self) -> float | None:
         if not self.n or self.n >= self.total:
             return None

@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
                     prog.done(t)
 
                 traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
-                                            on_trace=on_trace)
+                                            on_trace=on_trace, on_stage=prog.stage)
         if as_json:
             typer.echo(json.dumps([json.loads(t.to_json_line()) for t in traces], allow_nan=False))
         else:
