@@ -240,3 +240,135 @@ def test_a_forked_process_cannot_answer_for_the_next_problem_nor_hold_the_run(tm
     assert time.monotonic() - t0 < 50  # not the sleeper's 120 s, nor a workload's 60
     for res in got:
         assert [res[f"w{i}"]["refined"].sol_ms for i in range(3)] == pytest.approx([_sol_ms(n) for n in SIZES])
+
+
+#: writes raw bytes into every pipe the child holds above fd 2 (its reply stream among them)
+_WRITE_RAW = '''    import stat
+    def _raw(data, times=1):
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    for _ in range(times):
+                        os.write(fd, data)
+            except OSError:
+                pass
+'''
+
+
+def test_malformed_flooded_and_endless_reply_lines_cost_their_workload_only(tmp_path, monkeypatch):
+    """Into the reply stream: a line of JSON nested past the recursion limit (it once raised
+    RecursionError out of the parent), a flood of junk lines for longer than the workload's
+    time (the deadline was only checked when no line was waiting) and a line with no end
+    (buffered whole in the parent). The first workload keeps its bound; the flooding and
+    endless ones end at their time, with bounded memory in the parent (measured in a process
+    of its own)."""
+    from solbench.sol import isolated
+
+    monkeypatch.setattr(isolated, "PER_WORKLOAD_S", 6.0)
+    body = _WRITE_RAW + (
+        "    if n == 1024:\n        _raw(b'[' * 200000 + b'\\n')\n"
+        "    if n == 2048:\n"
+        "        t0 = time.time()\n"
+        "        while time.time() - t0 < 30:\n            _raw(b'0\\n' * 32768)\n"
+        "    if n == 4096:\n        _raw(b'a' * (1 << 20), times=400)\n        time.sleep(60)\n")
+    p = _problem(tmp_path, body)
+    code = ("import json, resource, sys, time\n"
+            "from solbench.sol import isolated\nfrom solbench.spec import load_problem\n"
+            "isolated.PER_WORKLOAD_S = 6.0\n"
+            "p = load_problem(sys.argv[1])\n"
+            "t0 = time.monotonic()\n"
+            "got = isolated.bounds_isolated(p, p.workloads, 'H200')\n"
+            "print(json.dumps({'s': time.monotonic() - t0, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,"
+            " 'got': {u: (str(g) if isinstance(g, Exception) else g['refined'].sol_ms) for u, g in got.items()}}))\n")
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-c", code, str(p.path)], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["got"]["w0"] == pytest.approx(_sol_ms(1024))
+    assert "did not finish in time" in res["got"]["w1"]
+    assert "did not finish in time" in res["got"]["w2"]
+    # each stuck workload ends at its 6 s (+ the child's start and the kill's reaping)
+    assert res["s"] < 60 + 2 * 6 + 30
+    assert res["rss_mb"] < 1000  # 400 MB of one endless line, none of it kept
+
+
+def test_the_callers_working_directory_is_not_on_the_childs_import_path(tmp_path, monkeypatch):
+    """A secrets.py (or any module name the child imports) in the directory solbench runs
+    from is not imported by the counting child."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "secrets.py").write_text("raise SystemExit(9)\n")
+    monkeypatch.chdir(cwd)
+    p = _problem(tmp_path, "")
+    got = bounds_isolated(p, p.workloads, "H200")
+    assert [got[f"w{i}"]["refined"].sol_ms for i in range(3)] == pytest.approx([_sol_ms(n) for n in SIZES])
+
+
+def test_a_process_that_left_the_session_is_killed_when_the_child_dies(tmp_path):
+    """The reference forks a process that leaves the child's session (setsid) and sleeps,
+    holding the reply pipe, then kills its counting process: the parent sees the death within
+    a second or so (it waited out the workload's 120 s for an end of the pipe that the sleeper
+    held back), and the sleeper is killed: not by killing the session, which it left, but by
+    the token every process of the child carries."""
+    import time
+    pidfile = tmp_path / "sleeper.pid"
+    body = (f"    if n == 2048:\n"
+            f"        if os.fork() == 0:\n"
+            f"            os.setsid()\n"
+            f"            if os.fork() == 0:\n"
+            f"                open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+            f"                time.sleep(300)\n"
+            f"            os._exit(0)\n"
+            f"        time.sleep(1)\n"
+            f"        os.kill(os.getpid(), signal.SIGKILL)\n")
+    p = _problem(tmp_path, body)
+    t0 = time.monotonic()
+    got = bounds_isolated(p, p.workloads, "H200")
+    assert time.monotonic() - t0 < 60
+    assert "died of SIGKILL while counting" in str(got["w1"])
+    assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
+    pid = int(pidfile.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+
+
+def test_a_tracer_that_never_waits_does_not_hold_the_parent(tmp_path, monkeypatch):
+    """The reference has a process of its own (out of the session, with an empty environment,
+    so neither the session kill nor the token finds it) ptrace-seize the counting child: the
+    child stops at its next signal, a hang, and when it is killed its death goes to the tracer
+    first, so the parent's final wait held forever. Now the workload ends at its time, the
+    parent kills the tracer it finds in the child's /proc status, and the run goes on.
+    Skipped where ptrace is not allowed."""
+    import time
+
+    from solbench.sol import isolated
+
+    monkeypatch.setattr(isolated, "PER_WORKLOAD_S", 10.0)
+    log = tmp_path / "seize.log"
+    body = (f"    if n == 2048:\n"
+            f"        import ctypes\n"
+            f"        target = os.getpid()\n"
+            f"        if os.fork() == 0:\n"
+            f"            os.setsid()\n"
+            f"            if os.fork() == 0:\n"
+            f"                libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"                r = libc.ptrace(0x4206, target, 0, 0)\n"
+            f"                open({str(log)!r}, 'w').write(f'{{r}} {{ctypes.get_errno()}} {{os.getpid()}}')\n"
+            f"                os.execve('/bin/sleep', ['sleep', '300'], {{}})\n"
+            f"            os._exit(0)\n"
+            f"        time.sleep(2)\n"
+            f"        os._exit(3)\n")
+    p = _problem(tmp_path, body)
+    t0 = time.monotonic()
+    got = bounds_isolated(p, p.workloads, "H200")
+    took = time.monotonic() - t0
+    if not log.exists() or not log.read_text().startswith("0 "):
+        pytest.skip(f"ptrace not allowed here ({log.read_text() if log.exists() else 'no log'})")
+    assert took < 60  # the workload's 10 s, the kill, 5 s for the traced child's reaping
+    assert isinstance(got["w1"], CountFailed)
+    assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
+    tracer = int(log.read_text().split()[2])
+    assert not Path(f"/proc/{tracer}").exists() or "Z" in Path(f"/proc/{tracer}/stat").read_text().split(")")[1][:3]

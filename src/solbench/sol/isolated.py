@@ -19,6 +19,14 @@ stdout, for each workload of a request, in order: ``{"counting": [i, uuid], "non
 count starts, then ``{"item", "uuid", "nonce", "bounds": {"refined": SolBound JSON, "solar":
 ...}}`` or ``{"item", "uuid", "nonce", "error"}``; ``{"done": true}`` at the end. The
 reference runs with stdin read from /dev/null and stdout going to stderr.
+
+The parent reads replies in binary, a line at most :data:`MAX_LINE` bytes and at most
+:data:`QUEUED_LINES` lines ahead, checks the workload's time on every line, sees the child's
+death within a second even while a process it forked holds the pipe open, and when a child
+ends kills its session, every process carrying its token (:data:`TOKEN_ENV`) and a ptrace
+tracer holding it. This protects a run from a reference's accidents; a reference is trusted
+problem code, and a deliberately hostile one can still forge the bounds of problems counted
+after it in the same child (docs/sol-model.md).
 """
 
 from __future__ import annotations
@@ -42,17 +50,24 @@ from .bound import SolBound
 PER_WORKLOAD_S = float(os.environ.get("SOLBENCH_SOL_COUNT_TIMEOUT_S", "120"))
 #: seconds for the child to start (importing torch and solbench)
 START_S = 60.0
+#: the longest reply line taken (bytes); a longer one is dropped as it is read
+MAX_LINE = 1 << 20
+#: reply lines read ahead of the parent at most (the reader then waits: memory stays bounded)
+QUEUED_LINES = 1024
+#: the environment variable that marks one counting child and everything it starts
+TOKEN_ENV = "SOLBENCH_COUNTING"
 
 
 class CountFailed(Exception):
     """The counting child ended without a bound for this workload (message: how)."""
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(token: str) -> dict[str, str]:
     # the child imports the same solbench as this process, wherever it was imported from
     root = str(Path(__file__).resolve().parents[2])
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        **{TOKEN_ENV: token})
 
 
 def _how_it_ended(rc: int | None, stderr: str) -> str:
@@ -108,8 +123,11 @@ class CountingChild:
 
     def __init__(self, hardware: str, timeout_s: float | None = None, cache: str | None = None,
                  threads: int | None = None):
-        self.hardware = str(hardware)
+        # the child may start elsewhere than this process is: a spec file by its full path
+        self.hardware = str(Path(hardware).resolve()) if Path(str(hardware)).is_file() else str(hardware)
         self.threads = threads
+        self._token: str | None = None
+        self._closed: threading.Event | None = None
         self.per = timeout_s if timeout_s is not None else PER_WORKLOAD_S
         self.cache = None if cache is None else str(cache)
         self._proc: subprocess.Popen | None = None
@@ -147,7 +165,7 @@ class CountingChild:
             # a token per request: a line written before this request was sent (by a process
             # an earlier problem's reference forked) cannot answer for it
             nonce = secrets.token_hex(16)
-            self._send({"item": item, "problem": str(problem_path), "nonce": nonce,
+            self._send({"item": item, "problem": str(Path(problem_path).resolve()), "nonce": nonce,
                         "workloads": [w.model_dump(mode="json") for w in todo]})
             started, killed = self._collect(item, nonce, [w.uuid for w in todo], fresh, out)
             rest = [w for w in todo if w.uuid not in out]
@@ -198,19 +216,43 @@ class CountingChild:
 
     def _start(self) -> None:
         self._err = tempfile.TemporaryFile(mode="w+b")
-        # a session of its own: what a reference forks is killed with it (killpg) at the end
-        proc = subprocess.Popen([sys.executable, "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=self._err, text=True, env=_child_env(),
+        self._token = secrets.token_hex(16)
+        # a session of its own: what a reference forks is killed with it (killpg) at the end;
+        # -P: the caller's working directory is not on the child's import path (a secrets.py
+        # or json.py there would be imported in place of the standard module)
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=self._err, env=_child_env(self._token),
                                 start_new_session=True)
-        lines: queue.Queue = queue.Queue()
+        lines: queue.Queue = queue.Queue(maxsize=QUEUED_LINES)
+        closed = threading.Event()
+        self._closed = closed
+
+        def put(item) -> bool:
+            while not closed.is_set():
+                try:
+                    lines.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
         def read() -> None:
+            # binary, a line at most MAX_LINE bytes: a longer one is no reply and is dropped
+            # as it comes (a reply line with no end must not fill this process's memory)
             try:
-                for line in proc.stdout:
-                    lines.put(line[:1 << 20])
+                while not closed.is_set():
+                    line = proc.stdout.readline(MAX_LINE)
+                    if not line:
+                        break
+                    if not line.endswith(b"\n"):
+                        while line and not line.endswith(b"\n"):
+                            line = proc.stdout.readline(MAX_LINE)
+                        continue
+                    if not put(line):
+                        return
             except (OSError, ValueError):
                 pass
-            lines.put(None)
+            put(None)
 
         threading.Thread(target=read, daemon=True).start()
         self._proc, self._lines, self._fresh = proc, lines, True
@@ -218,7 +260,7 @@ class CountingChild:
 
     def _send(self, obj) -> None:
         try:
-            self._proc.stdin.write(json.dumps(obj) + "\n")
+            self._proc.stdin.write((json.dumps(obj) + "\n").encode())
             self._proc.stdin.flush()
         except (OSError, ValueError):
             pass  # it died: told by its status
@@ -238,19 +280,29 @@ class CountingChild:
         deadline = t0 + start + self.per
         started: list[str] = []
         nxt, current = 0, None  # index of the next expected workload; the one being counted
+        exited = None  # when the child was first seen to have exited
         while nxt < len(expected) or current is not None:
-            wait = min(deadline, hard) - time.monotonic()
-            if proc.poll() is not None:
-                wait = min(wait, 1.0)  # exited: what is still in the pipe, not a forked writer's
-            try:
-                line = lines.get(timeout=max(0.0, wait))
-            except queue.Empty:
+            now = time.monotonic()
+            wait = min(deadline, hard) - now
+            if wait <= 0:  # checked on every line: a flood of them does not hold this loop
                 return started, proc.poll() is None
+            if proc.poll() is not None or _is_zombie(proc.pid):
+                # exited (a zombie not yet reported to us: a tracer holds it): a second for what
+                # is still in the pipe (a process it forked may hold the pipe open, and write
+                # into it, for as long as it likes)
+                exited = now if exited is None else exited
+                if now - exited >= 1.0:
+                    return started, False
+            try:
+                # in slices: the child's death is seen within one, not at the deadline
+                line = lines.get(timeout=min(wait, 0.5))
+            except queue.Empty:
+                continue
             if line is None:
                 return started, False
             try:
                 msg = json.loads(line)
-            except ValueError:
+            except Exception:  # noqa: BLE001 - not a reply (bad UTF-8, JSON nested past the recursion limit)
                 continue
             if not isinstance(msg, dict) or msg.get("nonce") != nonce:
                 continue
@@ -274,8 +326,9 @@ class CountingChild:
         return started, False
 
     def _stop(self, killed: bool) -> tuple[int | None, str]:
-        """Kill the child's session and reap it; (exit status, None when killed for its time;
-        the tail of its stderr)."""
+        """Kill the child's session and every process that carries its token, and reap the
+        child; (exit status, None when killed for its time or not reaped; the tail of its
+        stderr)."""
         proc = self._proc
         if not killed:
             try:  # it closed its stream: let it finish exiting, so its status is its own
@@ -286,14 +339,80 @@ class CountingChild:
             os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it left running
         except OSError:
             pass
-        rc = proc.wait()
+        # what left the session (setsid) or the subreaper (a double fork after the child died)
+        _kill_marked(self._token)
+        rc = _reap(proc)
+        self._closed.set()
         err = self._err
         err.seek(0, 2)
         err.seek(max(0, err.tell() - 4000))  # the tail only: a reference may print gigabytes
         stderr = err.read().decode("utf-8", "replace")
         err.close()
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
         self._proc = self._lines = self._err = None
-        return (None if killed else rc), stderr
+        return (None if killed or rc is None else rc), stderr
+
+
+def _reap(proc: subprocess.Popen) -> int | None:
+    """Wait for the killed ``proc``; None when it cannot be reaped in time. A process traced
+    by another (ptrace) is reported to its tracer first, so a tracer that never waits would
+    hold this wait forever: after 5 s the tracer is killed, and after 5 s more it is left."""
+    for _ in range(2):
+        try:
+            return proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            tracer = _tracer_of(proc.pid)
+            if tracer:
+                try:
+                    os.kill(tracer, signal.SIGKILL)
+                except OSError:
+                    pass
+    return None
+
+
+def _is_zombie(pid: int) -> bool:
+    """Has ``pid`` exited without being reaped (state Z in /proc)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _tracer_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _kill_marked(token: str) -> None:
+    """SIGKILL every process whose environment carries ``token`` (:data:`TOKEN_ENV`, given to
+    one counting child and inherited by all it starts): those that left its session or were
+    re-parented away from it. A process that replaced its environment is not found."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            try:
+                os.kill(int(d), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _become_subreaper() -> None:
