@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -372,3 +373,36 @@ def test_a_tracer_that_never_waits_does_not_hold_the_parent(tmp_path, monkeypatc
     assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
     tracer = int(log.read_text().split()[2])
     assert not Path(f"/proc/{tracer}").exists() or "Z" in Path(f"/proc/{tracer}/stat").read_text().split(")")[1][:3]
+
+
+def test_a_process_that_keeps_the_reply_pipe_and_clears_its_environment_does_not_hold_the_parent(tmp_path):
+    """The reference hands the reply pipe to a process that leaves the session and replaces
+    its environment (so neither the session kill nor the token reaches it), then kills its
+    counting process: the parent still ends the workload at once (its stream was closed under
+    a read blocked until that process ended, 40 s here). That process itself is not killed:
+    out of reach without a sandbox (docs/sol-model.md)."""
+    import time
+
+    pidfile = tmp_path / "holder.pid"
+    body = (f"    if n == 2048:\n"
+            f"        fd = sys.modules['__main__']._PROTO.fileno()\n"
+            f"        os.set_inheritable(fd, True)\n"
+            f"        if os.fork() == 0:\n"
+            f"            os.setsid()\n"
+            f"            open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+            f"            os.execve('/bin/sleep', ['sleep', '40'], {{}})\n"
+            f"        time.sleep(1)\n"
+            f"        os.kill(os.getpid(), signal.SIGKILL)\n")
+    p = _problem(tmp_path, body)
+    t0 = time.monotonic()
+    try:
+        got = bounds_isolated(p, p.workloads, "H200")
+        assert time.monotonic() - t0 < 30
+    finally:
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except OSError:
+                pass
+    assert "died of SIGKILL while counting" in str(got["w1"])
+    assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))

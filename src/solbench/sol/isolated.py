@@ -35,6 +35,7 @@ import json
 import os
 import queue
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -52,8 +53,9 @@ PER_WORKLOAD_S = float(os.environ.get("SOLBENCH_SOL_COUNT_TIMEOUT_S", "120"))
 START_S = 60.0
 #: the longest reply line taken (bytes); a longer one is dropped as it is read
 MAX_LINE = 1 << 20
-#: reply lines read ahead of the parent at most (the reader then waits: memory stays bounded)
-QUEUED_LINES = 1024
+#: reply lines read ahead of the parent at most (the reader then waits: memory stays bounded,
+#: at most this many MAX_LINE lines)
+QUEUED_LINES = 64
 #: the environment variable that marks one counting child and everything it starts
 TOKEN_ENV = "SOLBENCH_COUNTING"
 
@@ -237,22 +239,42 @@ class CountingChild:
             return False
 
         def read() -> None:
-            # binary, a line at most MAX_LINE bytes: a longer one is no reply and is dropped
-            # as it comes (a reply line with no end must not fill this process's memory)
+            # the raw pipe, polled, so that this thread stops when told although a process the
+            # child forked keeps the pipe open (a blocked read could not be interrupted, and
+            # closing the stream under it waited for that process); a line is at most MAX_LINE
+            # bytes, a longer one is no reply and is dropped as it comes
+            fd = proc.stdout.fileno()
+            buf = bytearray()
+            dropping = False
             try:
                 while not closed.is_set():
-                    line = proc.stdout.readline(MAX_LINE)
-                    if not line:
-                        break
-                    if not line.endswith(b"\n"):
-                        while line and not line.endswith(b"\n"):
-                            line = proc.stdout.readline(MAX_LINE)
+                    if not select.select([fd], [], [], 0.5)[0]:
                         continue
-                    if not put(line):
-                        return
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    buf += chunk
+                    while True:
+                        i = buf.find(b"\n")
+                        if i < 0:
+                            if len(buf) > MAX_LINE:
+                                buf.clear()
+                                dropping = True
+                            break
+                        line = bytes(buf[:i + 1])
+                        del buf[:i + 1]
+                        if dropping:
+                            dropping = False
+                        elif not put(line):
+                            return
             except (OSError, ValueError):
                 pass
-            put(None)
+            finally:
+                put(None)
+                try:
+                    proc.stdout.close()  # this thread's stream: closed by it, when it is done
+                except OSError:
+                    pass
 
         threading.Thread(target=read, daemon=True).start()
         self._proc, self._lines, self._fresh = proc, lines, True
@@ -348,11 +370,10 @@ class CountingChild:
         err.seek(max(0, err.tell() - 4000))  # the tail only: a reference may print gigabytes
         stderr = err.read().decode("utf-8", "replace")
         err.close()
-        for f in (proc.stdin, proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
         self._proc = self._lines = self._err = None
         return (None if killed or rc is None else rc), stderr
 
