@@ -106,9 +106,9 @@ def _count(items: list, hardware: str) -> list[dict]:
     """Per ``(problem, workloads)`` of ``items``: uuid -> both bounds, or the exception that
     stands for them. In one child process for all (:func:`solbench.sol.isolated.bounds_isolated_many`)
     unless ``SOLBENCH_SOL_IN_PROCESS=1`` (debugging: a crash of the count is then the run's)."""
-    import os
+    from .sol.isolated import bounds_isolated_many, counting_in_process
 
-    if os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1":
+    if counting_in_process():
         from .sol import bound, count_workload
 
         res: list[dict] = []
@@ -123,8 +123,6 @@ def _count(items: list, hardware: str) -> list[dict]:
                     got[w.uuid] = e
             res.append(got)
         return res
-    from .sol.isolated import bounds_isolated_many
-
     return bounds_isolated_many(items, hardware)
 
 

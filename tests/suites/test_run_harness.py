@@ -24,15 +24,20 @@ CANDS = {
 }
 
 
-def test_run_small_cpu_subset_with_resume(tmp_path):
-    from solbench.cli import app
-
-    sols = tmp_path / "sols"
+def _write_candidates(sols):
+    """:data:`CANDS` as candidate files under ``sols``: eager.py (and trivial.py) per problem."""
     for name, (good, trivial) in CANDS.items():
         (sols / name).mkdir(parents=True)
         (sols / name / "eager.py").write_text(good)
         if trivial:
             (sols / name / "trivial.py").write_text(trivial)
+    return sols
+
+
+def test_run_small_cpu_subset_with_resume(tmp_path):
+    from solbench.cli import app
+
+    sols = _write_candidates(tmp_path / "sols")
     out = tmp_path / "res.jsonl"
     base = ["run", "l1", "--solutions", str(sols), "-o", str(out), "--tag", "cpu",
             "--device", "cpu", "--json", "--iters", "3", "--rounds", "2"]
@@ -111,12 +116,7 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
 
     monkeypatch.setattr(pipeline, "resolve_hardware", lambda device, hw: "H200")
     monkeypatch.setattr(pipeline, "_count", spy)
-    sols = tmp_path / "sols"
-    for name, (good, trivial) in CANDS.items():
-        (sols / name).mkdir(parents=True)
-        (sols / name / "eager.py").write_text(good)
-        if trivial:
-            (sols / name / "trivial.py").write_text(trivial)
+    sols = _write_candidates(tmp_path / "sols")
     paths = [DATA_ROOT / "l1" / n for n in CANDS]
     plan = R.plan_run(paths, sols, set(), tags=["cpu"])
     assert len(plan.pairs) == 3

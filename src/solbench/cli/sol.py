@@ -112,12 +112,6 @@ def schedule_order(paths: list[Path]) -> list[int]:
     return sorted(range(len(paths)), key=lambda i: (-costs[i], i))
 
 
-def _in_process() -> bool:
-    """``SOLBENCH_SOL_IN_PROCESS=1``: count in this process (debugging: a crash of a count is
-    then the command's)."""
-    return os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1"
-
-
 def isolated_results(paths: list[Path], n_jobs: int, hardware: str, model: str, load,
                      cache_dir: str | None = None):
     """``(path, "ok", problem_rows result)`` or ``(path, "error", SolbenchError)`` for each of
@@ -250,9 +244,10 @@ def register(app: typer.Typer) -> None:
                 except SolbenchError as e:
                     yield path, "error", e
 
-        hw_arg = hardware if not Path(hardware).exists() else str(Path(hardware).resolve())
-        results = in_process() if _in_process() else isolated_results(
-            paths, n_jobs, hw_arg, model, load, str(cache) if cache is not None else None)
+        from ..sol.isolated import counting_in_process
+
+        results = in_process() if counting_in_process() else isolated_results(
+            paths, n_jobs, hardware, model, load, str(cache) if cache is not None else None)
         for path, kind, res in results:
             if kind == "error":
                 if len(paths) == 1:

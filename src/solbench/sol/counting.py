@@ -423,11 +423,11 @@ def _taint_kinds(taint: dict, tensors) -> int:
     return kinds
 
 
-#: ops whose result is a Python scalar read from a tensor's values, or is computed from
-#: values in a way that is not a tensor of a known shape (besides the torch tags below)
 #: view-like ops (no arithmetic, ops.VIEW_OPS) that read the values of their operand's elements
 _ELEMENT_READS = {"_local_scalar_dense", "is_nonzero"}
 
+#: ops whose result is a Python scalar read from a tensor's values, or is computed from
+#: values in a way that is not a tensor of a known shape (besides the torch tags below)
 _VALUE_READS = {"_local_scalar_dense", "is_nonzero", "item", "equal", "allclose", "is_same_size",
                 "_assert_async", "_assert_scalar", "_assert_tensor_metadata",
                 # a sparse layout's size (nnz) is the count of nonzero values

@@ -60,6 +60,12 @@ QUEUED_LINES = 64
 TOKEN_ENV = "SOLBENCH_COUNTING"
 
 
+def counting_in_process() -> bool:
+    """``SOLBENCH_SOL_IN_PROCESS=1``: count in the caller's process instead (debugging: a crash
+    of a count is then the caller's)."""
+    return os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1"
+
+
 class CountFailed(Exception):
     """The counting child ended without a bound for this workload (message: how)."""
 
