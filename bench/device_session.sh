@@ -20,6 +20,8 @@
 #                                           # (carry .whl, .whl_ray, .devdata)
 #   SKIP_SMOKE=1 DEADLINE_S=240 bash bench/device_session.sh bigmem  # the largest dev workload
 #                                           # (18.8 GB) evaluated, per-process device memory
+#   DEADLINE_S=570 bash bench/device_session.sh s15   # smoke, bigmem, honest kernels vs refined
+#                                           # T_SOL, the CUDA demo's wall time (carry .whl, .devdata)
 #   DEADLINE_S=420 bash bench/device_session.sh ovh   # issue 14: steady per-workload overhead,
 #                                           # per phase and per parent-side step (carry .whl, .devdata)
 #
@@ -27,7 +29,7 @@
 # ray wheel for `proofs`) and .devdata/{sol-execbench-dev,upstream-examples}.
 # Never changes clocks, power limits or GPU modes.
 set -uo pipefail
-stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|ovh|s8a|s8b|s9a|s10a|taskcap|bigmem}"
+stage="${1:?stage: isolation|proofs|verify|ray|languages|thru|ovh|s8a|s8b|s9a|s10a|taskcap|bigmem|s15}"
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-560}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
@@ -67,6 +69,31 @@ if ! grep -q '^PASSED' "$R/smoke.log"; then
   grep -q '^PASSED' "$R/smoke.log" && { echo "PASSED without the slot pool: running on without it"; \
     export SOLBENCH_CUDA_SLOT_POOL=0; }
 fi
+
+bigmem() {  # the largest dev workload (L1/013 at 64 x 8192 x 2560: 18.8 GB of inputs and
+          # outputs) with the reference as its own candidate, every process's device memory
+          # sampled each second (it ran out of memory before slots.release_cached and
+          # EvalConfig.n_slots)
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv -l 1 > "$R/gpu_mem.csv" 2>&1 &
+  smi=$!
+  step big 200 python3 -m solbench eval "$DATA/L1/013_fused_residual_rms_norm_backward" -w ea1263c4 \
+    --device cuda --iters 20 -o "$R/big.jsonl"
+  kill "$smi" 2>/dev/null
+  python3 - "$R" <<'PY'
+import collections, csv, json, sys
+r = sys.argv[1]
+peak = collections.defaultdict(int)
+for row in csv.reader(open(f"{r}/gpu_mem.csv")):
+    if len(row) == 2 and row[1].strip().endswith("MiB"):
+        peak[row[0].strip()] = max(peak[row[0].strip()], int(row[1].split()[0]))
+print("peak device memory per process (MiB):", dict(peak))
+for line in open(f"{r}/big.jsonl"):
+    ev = json.loads(line)["evaluation"]
+    t = ev.get("timing") or {}
+    print("big:", ev["status"], "median_ms", t.get("median_ms"), [n for n in t.get("notes", []) if "slot" in n],
+          (ev.get("log") or "")[-300:] if ev["status"] != "PASSED" else "")
+PY
+}
 
 case "$stage" in
   isolation)
@@ -182,29 +209,13 @@ case "$stage" in
     step sandbox 95 python3 bench/sandbox_device.py --device cuda --out "$R/sandbox_device.json" --budget-s 80
     step sol_honest 130 python3 bench/sol_honest_device.py --out "$R/sol_honest.json" --budget-s 110
     ;;
-  bigmem)  # the largest dev workload (L1/013 at 64 x 8192 x 2560: 18.8 GB of inputs and
-           # outputs) with the reference as its own candidate, every process's device memory
-           # sampled each second (it ran out of memory before slots.release_cached and
-           # EvalConfig.n_slots)
-    nvidia-smi --query-compute-apps=pid,used_memory --format=csv -l 1 > "$R/gpu_mem.csv" 2>&1 &
-    smi=$!
-    step big 200 python3 -m solbench eval "$DATA/L1/013_fused_residual_rms_norm_backward" -w ea1263c4 \
-      --device cuda --iters 20 -o "$R/big.jsonl"
-    kill "$smi" 2>/dev/null
-    python3 - "$R" <<'PY'
-import collections, csv, json, sys
-r = sys.argv[1]
-peak = collections.defaultdict(int)
-for row in csv.reader(open(f"{r}/gpu_mem.csv")):
-    if len(row) == 2 and row[1].strip().endswith("MiB"):
-        peak[row[0].strip()] = max(peak[row[0].strip()], int(row[1].split()[0]))
-print("peak device memory per process (MiB):", dict(peak))
-for line in open(f"{r}/big.jsonl"):
-    ev = json.loads(line)["evaluation"]
-    t = ev.get("timing") or {}
-    print("big:", ev["status"], "median_ms", t.get("median_ms"), [n for n in t.get("notes", []) if "slot" in n],
-          (ev.get("log") or "")[-300:] if ev["status"] != "PASSED" else "")
-PY
+  bigmem) bigmem ;;
+  s15)  # after the SOL counting child (eval counts bounds in a separate process): the smoke, the
+        # largest workload's memory, honest kernels vs the refined bound, the CUDA demo's wall time
+    bigmem
+    step sol_honest 150 python3 bench/sol_honest_device.py --out "$R/sol_honest.json" --budget-s 120
+    step demo 90 bash -c 'time python3 -m solbench demo --device cuda -o "$0"' "$R/demo.jsonl"
+    tail -25 "$R/sol_honest.log"; grep -h "^real" "$R/demo.log"; tail -5 "$R/demo.log"
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
