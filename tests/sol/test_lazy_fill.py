@@ -67,6 +67,24 @@ def run(x, w):
 """
 
 
+#: a SwiGLU over products that are never read (the MoE experts' shape of work)
+SWIGLU = """import torch
+def run(x, w):
+    k = int((x[:, 0] > 0).sum().item())
+    g = x[: max(k, 1)] @ w
+    u = x[: max(k, 1)] @ w.t()
+    return torch.nn.functional.silu(g) * u + 1.0
+"""
+
+#: how much work follows depends on a value computed pointwise from the product
+READS_POINTWISE_OF_PRODUCT = """import torch
+def run(x, w):
+    s = torch.sigmoid(x @ w) * 2.0 - 1.0
+    n = int((s > 0).sum().item())
+    return s + (torch.ones(n + 1) * 2.0).sum()
+"""
+
+
 @pytest.fixture(autouse=True)
 def _every_product_lazy(monkeypatch):
     """These references' products are small (32 x 32): leave every one unfilled."""
@@ -166,3 +184,45 @@ def test_small_products_are_filled_at_once(tmp_path, monkeypatch):
     w = p.workloads[0]
     lazy = _run_once(p, w, real=True, lazy_fill=True)  # no ValuesObserved
     same_counts(lazy, _run_once(p, w, real=True, lazy_fill=False))
+
+
+def _ran(monkeypatch):
+    """The names of the ops the counting mode really ran (not skipped, not short-circuited)."""
+    import solbench.sol.counting as counting
+
+    ran = []
+    real = counting._CountingMode._run_op
+
+    def spy(self, func, args, kwargs, tainted_in):
+        ran.append(counting._packet(func))
+        return real(self, func, args, kwargs, tainted_in)
+
+    monkeypatch.setattr(counting._CountingMode, "_run_op", spy)
+    return ran
+
+
+def test_pointwise_work_on_an_unfilled_product_is_not_run_and_counts_as_filled(tmp_path, monkeypatch):
+    p = _problem(tmp_path, SWIGLU)
+    w = p.workloads[0]
+    ran = _ran(monkeypatch)
+    lazy = _run_once(p, w, real=True, lazy_fill=True)  # no ValuesObserved: nothing reads g or u
+    lazy_ran = list(ran)
+    ran.clear()
+    filled = _run_once(p, w, real=True, lazy_fill=False)
+    same_counts(lazy, filled)
+    assert {"silu", "mul", "add"} <= set(ran)  # the filled run computes the SwiGLU
+    assert not {"silu", "mul", "add"} & set(lazy_ran)  # the lazy run leaves it uncomputed
+    # hand-worked: k rows, two k x 32 x 32 products at 2 FLOP per MAC
+    k = lazy.mma_flops["fp32"] / (2 * 2 * 32 * 32)
+    assert k == int(k) and 1 <= k <= 32
+
+
+def test_a_read_of_a_value_computed_pointwise_from_a_product_repeats_the_run_filled(tmp_path):
+    p = _problem(tmp_path, READS_POINTWISE_OF_PRODUCT)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved):
+        _run_once(p, w, real=True, lazy_fill=True)
+    filled = _run_once(p, w, real=True, lazy_fill=False)
+    c = count_workload(p, w)
+    same_counts(c, filled)
+    assert any(n.startswith(FILLED_NOTE) for n in c.notes)

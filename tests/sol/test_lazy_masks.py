@@ -41,6 +41,25 @@ def run(x, w):
     return (q @ w[: q.shape[1]]) * float(k)
 """
 
+#: the nvfp4 MLP's shape: the product's SwiGLU is quantised, and the quantiser reads its
+#: scale (a value derived from the product); the codes feed only a product
+QUANTISES_A_READ_PRODUCT = """import torch
+def quant(x):
+    r = torch.zeros_like(x, dtype=torch.uint8)
+    r[(x >= 0.0) & (x <= 0.5)] = 1
+    r[(x > 0.5) & (x < 1.5)] = 2
+    r[x >= 1.5] = 3
+    r[x < 0.0] = 8
+    return r[..., ::2] + r[..., 1::2] * 16
+def run(x, w):
+    h = torch.nn.functional.silu(x @ w) * (x @ w)
+    amax = h.abs().amax()
+    if amax.item() == 0.0:
+        amax = torch.ones(())
+    q = quant(h / amax).float()
+    return q @ w[: q.shape[1]]
+"""
+
 #: how much work follows depends on how many elements a mask selects
 READS_MASK = """import torch
 def run(x, w):
@@ -123,6 +142,33 @@ def test_a_comparison_over_65536_contiguous_floats_is_left_as_zeros_of_its_shape
     assert not _op_info(torch.ops.aten.ge_.Scalar).skippable  # in place
 
 
+def test_a_pointwise_op_of_tainted_operands_is_left_uncomputed_whatever_its_result():
+    """Its result is tainted either way (its values derive from an unfilled product): a
+    floating result is not computed either, with the real kernel's shape, strides and dtype."""
+    x = torch.randn(N, N, dtype=torch.bfloat16)
+    ops = [(torch.ops.aten.silu.default, (x,)), (torch.ops.aten.mul.Tensor, (x, x)),
+           (torch.ops.aten.add.Tensor, (x, torch.randn(N, dtype=torch.bfloat16))),  # broadcast
+           (torch.ops.aten.clamp.default, (x, -6.0, 6.0)), (torch.ops.aten.ge.Scalar, (x, 0.25)),
+           (torch.ops.aten._to_copy.default, (x,), {"dtype": torch.float32})]
+    for op, args, *kw in ops:
+        kwargs = kw[0] if kw else {}
+        flat = [a for a in args if isinstance(a, torch.Tensor)]
+        out = _skip_unread(op, _op_info(op), args, kwargs, flat, tainted=True)
+        if not _op_info(op).pointwise:
+            assert out is None, op  # only pointwise ops
+            continue
+        ref = op(*args, **kwargs)
+        assert out is not None, op
+        assert (out.shape, out.stride(), out.dtype) == (ref.shape, ref.stride(), ref.dtype), op
+    xi = torch.zeros(N, N, dtype=torch.int64)  # an integer operand may raise on values: computed
+    div = torch.ops.aten.div.Tensor_mode
+    assert _skip_unread(div, _op_info(div), (xi, xi), {"rounding_mode": "floor"}, [xi, xi],
+                        tainted=True) is None
+    small = torch.randn(255, 256)  # below LAZY_FILL_MIN_ELEMS: computed
+    assert _skip_unread(torch.ops.aten.silu.default, _op_info(torch.ops.aten.silu.default), (small,), {},
+                        [small], tainted=True) is None
+
+
 def test_a_masked_write_of_one_value_of_the_destination_dtype_writes_nothing():
     dst = torch.zeros(N, N, dtype=torch.uint8)
     m = torch.ones(N, N, dtype=torch.bool)
@@ -165,6 +211,24 @@ def test_a_quantiser_whose_codes_feed_only_a_product_counts_lazily_as_computed(t
     assert c.mode == "real" and not any(n.startswith((MASKS_NOTE, FILLED_NOTE)) for n in c.notes)
     # five masked writes (zeros_like, then four index_put_), each counted: skipping is not dropping
     assert lazy.op_counts["index_put"] == 4 and lazy.op_counts["ge"] == 2
+
+
+def test_a_read_of_a_value_computed_from_a_product_leaves_the_masks_lazy(tmp_path):
+    """The SwiGLU of an unfilled product is left uncomputed and carries the product's taint
+    alone: the quantiser's read of its scale voids the run's lazy fill, not its lazy masks (the
+    rerun fills the products and still skips the masked writes)."""
+    p = _problem(tmp_path, QUANTISES_A_READ_PRODUCT)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved) as e:
+        _run_once(p, w, real=True, lazy_fill=True, lazy_masks=True)
+    assert e.value.kinds == TAINT_FILL
+    c = count_workload(p, w)
+    assert any(n.startswith(FILLED_NOTE) for n in c.notes)
+    assert not any(n.startswith(MASKS_NOTE) for n in c.notes)
+    same_counts(c, _computed(p, w))
+    later = problem_counts(p)[1]  # filled at once, masks still lazy: no note, no rerun
+    assert not any(n.startswith(MASKS_NOTE) for n in later.notes)
+    same_counts(later, _computed(p, p.workloads[1]))
 
 
 def test_skipped_ops_are_counted_as_computed_ops_are():

@@ -474,7 +474,7 @@ class _CountingMode(TorchDispatchMode):
         self.short_circuit = short_circuit
         #: short-circuit outputs are filled with random values (never from the global
         #: generator: the reference's own random draws are the same either way), or, with
-        #: ``lazy_fill`` and LAZY_FILL_MIN_ELEMS or more, left as zeros and *tainted*: ``taint`` holds the storage keys of
+        #: ``lazy_fill`` and LAZY_FILL_MIN_ELEMS or more, left uninitialised and *tainted*: ``taint`` holds the storage keys of
         #: every tensor whose values derive from an unfilled output. A tainted value reaching
         #: a value read (``.item()``, a data-dependent shape, ``.tolist()``, an op that raises)
         #: raises :class:`ValuesObserved`; a run that ends without one counted exactly what a
@@ -721,11 +721,17 @@ class _CountingMode(TorchDispatchMode):
             out = _stand_in(func, args, kwargs, flat_in, fresh, info)
             # a fresh stand-in holds a new value, not one computed from the operands
             tainted_out = 0 if fresh else tainted_in
-            if out is None and self.lazy_masks and info.skippable:
+            # a pointwise op of tainted operands is left uncomputed whatever its result (the
+            # result is tainted either way): the laziness of its operands, not of masks
+            if out is None and info.skippable and (self.lazy_masks or (tainted_in and info.pointwise)):
                 for t in flat_in:  # a skipped op has an operand of LAZY_FILL_MIN_ELEMS or more
                     if t.numel() >= LAZY_FILL_MIN_ELEMS:
-                        out = _skip_unread(func, info, args, kwargs, flat_in)
-                        if out is not None:
+                        out = _skip_unread(func, info, args, kwargs, flat_in, tainted=bool(tainted_in))
+                        # a skipped mask or masked write is the masks' laziness; a floating
+                        # result of tainted operands only carries theirs (a read of it voids
+                        # their laziness alone: the quantisers' masks stay skipped)
+                        if out is not None and self.lazy_masks and (
+                                not tainted_in or not info.pointwise or out.dtype == torch.bool):
                             tainted_out |= TAINT_MASK
                         break
             if out is None:
@@ -787,8 +793,8 @@ class _CountingMode(TorchDispatchMode):
     def _fake_output(self, func, args, kwargs):
         """Output of ``func`` computed on meta tensors, then materialised: floating outputs of
         16-bit or wider as random data (fill k from a generator seeded k), others as zeros.
-        With ``lazy_fill``, a floating output of LAZY_FILL_MIN_ELEMS or more is left as zeros
-        instead. Returns (output, the outputs left unfilled: the caller taints them)."""
+        With ``lazy_fill``, a floating output of LAZY_FILL_MIN_ELEMS or more is left
+        uninitialised instead. Returns (output, the outputs left unfilled: the caller taints them)."""
         # only the shapes and dtypes of the meta outputs are read below, and those of a
         # product, convolution or attention do not depend on where a view starts in its
         # storage (per-head slices of one cache differ only in their offsets)
@@ -816,7 +822,9 @@ class _CountingMode(TorchDispatchMode):
                     gen = torch.Generator().manual_seed(k)
                     return stand_in_value(x.shape, x.dtype, torch.rand(1, generator=gen) + 0.5)
                 if lazy and x.numel() >= LAZY_FILL_MIN_ELEMS:
-                    z = torch.zeros(x.shape, dtype=x.dtype)
+                    # uninitialised: zeroing it cost more than the product it stands for
+                    # (an unfilled value is never read: a read voids the run)
+                    z = torch.empty(x.shape, dtype=x.dtype)
                     unfilled.append(z)
                     return z
                 gen = torch.Generator().manual_seed(k)
@@ -1110,7 +1118,7 @@ def _is_fake(t) -> bool:
     return isinstance(t, FakeTensor)
 
 
-def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
+def _skip_unread(func, info: _OpInfo, args, kwargs, flat, tainted: bool = False):
     """In a lazy run (``lazy_masks``), the result of an op left uncomputed, to be tainted
     (:data:`TAINT_MASK`); None when the op must run. Two kinds of op, each at
     LAZY_FILL_MIN_ELEMS elements or more, on CPU tensors:
@@ -1131,7 +1139,13 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
     run, which is repeated computing them): counts depend on values only through such reads.
     The nvfp4 quantisers' sixteen masked assignments (two comparisons, an ``&`` and a write,
     each over the whole tensor) are the work this skips; their packed codes only feed a
-    short-circuited ``_scaled_mm``."""
+    short-circuited ``_scaled_mm``.
+
+    ``tainted``: an operand is already tainted (its values derive from an unfilled output or a
+    skipped mask), so the result would be tainted whatever it is: a pointwise op of any result
+    dtype is left uncomputed (a floating result is left uninitialised, not zeroed; the caller
+    keeps the operands' taint bits). An SwiGLU over an unfilled expert projection, or the
+    scaling and clamping of an unfilled product, no longer runs on the CPU."""
     if info.pointwise:
         big = False
         for x in flat:
@@ -1152,7 +1166,8 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
                 return None
             if key is not None:
                 _memo_put(_SKIP_META, key, meta)
-        if not isinstance(meta, torch.Tensor) or meta.dtype != torch.bool or not meta.is_contiguous() \
+        if not isinstance(meta, torch.Tensor) or not (meta.dtype == torch.bool or tainted) \
+                or meta.dtype not in _SKIP_DTYPES or not meta.is_contiguous() \
                 or meta.numel() < LAZY_FILL_MIN_ELEMS:
             return None
         # strides: the CPU kernel lays a result out as its full-shape operands are laid out,
@@ -1161,7 +1176,10 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat):
         strides = {tuple(x.stride()) for x in flat if x.shape == meta.shape}
         if len(strides) != 1:
             return None
-        return torch.empty_strided(meta.shape, strides.pop(), dtype=torch.bool).zero_()
+        out = torch.empty_strided(meta.shape, strides.pop(), dtype=meta.dtype)
+        # a mask's bytes must be valid booleans for the ops that still run on it; a floating
+        # result's bytes are never read (any read of a tainted value voids the run)
+        return out.zero_() if meta.dtype == torch.bool else out
     # index_put_ / _index_put_impl_
     if len(args) < 3 or kwargs:
         return None
