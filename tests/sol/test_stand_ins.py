@@ -153,3 +153,63 @@ def test_extremum_of_a_stand_in_is_its_value_in_a_real_tensor():
         assert out.shape == (2, 64, 32) and bool((out == 0.75).all())
         counts.append((c.bytes_unfused, dict(c.op_counts), dict(c.cuda_flops)))
     assert counts[0] == counts[1] and counts[0][0] == (65536 + 4096) * 4
+
+
+def _two_input_problem(tmp_path, ref, n=64, dtype="float32"):
+    import json
+
+    from solbench.spec import load_problem
+
+    d = tmp_path / "p"
+    d.mkdir()
+    defn = {"name": "p", "axes": {"N": {"type": "var"}},
+            "inputs": {"x": {"shape": ["N", "N"], "dtype": dtype}, "w": {"shape": ["N", "N"], "dtype": dtype}},
+            "outputs": {"y": {"shape": ["N", "N"], "dtype": dtype}}, "reference": ref}
+    (d / "definition.json").write_text(json.dumps(defn))
+    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {"N": n}, "inputs": {
+        "x": {"type": "random"}, "w": {"type": "random"}}}) + "\n")
+    return load_problem(d)
+
+
+def test_a_large_broadcast_view_of_an_input_is_a_view_and_its_reads_count(tmp_path, monkeypatch):
+    """A view aliases its operand: a large broadcast of an input (a GQA ``expand``, a
+    ``repeat_interleave``) stays a view, not a stand-in, so the copy that reads it reads the
+    input. The MoE reference L2/047 and the nvfp4 MLP 029 had an input counted as never read
+    (36 MB and 134 MB missing from their compulsory bytes) through such a view."""
+    import solbench.sol.counting as counting
+
+    monkeypatch.setattr(counting, "STAND_IN_BYTES", 8 << 10)  # the 8 x 64 x 64 fp32 broadcast: 128 KiB
+    ref = ("import torch\n"
+           "def run(x, w):\n"
+           "    k = int((w[:, 0] > 0).sum().item())\n"  # a value read: counted on real tensors
+           "    xe = x[:, None, :].expand(64, 8, 64).reshape(512, 64)\n"
+           "    return xe * float(k)\n")
+    p = _two_input_problem(tmp_path, ref)
+    c = counting.count_workload(p, p.workloads[0])
+    assert c.real_tensors
+    reads = {name: r for name, _, _, _, r in c.inputs}
+    assert reads["x"] == 64 * 64 * 4  # hand count: every element of x read once
+    assert not any("input x is never read" in n for n in c.notes)
+    # the same reference without the value read, counted on the meta device (no stand-ins),
+    # reads x alike
+    (tmp_path / "p").rename(tmp_path / "real")
+    q = _two_input_problem(tmp_path, ref.replace("int((w[:, 0] > 0).sum().item())", "3"))
+    meta = counting.count_workload(q, q.workloads[0])
+    assert not meta.real_tensors and {name: r for name, _, _, _, r in meta.inputs}["x"] == reads["x"]
+
+
+def test_a_copy_of_a_broadcast_input_is_not_the_input(tmp_path):
+    """A clone of an input broadcast 8 times is 8 times the input's size: no implementation can
+    return the input for it, so all of it must be written (it was taken for a copy of the input,
+    and its 8 N^2 elements for 0 that must change)."""
+    from solbench.sol.counting import count_workload
+
+    ref = ("import torch\n"
+           "def run(x, w):\n"
+           "    return x.expand(8, 64, 64).clone()\n")
+    p = _two_input_problem(tmp_path, ref)
+    c = count_workload(p, p.workloads[0])
+    assert [(n, w, alias) for n, _, _, w, alias in c.output_writes] == [(8 * 64 * 64, 8 * 64 * 64, None)]
+    # hand count: read x once (16 KiB), write the 8 copies (128 KiB); w is never read
+    assert c.bytes_fused == 64 * 64 * 4 + 8 * 64 * 64 * 4
+    assert c.bytes_outputs_certain == 8 * 64 * 64 * 4

@@ -182,7 +182,7 @@ class _OpInfo:
     torch tags. All of it comes from the op's schema, tags and fixed tables."""
 
     __slots__ = ("func", "name", "written", "written_names", "writes0", "short", "mma", "view",
-                 "move", "elem", "tags", "pointwise", "skippable")
+                 "move", "elem", "tags", "pointwise", "skippable", "returns_alias")
 
     def __init__(self, func):
         self.func = func  # held: the cache is keyed by id(func), so the id stays this op's
@@ -195,6 +195,9 @@ class _OpInfo:
                                                     if a.alias_info is not None and a.alias_info.is_write]
         #: the names of those arguments (a keyword-only ``out=`` is passed by name)
         self.written_names = [] if schema is None else [schema.arguments[i].name for i in self.written]
+        #: does a result alias an operand without writing it (a view: ``expand``, ``t``)?
+        self.returns_alias = schema is not None and any(
+            r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
         a0 = schema.arguments[0] if schema is not None and schema.arguments else None
         self.writes0 = bool(a0 is not None and a0.alias_info is not None and a0.alias_info.is_write)
         self.short = name in _MMA_PACKETS
@@ -500,9 +503,15 @@ class _CountingMode(TorchDispatchMode):
         #: storage key -> elements replaced so far (an input updated in place, or a copy of
         #: an input with regions replaced: see :meth:`track_alias`)
         self.changed: dict = defaultdict(float)
-        #: inputs that are stand-ins (real runs: one value broadcast, all strides 0): their
-        #: views are measured by numel, not by distinct storage elements
+        #: inputs that are stand-ins (real runs: one value broadcast, all strides 0): a view of
+        #: one without a twin is measured by numel, not by distinct storage elements
         self.stand_in_inputs: set[str] = set()
+        #: id(tensor) -> (weak reference, meta twin): a stand-in input (or a stand-in copy of
+        #: one) and every view of it carry a meta tensor with the geometry (offset, strides)
+        #: the view would have over a real input, since the stand-in's own is all zeros: two
+        #: halves of a chunk, or two rows of a cache, would otherwise be one view (same offset,
+        #: shape, strides) and one element
+        self.twins: dict[int, tuple] = {}
         #: precision rank of every tensor the run produced (:func:`dtype_rank` otherwise):
         #: id(tensor) -> (weak reference, rank); the reference tells a live entry from one
         #: whose id a later tensor reuses (cheaper per op than a WeakIdKeyDictionary)
@@ -589,11 +598,12 @@ class _CountingMode(TorchDispatchMode):
                     and dst.dtype == src.dtype and dst.numel() == src.numel():
                 self.input_storages[dkey] = xname
                 self._keep_alive.append(dst)
+                self._twin_copy(dst)
                 self.changed[dkey] = self.changed.get(skey_, 0.0)
                 return {1}
         if (info or _op_info(func)).writes0:
             if dkey in self.input_storages:
-                self.changed[dkey] += _region(name, args, kwargs, dst)
+                self.changed[dkey] += _region(name, args, kwargs, self.geometry(dst))
                 if name in _PURE_WRITES and not _accumulates(name, args, kwargs):
                     skip.add(0)
             return skip
@@ -610,23 +620,75 @@ class _CountingMode(TorchDispatchMode):
                 and o.dtype == dst.dtype and o.numel() == dst.numel():
             self.input_storages[okey] = xname
             self._keep_alive.append(o)
-            self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, dst)
+            self._twin_copy(o)
+            self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, self.geometry(dst))
             skip.add(0)
         elif name in _COPIES and self._is_full(dst, xname) and o.dtype == dst.dtype \
-                and o.numel() == dst.numel():
+                and o.numel() == dst.numel() == self.input_meta[xname][0]:
+            # a copy of the input's own elements (not of a broadcast of them, which is larger
+            # than the input: no implementation can return the input for it)
             self.input_storages[okey] = xname
             self._keep_alive.append(o)
+            self._twin_copy(o)
             self.changed[okey] = self.changed.get(dkey, 0.0)
             skip.add(0)
         return skip
 
+    def _twin_copy(self, t: torch.Tensor) -> None:
+        """A copy of an input that is a stand-in gets a contiguous twin, as the inputs do."""
+        if _is_stand_in(t):
+            self.set_twin(t, torch.empty(t.shape, dtype=t.dtype, device="meta"))
+
     def elems(self, t: torch.Tensor, xname: str) -> int:
         """Elements of input ``xname`` that the view ``t`` covers."""
+        tw = self.twin(t) if self.twins else None
+        if tw is not None:
+            return _unique_elems(tw)
         return t.numel() if xname in self.stand_in_inputs else _unique_elems(t)
 
     def _is_full(self, t: torch.Tensor, xname: str) -> bool:
         n, dt = self.input_meta.get(xname, (None, None))
         return n is not None and self.elems(t, xname) >= n and t.dtype == dt
+
+    def twin(self, t):
+        """``t``'s meta twin (see :attr:`twins`), or None."""
+        hit = self.twins.get(id(t))
+        if hit is None or hit[0]() is not t or hit[1].shape != t.shape:
+            # (a shape that moved: an in-place view op such as unsqueeze_ changed t itself)
+            return None
+        return hit[1]
+
+    def set_twin(self, t: torch.Tensor, tw: torch.Tensor) -> None:
+        try:
+            self.twins[id(t)] = (weakref.ref(t), tw)
+        except TypeError:  # a tensor type without weak references: measured by numel
+            pass
+
+    def geometry(self, t: torch.Tensor) -> torch.Tensor:
+        """The tensor whose offset, shape and strides say which input elements ``t`` covers:
+        its twin when it has one, else itself."""
+        tw = self.twin(t) if self.twins else None
+        return t if tw is None else tw
+
+    def twin_views(self, func, args, kwargs, flat_out) -> None:
+        """After a view op: give its results the twins the same op gives on the operands' twins."""
+        if not any(self.twin(x) is not None for x in flat_tensors(args, kwargs)):
+            return
+
+        def sub(x):
+            if isinstance(x, torch.Tensor):
+                tw = self.twin(x)
+                return tw if tw is not None else x.to("meta")
+            return x
+        try:
+            tw_out = func(*map_tree(sub, args), **map_tree(sub, kwargs))
+        except Exception:  # noqa: BLE001 - no meta kernel: the results are measured by numel
+            return
+        tw_flat = [tw_out] if isinstance(tw_out, torch.Tensor) else flat_tensors(tw_out)
+        if len(tw_flat) == len(flat_out):
+            for o, tw in zip(flat_out, tw_flat):
+                if tuple(o.shape) == tuple(tw.shape):
+                    self.set_twin(o, tw)
 
     def note_reads(self, name: str, tensors, out, skip: set[int] = frozenset()) -> None:
         """Mark which declared inputs an op reads: in full, by gathering rows, or by a view
@@ -643,8 +705,9 @@ class _CountingMode(TorchDispatchMode):
                 continue
             if not (src_pos is not None and i == src_pos) and inp in self.input_meta \
                     and self.elems(t, inp) < self.input_meta[inp][0]:
+                g = self.geometry(t)
                 try:
-                    vk = (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+                    vk = (g.storage_offset(), tuple(g.shape), tuple(g.stride()))
                 except Exception:  # noqa: BLE001 - no strides (sparse, nested): a full read
                     self.full_read.add(inp)
                     continue
@@ -735,11 +798,23 @@ class _CountingMode(TorchDispatchMode):
                             tainted_out |= TAINT_MASK
                         break
             if out is None:
-                out = self._run_op(func, args, kwargs, tainted_in)
+                try:
+                    out = self._run_op(func, args, kwargs, tainted_in)
+                except ValuesObserved:
+                    raise
+                except Exception:
+                    # a CPU kernel that refuses a stand-in's layout (group_norm wants a
+                    # contiguous input): the op's shapes hold, its values are a stand-in's
+                    out = _stand_in_layout_fallback(func, info, args, kwargs, flat_in)
+                    if out is None:
+                        raise
+                    tainted_out = 0
         else:
             out = self._run_op(func, args, kwargs, tainted_in)
             tainted_out = tainted_in
         flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
+        if self.twins and info.returns_alias:
+            self.twin_views(func, args, kwargs, flat_out)
         _update_taint(taint, tainted_out, flat_out, args, info, kwargs)
         for t in unfilled:
             _add_taint(taint, t, TAINT_FILL)
@@ -1205,6 +1280,35 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat, tainted: bool = False)
     return dst
 
 
+def _stand_in_layout_fallback(func, info: _OpInfo, args, kwargs, flat):
+    """The results of an out-of-place op whose CPU kernel raised on operands that include a
+    stand-in (strides all 0, which kernels that want a dense layout refuse), when the meta
+    kernel accepts the same shapes and dtypes: floating results as stand-ins of the meta
+    shapes, others as zeros; None otherwise (the op's error stands). Values of large floating
+    tensors do not steer the references (:func:`stand_in`), so no count depends on these."""
+    if info.written != [] or not any(_is_stand_in(x) for x in flat):
+        return None
+
+    def to_meta(x):
+        return x.to("meta") if isinstance(x, torch.Tensor) else x
+    try:
+        meta = func(*map_tree(to_meta, args), **map_tree(to_meta, kwargs))
+    except Exception:  # noqa: BLE001 - the shapes are wrong too: the error is the reference's
+        return None
+
+    def make(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        if x.dtype.is_floating_point and x.dtype.itemsize >= 1 and x.dtype != torch.float4_e2m1fn_x2 \
+                and x.numel() > 1:
+            return stand_in(x.shape, x.dtype)
+        return torch.zeros(x.shape, dtype=x.dtype)
+    try:
+        return map_tree(make, meta)
+    except Exception:  # noqa: BLE001 - a dtype without a cast: the error stands
+        return None
+
+
 def _torch_owned(t) -> bool:
     """Is ``t``'s memory torch's own? Storages over foreign memory (``torch.from_numpy``,
     DLPack) cannot be resized; those torch allocated can."""
@@ -1258,8 +1362,11 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None, info=None):
     of ``args`` and ``kwargs`` (:func:`flat_tensors`) when the caller has them. ``fresh``: a dict
     that gets ``{"fresh": True}`` when the result is a new stand-in (a value not computed
     from the operands). ``info``: ``func``'s :class:`_OpInfo` when the caller has it."""
-    written = (info or _op_info(func)).written
-    if written is None:
+    info = info or _op_info(func)
+    written = info.written
+    if written is None or info.returns_alias:
+        # a view aliases its operand: a stand-in in its place would hide every later read of
+        # the operand through it (a GQA expand of an input, read by the copy that follows)
         return None
     if flat is None:
         flat = flat_tensors(args, kwargs)
@@ -1722,6 +1829,7 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
                     mode.input_meta[name] = (v.numel(), v.dtype)
                     if _is_stand_in(v):
                         mode.stand_in_inputs.add(name)
+                        mode.set_twin(v, torch.empty(v.shape, dtype=v.dtype, device="meta"))
                     mode.set_rank(v, dtype_rank(v.dtype))
                     declared.append((name, v))
             graph_mode = _CountingFunctionMode(mode)

@@ -1,0 +1,110 @@
+"""Views of stand-in inputs keep the geometry a real input's views have (counting's meta twins).
+
+A stand-in is one value broadcast (all strides 0), so every view of it has offset 0 and strides
+0: the two halves of a chunk, two rows of a cache or two experts of a weight were one view of
+one element, and a real-tensor count (the count of references that read values) undercounted
+their reads and writes. Each case is counted on real tensors with a small STAND_IN_BYTES (so
+the inputs are stand-ins) and checked against a hand count and against the same reference
+counted on shapes alone (the meta device, no stand-ins), which ``bench/sol_mode_agreement.py``
+does for every dev problem."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import solbench.sol.counting as counting
+from solbench.sol.counting import count_workload
+from solbench.spec import load_problem
+
+#: makes the reference read a value, so it counts on real tensors
+READ = "    _ = int((pos[0] >= 0).item())\n"
+
+
+@pytest.fixture(autouse=True)
+def _small_stand_ins(monkeypatch):
+    monkeypatch.setattr(counting, "STAND_IN_BYTES", 8 << 10)
+
+
+def _problem(tmp_path, name, body, inputs, axes, out_shape, dtype="float32"):
+    d = tmp_path / name
+    d.mkdir()
+    decl = {k: {"shape": shape, "dtype": dt} for k, (shape, dt) in inputs.items()}
+    decl["pos"] = {"shape": ["B"], "dtype": "int64"}
+    defn = {"name": name, "axes": {k: {"type": "var"} for k in axes}, "inputs": decl,
+            "outputs": {"out": {"shape": out_shape, "dtype": dtype}},
+            "reference": "import torch\nimport torch.nn.functional as F\n"
+                         f"def run({', '.join(decl)}):\n" + body}
+    (d / "definition.json").write_text(json.dumps(defn))
+    (d / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": axes, "inputs": {
+        k: {"type": "random"} for k in decl}}) + "\n")
+    return load_problem(d)
+
+
+def _both(tmp_path, body, inputs, axes, out_shape):
+    """(real-tensor count of the reference that reads a value, meta count of the one that does not)."""
+    real_p = _problem(tmp_path, "real", READ + body, inputs, axes, out_shape)
+    meta_p = _problem(tmp_path, "meta", body, inputs, axes, out_shape)
+    real = count_workload(real_p, real_p.workloads[0])
+    meta = count_workload(meta_p, meta_p.workloads[0])
+    assert real.real_tensors and not meta.real_tensors
+    return real, meta
+
+
+def _reads(c):
+    return {name: r for name, _, _, _, r in c.inputs}
+
+
+def test_both_halves_of_a_chunked_stand_in_are_read(tmp_path):
+    """GEGLU (L1/085): x.chunk(2, -1) of an N x 2D input; gelu(first) * second reads all of x.
+    It counted one half (the halves were one view), so T_SOL came out 33% low."""
+    body = "    g, l = x.chunk(2, dim=-1)\n    return F.gelu(g, approximate='tanh') * l\n"
+    real, meta = _both(tmp_path, body, {"x": (["B", "D"], "float32")}, {"B": 64, "D": 128}, ["B", "D"])
+    assert _reads(real)["x"] == 64 * 128 * 4 == _reads(meta)["x"]
+    # x read once, the B x D/2 output written once (pos: the real run's value read only)
+    assert real.bytes_fused - _reads(real)["pos"] == meta.bytes_fused == 64 * 128 * 4 + 64 * 64 * 4
+
+
+def test_an_in_place_row_update_of_a_stand_in_cache_writes_the_rows(tmp_path):
+    """A KV-cache update (L1/018's shape): cache[:, p] = k; return cache. Only the B x D
+    updated elements must be written; a stand-in cache's region counted one element."""
+    body = "    cache[:, 3] = k\n    return cache\n"
+    real, meta = _both(tmp_path, body, {"cache": (["B", "S", "D"], "float32"), "k": (["B", "D"], "float32")},
+                       {"B": 4, "S": 256, "D": 64}, ["B", "S", "D"])
+    assert [w for _, _, _, w, _ in real.output_writes] == [4 * 64] == [w for _, _, _, w, _ in meta.output_writes]
+    assert real.bytes_outputs_certain == meta.bytes_outputs_certain == 4 * 64 * 4
+
+
+def test_every_expert_of_a_stand_in_weight_is_read(tmp_path):
+    """An MoE loop (L2/047's shape) selects one expert's matrix at a time: every selected
+    expert is read once (E x F x D elements); it counted one expert."""
+    body = ("    y = torch.zeros(x.shape[0], w.shape[1])\n"
+            "    for e in range(w.shape[0]):\n"
+            "        y = y + x @ w[e].t()\n"
+            "    return y\n")
+    real, meta = _both(tmp_path, body, {"x": (["B", "D"], "float32"), "w": (["E", "F", "D"], "float32")},
+                       {"B": 8, "D": 64, "E": 4, "F": 32}, ["B", "F"])
+    assert _reads(real)["w"] == 4 * 32 * 64 * 4 == _reads(meta)["w"]
+
+
+def test_a_kernel_that_refuses_a_stand_in_s_layout_counts_on_its_shapes(tmp_path):
+    """group_norm's CPU kernel wants a contiguous input and a stand-in has all strides 0 (L2/023
+    failed to count on real tensors): the op's results are taken from the meta kernel."""
+    body = "    return F.silu(F.group_norm(x, 4))\n"
+    real, meta = _both(tmp_path, body, {"x": (["B", "C", "D"], "float32")}, {"B": 2, "C": 8, "D": 256},
+                       ["B", "C", "D"])
+    assert _reads(real)["x"] == 2 * 8 * 256 * 4 == _reads(meta)["x"]
+    assert real.bytes_fused - _reads(real)["pos"] == meta.bytes_fused
+    # the same FLOPs but the real run's one comparison of pos[0]
+    assert real.cuda_flops["fp32"] - 1 == meta.cuda_flops["fp32"] > 0
+
+
+def test_a_shape_error_on_a_stand_in_is_still_the_references_error(tmp_path):
+    """The layout fallback takes an op's results from its meta kernel only when that accepts
+    the shapes: a reference whose shapes are wrong fails to count as before."""
+    p = _problem(tmp_path, "bad", READ + "    return F.group_norm(x, 3)\n", {"x": (["B", "C", "D"], "float32")},
+                 {"B": 2, "C": 8, "D": 256}, ["B", "C", "D"])
+    with pytest.raises(counting.CountingError):
+        count_workload(p, p.workloads[0])
