@@ -226,3 +226,23 @@ def test_a_read_of_a_value_computed_pointwise_from_a_product_repeats_the_run_fil
     c = count_workload(p, w)
     same_counts(c, filled)
     assert any(n.startswith(FILLED_NOTE) for n in c.notes)
+
+
+def test_apply_reads_values_below_the_dispatcher(tmp_path):
+    """Tensor.apply_ calls a Python function on every element's value without an aten op:
+    on a tensor derived from an unfilled product it is a read (the lazy run is void)."""
+    ref = """import torch
+def run(x, w):
+    y = (x @ w)[:4, :4].clone()
+    seen = []
+    y.apply_(lambda v: seen.append(v > 0) or v)
+    return x * float(sum(seen))
+"""
+    p = _problem(tmp_path, ref)
+    w = p.workloads[0]
+    with pytest.raises(ValuesObserved):
+        _run_once(p, w, real=True, lazy_fill=True)
+    # (on the meta device apply_ runs no callback at all: the real-tensor path is the one here)
+    c = count_workload(p, w, meta=False, fake_failed="not tried")
+    assert any(n.startswith(FILLED_NOTE) for n in c.notes)
+    same_counts(c, _run_once(p, w, real=True, lazy_fill=False))

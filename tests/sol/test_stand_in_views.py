@@ -108,3 +108,98 @@ def test_a_shape_error_on_a_stand_in_is_still_the_references_error(tmp_path):
                  {"B": 2, "C": 8, "D": 256}, ["B", "C", "D"])
     with pytest.raises(counting.CountingError):
         count_workload(p, p.workloads[0])
+
+
+# -- a second red team (2026-12-05): layouts the stand-in's zero strides hid ----------------
+
+def _agree(tmp_path, body, inputs, axes, out_shape):
+    real, meta = _both(tmp_path, body, inputs, axes, out_shape)
+    rr, mr = _reads(real), _reads(meta)
+    rr.pop("pos"), mr.pop("pos")
+    assert rr == mr
+    assert [x[:4] for x in real.output_writes] == [x[:4] for x in meta.output_writes]
+    return real, meta
+
+
+def test_in_place_view_ops_reshape_the_stand_in_and_its_twin(tmp_path):
+    """unsqueeze_ / t_ change an input's shape and strides: they were skipped as writes into a
+    stand-in (a shape mismatch, or x + y broadcast to B x B x D: 22x the FLOPs and writes)."""
+    real, meta = _agree(tmp_path, "    x.unsqueeze_(1)\n    return x + y\n",
+                        {"x": (["B", "D"], "float32"), "y": (["B", "S", "D"], "float32")},
+                        {"B": 64, "S": 8, "D": 64}, ["B", "S", "D"])
+    assert real.cuda_flops["fp32"] - 1 == meta.cuda_flops["fp32"] == 64 * 8 * 64  # one add each
+
+
+def test_a_transposed_square_input_reads_its_column_and_its_row(tmp_path):
+    """x.t_() on a square input: x[:, 0] after it is row 0 before it, as y[0] is (the twin
+    follows the in-place transpose; a stale twin counted two views)."""
+    real, meta = _agree(tmp_path, "    y = x.view(64, 64)\n    x.t_()\n    return x[:, 0] + y[0]\n",
+                        {"x": (["N", "N"], "float32")}, {"N": 64, "B": 1}, ["N"])
+    assert _reads(meta)["x"] == 64 * 4  # one row, read by both views
+
+
+def test_contiguous_of_a_contiguous_view_copies_nothing(tmp_path):
+    """x[:K].contiguous() is x[:K] itself on a real tensor (no copy: it is an input view) and
+    was a clone of the stand-in's view (a read and a fresh write of K x D)."""
+    real, meta = _agree(tmp_path, "    return x[:16].contiguous()\n", {"x": (["B", "D"], "float32")},
+                        {"B": 64, "D": 128}, ["B", "D"])
+    # the output is a view of input x, unchanged: nothing must be read or written
+    assert _reads(meta)["x"] == 0 and [w for _, _, _, w, _ in meta.output_writes] == [0]
+
+
+def test_a_repeat_kv_of_a_cache_slice_reads_the_slice_once(tmp_path):
+    """GQA decode: repeat_kv (expand + reshape) of kc[:, :, :L]. The reshape copies on a real
+    tensor; on the stand-in it was a view, and each of the H / HKV repeats counted as a read of
+    the cache (3.8x the bytes)."""
+    body = ("    k = kc[:, :, :16]\n"
+            "    k = k[:, :, None].expand(2, 2, 4, 16, 64).reshape(2, 8, 16, 64)\n"
+            "    return (q @ k.transpose(-1, -2)).softmax(-1)\n")
+    real, meta = _agree(tmp_path, body, {"q": (["B", "H", "Q", "D"], "float32"),
+                                         "kc": (["B", "HKV", "S", "D"], "float32")},
+                        {"B": 2, "H": 8, "HKV": 2, "Q": 1, "S": 256, "D": 64}, ["B", "H", "Q", "Q"])
+    assert _reads(real)["kc"] == 2 * 2 * 16 * 64 * 4  # the 16-position slice of both KV heads
+
+
+def test_a_reshape_that_copies_on_a_real_tensor_copies_on_the_stand_in(tmp_path):
+    """A flatten of a transpose is a view of the stand-in (its strides are all 0) and a copy
+    of a real tensor (the shape-only run dispatches a clone): counted as that copy, a copy of
+    the whole input, as the shape-only run counts it. Half of it is then read: the chunks."""
+    body = "    y = x.transpose(0, 1).reshape(-1)\n    a, b = y.chunk(4)[:2]\n    return a + b\n"
+    real, meta = _agree(tmp_path, body, {"x": (["B", "D"], "float32")}, {"B": 64, "D": 128}, ["B"])
+    assert _reads(meta)["x"] == 2 * 2048 * 4  # the two chunks read, 2,048 elements each
+
+
+def test_a_copy_keeps_its_source_s_layout(tmp_path):
+    """y = x.t().clone() is laid out as x.t() (clone keeps a dense source's strides), so
+    y[0] is column 0 of x and x[0] is row 0: two views, both read (the stand-in copy's twin
+    was contiguous, and y[0] passed for x[0])."""
+    real, meta = _agree(tmp_path, "    y = x.t().clone()\n    return x[0] + y[0]\n",
+                        {"x": (["N", "N"], "float32")}, {"N": 64, "B": 1}, ["N"])
+    assert _reads(meta)["x"] == 2 * 64 * 4
+
+
+def test_a_stand_in_with_a_trailing_dim_of_one_is_a_stand_in(tmp_path):
+    """A [B, 1] stand-in keeps stride 1 on its size-1 dim: it was taken for one element."""
+    real, meta = _agree(tmp_path, "    return s * 2.0\n", {"s": (["B", "ONE"], "float32")},
+                        {"B": 4096, "ONE": 1}, ["B", "ONE"])
+    assert _reads(real)["s"] == 4096 * 4
+
+
+def test_the_chunks_of_a_large_product_are_three_outputs(tmp_path):
+    """q, k, v = (x @ w).chunk(3): three views of one stand-in product, offset 0 each, were
+    counted as one output."""
+    real, meta = _agree(tmp_path, "    q, k, v = (x @ w).chunk(3, dim=-1)\n    return q, k, v\n",
+                        {"x": (["B", "D"], "float32"), "w": (["D", "F"], "float32")},
+                        {"B": 64, "D": 64, "F": 192}, ["B", "D"])
+    assert [n for n, _, _ in real.outputs] == [64 * 64] * 3
+
+
+def test_a_view_the_stand_in_cannot_take_still_reads_the_input(tmp_path):
+    """RoPE with view_as_complex: the CPU kernel refuses the stand-in (strides 0), the meta
+    kernel's result stands in, and reads through it are reads of x (they were lost)."""
+    body = ("    xc = torch.view_as_complex(x.reshape(16, 8, 32, 2))\n"
+            "    fc = torch.view_as_complex(f.reshape(8, 32, 2))\n"
+            "    return torch.view_as_real(xc * fc).flatten(2)\n")
+    real, meta = _agree(tmp_path, body, {"x": (["B", "H", "D"], "float32"), "f": (["H", "D"], "float32")},
+                        {"B": 16, "H": 8, "D": 64}, ["B", "H", "D"])
+    assert _reads(real)["x"] == 16 * 8 * 64 * 4 and _reads(real)["f"] == 8 * 64 * 4

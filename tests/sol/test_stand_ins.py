@@ -198,10 +198,10 @@ def test_a_large_broadcast_view_of_an_input_is_a_view_and_its_reads_count(tmp_pa
     assert not meta.real_tensors and {name: r for name, _, _, _, r in meta.inputs}["x"] == reads["x"]
 
 
-def test_a_copy_of_a_broadcast_input_is_not_the_input(tmp_path):
-    """A clone of an input broadcast 8 times is 8 times the input's size: no implementation can
-    return the input for it, so all of it must be written (it was taken for a copy of the input,
-    and its 8 N^2 elements for 0 that must change)."""
+def test_a_copy_of_a_broadcast_input_may_be_the_broadcast_itself(tmp_path):
+    """x.expand(8, 64, 64).clone() has the values of the view x.expand(8, 64, 64), which an
+    implementation may return (the harness takes any plain tensor of the output's shape and
+    dtype and copies it out after the clock): nothing must be written, x need not be read."""
     from solbench.sol.counting import count_workload
 
     ref = ("import torch\n"
@@ -209,7 +209,5 @@ def test_a_copy_of_a_broadcast_input_is_not_the_input(tmp_path):
            "    return x.expand(8, 64, 64).clone()\n")
     p = _two_input_problem(tmp_path, ref)
     c = count_workload(p, p.workloads[0])
-    assert [(n, w, alias) for n, _, _, w, alias in c.output_writes] == [(8 * 64 * 64, 8 * 64 * 64, None)]
-    # hand count: read x once (16 KiB), write the 8 copies (128 KiB); w is never read
-    assert c.bytes_fused == 64 * 64 * 4 + 8 * 64 * 64 * 4
-    assert c.bytes_outputs_certain == 8 * 64 * 64 * 4
+    assert [(n, w, alias) for n, _, _, w, alias in c.output_writes] == [(8 * 64 * 64, 0, "x")]
+    assert c.bytes_fused == 0 and c.bytes_outputs_certain == 0

@@ -182,7 +182,7 @@ class _OpInfo:
     torch tags. All of it comes from the op's schema, tags and fixed tables."""
 
     __slots__ = ("func", "name", "written", "written_names", "writes0", "short", "mma", "view",
-                 "move", "elem", "tags", "pointwise", "skippable", "returns_alias")
+                 "move", "elem", "tags", "pointwise", "skippable", "returns_alias", "inplace_view")
 
     def __init__(self, func):
         self.func = func  # held: the cache is keyed by id(func), so the id stays this op's
@@ -196,8 +196,12 @@ class _OpInfo:
         #: the names of those arguments (a keyword-only ``out=`` is passed by name)
         self.written_names = [] if schema is None else [schema.arguments[i].name for i in self.written]
         #: does a result alias an operand without writing it (a view: ``expand``, ``t``)?
-        self.returns_alias = schema is not None and any(
-            r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+        #: (``_unsafe_view`` declares a fresh result and returns a view: reshape's copy path)
+        self.returns_alias = name == "_unsafe_view" or (schema is not None and any(
+            r.alias_info is not None and not r.alias_info.is_write for r in schema.returns))
+        #: an in-place view op (``unsqueeze_``, ``t_``, ``as_strided_``): it changes its
+        #: operand's shape and strides, not its values
+        self.inplace_view = hasattr(func, "tags") and torch.Tag.inplace_view in func.tags
         a0 = schema.arguments[0] if schema is not None and schema.arguments else None
         self.writes0 = bool(a0 is not None and a0.alias_info is not None and a0.alias_info.is_write)
         self.short = name in _MMA_PACKETS
@@ -335,6 +339,7 @@ class _SdpaFunctionMode(TorchFunctionMode):
 
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
+_CONTIGUOUS = torch.Tensor.contiguous
 
 
 class _CountingFunctionMode(SolarGraphMode):
@@ -351,6 +356,18 @@ class _CountingFunctionMode(SolarGraphMode):
         counter = self.counter
         if counter.taint:
             _check_function_read(counter.taint, func, args, kwargs)
+        if func is _CONTIGUOUS and counter.twins and args:
+            # a view of a stand-in is never contiguous (strides 0): the real tensor it stands
+            # for may be, and then .contiguous() returns it without a copy
+            tw = counter.twin(args[0])
+            fmt = args[1] if len(args) > 1 else kwargs.get("memory_format", torch.contiguous_format)
+            if tw is not None and tw.is_contiguous(memory_format=fmt):
+                out = args[0]
+                try:
+                    self._record(func, args, kwargs, out)
+                except Exception:  # noqa: BLE001 - as below
+                    pass
+                return out
         if func is _SDPA and counter.depth == 0:
             counter.record_sdpa(args, kwargs)
             counter.depth += 1
@@ -454,7 +471,9 @@ _VALUE_READ_METHODS = {"tolist", "numpy", "__array__", "data_ptr", "__dlpack__",
                        # copies the storage, and formats values, with the dispatch modes off
                        "__deepcopy__", "__repr__", "__str__", "__format__",
                        # a legacy constructor (torch.LongTensor([t])) reads t through it
-                       "__index__"}
+                       "__index__",
+                       # calls a Python function on every element's value, below the dispatcher
+                       "apply_", "map_", "map2_"}
 
 
 #: gathers whose argument 0 is read only at the rows the result holds (:meth:`_CountingMode.note_reads`)
@@ -512,6 +531,10 @@ class _CountingMode(TorchDispatchMode):
         #: halves of a chunk, or two rows of a cache, would otherwise be one view (same offset,
         #: shape, strides) and one element
         self.twins: dict[int, tuple] = {}
+        #: ids of the twins of copies a stand-in's view hid (:meth:`_reshape_copied`) and of
+        #: their views: such a tensor shares the stand-in's storage but holds a copy, so it
+        #: is no input (its twins are held by ``twins``, so the ids stay theirs)
+        self.copied_twins: set[int] = set()
         #: precision rank of every tensor the run produced (:func:`dtype_rank` otherwise):
         #: id(tensor) -> (weak reference, rank); the reference tells a live entry from one
         #: whose id a later tensor reuses (cheaper per op than a WeakIdKeyDictionary)
@@ -593,7 +616,7 @@ class _CountingMode(TorchDispatchMode):
         if name == "copy" and len(args) > 1 and isinstance(args[1], torch.Tensor):
             src = args[1]
             skey_ = _skey(src)
-            xname = self.input_storages.get(skey_)
+            xname = self.input_of(src)
             if dkey not in self.input_storages and xname is not None and self._is_full(src, xname) \
                     and dst.dtype == src.dtype and dst.numel() == src.numel():
                 self.input_storages[dkey] = xname
@@ -602,14 +625,14 @@ class _CountingMode(TorchDispatchMode):
                 self.changed[dkey] = self.changed.get(skey_, 0.0)
                 return {1}
         if (info or _op_info(func)).writes0:
-            if dkey in self.input_storages:
+            if self.input_of(dst) is not None:
                 self.changed[dkey] += _region(name, args, kwargs, self.geometry(dst))
                 if name in _PURE_WRITES and not _accumulates(name, args, kwargs):
                     skip.add(0)
             return skip
         if not outs:
             return skip
-        xname = self.input_storages.get(dkey)
+        xname = self.input_of(dst)
         if xname is None:
             return skip
         o = outs[0]
@@ -620,24 +643,42 @@ class _CountingMode(TorchDispatchMode):
                 and o.dtype == dst.dtype and o.numel() == dst.numel():
             self.input_storages[okey] = xname
             self._keep_alive.append(o)
-            self._twin_copy(o)
+            self._twin_copy(o, dst)
             self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, self.geometry(dst))
             skip.add(0)
         elif name in _COPIES and self._is_full(dst, xname) and o.dtype == dst.dtype \
-                and o.numel() == dst.numel() == self.input_meta[xname][0]:
-            # a copy of the input's own elements (not of a broadcast of them, which is larger
-            # than the input: no implementation can return the input for it)
+                and o.numel() == dst.numel():
+            # a copy of a view that covers the whole input (a transpose, a broadcast): an
+            # implementation may return that view itself (the harness takes any plain tensor
+            # of the output's shape and dtype and copies it out after the clock)
             self.input_storages[okey] = xname
             self._keep_alive.append(o)
-            self._twin_copy(o)
+            self._twin_copy(o, dst if name == "clone" else None)
             self.changed[okey] = self.changed.get(dkey, 0.0)
             skip.add(0)
         return skip
 
-    def _twin_copy(self, t: torch.Tensor) -> None:
-        """A copy of an input that is a stand-in gets a contiguous twin, as the inputs do."""
+    def input_of(self, t: torch.Tensor):
+        """The input whose storage ``t`` views (None: none, or a copy a stand-in's view hid)."""
+        name = self.input_storages.get(_skey(t))
+        if name is not None and self.copied_twins:
+            tw = self.twin(t)
+            if tw is not None and id(tw) in self.copied_twins:
+                return None
+        return name
+
+    def _twin_copy(self, t: torch.Tensor, src: torch.Tensor | None = None) -> None:
+        """A copy of an input that is a stand-in gets a twin: the layout a real copy of ``src``
+        would have (``clone`` keeps a dense source's strides: a copy of a transpose is
+        transposed), contiguous without a source."""
         if _is_stand_in(t):
-            self.set_twin(t, torch.empty(t.shape, dtype=t.dtype, device="meta"))
+            g = self.geometry(src) if src is not None else None
+            try:
+                tw = torch.empty_like(g, device="meta") if g is not None and g.shape == t.shape \
+                    else torch.empty(t.shape, dtype=t.dtype, device="meta")
+            except Exception:  # noqa: BLE001
+                tw = torch.empty(t.shape, dtype=t.dtype, device="meta")
+            self.set_twin(t, tw)
 
     def elems(self, t: torch.Tensor, xname: str) -> int:
         """Elements of input ``xname`` that the view ``t`` covers."""
@@ -670,8 +711,24 @@ class _CountingMode(TorchDispatchMode):
         tw = self.twin(t) if self.twins else None
         return t if tw is None else tw
 
-    def twin_views(self, func, args, kwargs, flat_out) -> None:
-        """After a view op: give its results the twins the same op gives on the operands' twins."""
+    def twin_views(self, func, args, kwargs, flat_out, info=None) -> None:
+        """After a view op: give its results the twins the same op gives on the operands' twins.
+        An in-place view op (``t_``) is applied to the operand's twin too."""
+        if info is not None and info.inplace_view:
+            t = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            hit = self.twins.get(id(t)) if t is not None else None
+            if hit is None or hit[0]() is not t:
+                return
+            try:
+                tw = hit[1]
+                func(tw, *[self.twin(x) if isinstance(x, torch.Tensor) and self.twin(x) is not None else x
+                           for x in args[1:]], **kwargs)
+            except Exception:  # noqa: BLE001 - no meta kernel: t is measured by numel from now on
+                self.twins.pop(id(t), None)
+                return
+            if tw.shape != t.shape:
+                self.twins.pop(id(t), None)
+            return
         if not any(self.twin(x) is not None for x in flat_tensors(args, kwargs)):
             return
 
@@ -682,13 +739,48 @@ class _CountingMode(TorchDispatchMode):
             return x
         try:
             tw_out = func(*map_tree(sub, args), **map_tree(sub, kwargs))
-        except Exception:  # noqa: BLE001 - no meta kernel: the results are measured by numel
+        except Exception:  # noqa: BLE001
+            self._reshape_copied(func, args, flat_out)
             return
         tw_flat = [tw_out] if isinstance(tw_out, torch.Tensor) else flat_tensors(tw_out)
+        copied = bool(self.copied_twins) and any(
+            id(self.twin(x)) in self.copied_twins for x in flat_tensors(args, kwargs) if self.twin(x) is not None)
         if len(tw_flat) == len(flat_out):
             for o, tw in zip(flat_out, tw_flat):
                 if tuple(o.shape) == tuple(tw.shape):
                     self.set_twin(o, tw)
+                    if copied:
+                        self.copied_twins.add(id(tw))
+
+    def _reshape_copied(self, func, args, flat_out) -> None:
+        """A view of a stand-in that its twin cannot take (a flatten of a transpose, a
+        ``repeat_kv`` reshape of an expanded cache slice): a real tensor's reshape copies there,
+        which the stand-in's all-zero strides hid. Count that copy (a ``clone`` of the operand,
+        as the shape-only run dispatches it) and give the result a contiguous twin."""
+        src = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if src is None or len(flat_out) != 1 or _packet(func) not in ("view", "_reshape_alias", "_unsafe_view"):
+            return
+        o = flat_out[0]
+        clone = torch.ops.aten.clone.default
+        name = self.input_of(src)
+        # the shape-only run's clone of a view covering a whole input is registered as a copy
+        # of it (track_alias): it reads nothing itself, reads of it are the input's
+        whole = name is not None and self._is_full(src, name) and o.dtype == src.dtype
+        if self.depth == 0:
+            if whole:
+                self.c.op_counts["clone"] += 1
+                self.c.bytes_unfused += 2.0 * float(src.numel()) * src.element_size()
+            else:
+                try:
+                    self._record(clone, "clone", (src,), {}, o, [src], [o], _op_info(clone))
+                except Exception as e:  # noqa: BLE001 - as _record's own failures
+                    self.c.notes.append(f"clone: counting failed ({type(e).__name__}: {e})")
+        tw = torch.empty(o.shape, dtype=o.dtype, device="meta")
+        self.set_twin(o, tw)
+        if not whole:
+            # a copy of part of an input is no input (nor is the shape-only run's clone): its
+            # reads are not the input's
+            self.copied_twins.add(id(tw))
 
     def note_reads(self, name: str, tensors, out, skip: set[int] = frozenset()) -> None:
         """Mark which declared inputs an op reads: in full, by gathering rows, or by a view
@@ -700,7 +792,7 @@ class _CountingMode(TorchDispatchMode):
         for i, t in enumerate(tensors):
             if skip and i in skip:
                 continue
-            inp = storages.get(_skey(t))
+            inp = self.input_of(t)
             if inp is None:
                 continue
             if not (src_pos is not None and i == src_pos) and inp in self.input_meta \
@@ -809,12 +901,21 @@ class _CountingMode(TorchDispatchMode):
                     if out is None:
                         raise
                     tainted_out = 0
+                    if info.returns_alias and args and isinstance(args[0], torch.Tensor):
+                        # a view the stand-in cannot take (view_as_complex, as_strided, a
+                        # view as another dtype): its fresh result still views the operand's
+                        # elements, through the twin it gets below
+                        name_in = self.input_of(args[0])
+                        if name_in is not None and self.twin(args[0]) is not None:
+                            for o in ([out] if isinstance(out, torch.Tensor) else flat_tensors(out)):
+                                self.input_storages[_skey(o)] = name_in
+                                self._keep_alive.append(o)
         else:
             out = self._run_op(func, args, kwargs, tainted_in)
             tainted_out = tainted_in
         flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
-        if self.twins and info.returns_alias:
-            self.twin_views(func, args, kwargs, flat_out)
+        if self.twins and (info.returns_alias or info.inplace_view):
+            self.twin_views(func, args, kwargs, flat_out, info)
         _update_taint(taint, tainted_out, flat_out, args, info, kwargs)
         for t in unfilled:
             _add_taint(taint, t, TAINT_FILL)
@@ -924,7 +1025,7 @@ class _CountingMode(TorchDispatchMode):
             # destination and copy source are operands too): most ops of a loop over
             # intermediates have none
             for t in flat_in:
-                if _skey(t) in storages:
+                if _skey(t) in storages and self.input_of(t) is not None:
                     skip = self.track_alias(func, name, args, kwargs, out, flat_out, info)
                     self.note_reads(name, flat_in, out, skip)
                     break
@@ -1288,6 +1389,7 @@ def _stand_in_layout_fallback(func, info: _OpInfo, args, kwargs, flat):
     tensors do not steer the references (:func:`stand_in`), so no count depends on these."""
     if info.written != [] or not any(_is_stand_in(x) for x in flat):
         return None
+    # (a view op too: its results are fresh stand-ins, which the caller ties to the operand)
 
     def to_meta(x):
         return x.to("meta") if isinstance(x, torch.Tensor) else x
@@ -1339,8 +1441,10 @@ STAND_IN_BYTES = 64 << 20
 
 
 def _is_stand_in(t) -> bool:
-    """A stand-in: one value broadcast to the whole shape (all strides 0)."""
-    return isinstance(t, torch.Tensor) and t.numel() > 1 and not any(t.stride())
+    """A stand-in: one value broadcast to the whole shape (all strides 0, but those of size-1
+    dims, which expand keeps: a [n, 1] stand-in has strides (0, 1))."""
+    return isinstance(t, torch.Tensor) and t.numel() > 1 and not any(
+        st for sz, st in zip(t.shape, t.stride()) if sz != 1)
 
 
 def stand_in(shape, dtype: torch.dtype) -> torch.Tensor:
@@ -1364,7 +1468,9 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None, info=None):
     from the operands). ``info``: ``func``'s :class:`_OpInfo` when the caller has it."""
     info = info or _op_info(func)
     written = info.written
-    if written is None or info.returns_alias:
+    if written is None or info.returns_alias or info.inplace_view:
+        # an in-place view op changes the stand-in's shape and strides (it costs nothing): it
+        # runs, or the stand-in would keep its old shape
         # a view aliases its operand: a stand-in in its place would hide every later read of
         # the operand through it (a GQA expand of an input, read by the copy that follows)
         return None
@@ -1374,7 +1480,7 @@ def _stand_in(func, args, kwargs, flat=None, fresh=None, info=None):
     nbytes = 0
     for x in flat:  # _is_stand_in inlined: this runs on every op of a real run
         n = x.numel()
-        if n > 1 and not any(x.stride()):
+        if n > 1 and (not any(x.stride()) or (1 in x.shape and _is_stand_in(x))):
             any_stand_in = True
             break
         nbytes += n * x.element_size()
@@ -1615,7 +1721,10 @@ def _constant_mask_write(func, args, kwargs, inplace: bool):
         on = bool(mask.reshape(-1)[0])
         if inplace and _is_stand_in(dst):
             return dst  # writes into a stand-in are skipped (see _stand_in)
-        out = dst if inplace else (dst if _is_stand_in(dst) and not on else dst.clone())
+        if not inplace and _is_stand_in(dst) and not on:
+            # an out-of-place result is a new tensor (returning dst would make it alias an input)
+            return stand_in_value(dst.shape, dst.dtype, dst.reshape(-1)[0])
+        out = dst if inplace else dst.clone()
         if on:
             if _is_stand_in(out):
                 return stand_in_value(out.shape, out.dtype, value)
@@ -1851,12 +1960,14 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
         outs = [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
         seen_out: set = set()
         for o in outs:
-            key = _storage_key(o)
+            # views of one stand-in share its storage, offset 0 and strides 0 (the three
+            # chunks of a product): only the same view is the same output
+            key = ("view", id(o)) if _is_stand_in(o) else _storage_key(o)
             if key in seen_out:
                 continue
             seen_out.add(key)
             counts.outputs.append((o.numel(), _elem_bytes(o), DTYPE_CLASS.get(o.dtype, "int")))
-            alias = mode.input_storages.get(_skey(o))
+            alias = mode.input_of(o)
             meta = mode.input_meta.get(alias) if alias else None
             if meta is not None and meta[1] == o.dtype:
                 # the output is (a view of) an input, or of a full copy of one: an implementation
