@@ -119,8 +119,8 @@ def test_a_reference_that_never_reads_its_products_counts_lazily_as_filled(tmp_p
     assert c.mode == "real" and not any(n.startswith(FILLED_NOTE) for n in c.notes)
 
 
-def test_a_read_of_a_products_values_repeats_the_run_filled(tmp_path):
-    p = _problem(tmp_path, READS_PRODUCT)
+def _repeated_filled(p):
+    """The lazy run of p's first workload is void; the count is the filled run's, noted."""
     w = p.workloads[0]
     with pytest.raises(ValuesObserved):
         _run_once(p, w, real=True, lazy_fill=True)
@@ -128,6 +128,11 @@ def test_a_read_of_a_products_values_repeats_the_run_filled(tmp_path):
     c = count_workload(p, w)
     same_counts(c, filled)
     assert any(n.startswith(FILLED_NOTE) for n in c.notes)
+    return filled
+
+
+def test_a_read_of_a_products_values_repeats_the_run_filled(tmp_path):
+    filled = _repeated_filled(_problem(tmp_path, READS_PRODUCT))
     # the work after the read depends on the filled values: n + 1 elements multiplied by 2,
     # with n the positive entries of the filled 32 x 32 product (a zero fill would give n = 0)
     ones_mul = filled.cuda_flops["fp32"] - 32 * 32 - 32 * 32  # minus the compare and the add
@@ -218,14 +223,7 @@ def test_pointwise_work_on_an_unfilled_product_is_not_run_and_counts_as_filled(t
 
 
 def test_a_read_of_a_value_computed_pointwise_from_a_product_repeats_the_run_filled(tmp_path):
-    p = _problem(tmp_path, READS_POINTWISE_OF_PRODUCT)
-    w = p.workloads[0]
-    with pytest.raises(ValuesObserved):
-        _run_once(p, w, real=True, lazy_fill=True)
-    filled = _run_once(p, w, real=True, lazy_fill=False)
-    c = count_workload(p, w)
-    same_counts(c, filled)
-    assert any(n.startswith(FILLED_NOTE) for n in c.notes)
+    _repeated_filled(_problem(tmp_path, READS_POINTWISE_OF_PRODUCT))
 
 
 def test_apply_reads_values_below_the_dispatcher(tmp_path):

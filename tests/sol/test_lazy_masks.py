@@ -27,7 +27,7 @@ N = 256  # x is N x N = 65,536 elements: LAZY_FILL_MIN_ELEMS, the smallest skipp
 
 #: codes by masked assignments (as the nvfp4 quantisers), packed, into a product; a read of
 #: the input's values (so it counts on real tensors), never of a mask
-QUANTISES = """import torch
+QUANT = """import torch
 def quant(x):
     r = torch.zeros_like(x, dtype=torch.uint8)
     r[(x >= 0.0) & (x <= 0.5)] = 1
@@ -35,7 +35,8 @@ def quant(x):
     r[x >= 1.5] = 3
     r[x < 0.0] = 8
     return r[..., ::2] + r[..., 1::2] * 16
-def run(x, w):
+"""
+QUANTISES = QUANT + """def run(x, w):
     k = int((x[:, 0] > 0).sum().item())
     q = quant(x).float()
     return (q @ w[: q.shape[1]]) * float(k)
@@ -43,15 +44,7 @@ def run(x, w):
 
 #: the nvfp4 MLP's shape: the product's SwiGLU is quantised, and the quantiser reads its
 #: scale (a value derived from the product); the codes feed only a product
-QUANTISES_A_READ_PRODUCT = """import torch
-def quant(x):
-    r = torch.zeros_like(x, dtype=torch.uint8)
-    r[(x >= 0.0) & (x <= 0.5)] = 1
-    r[(x > 0.5) & (x < 1.5)] = 2
-    r[x >= 1.5] = 3
-    r[x < 0.0] = 8
-    return r[..., ::2] + r[..., 1::2] * 16
-def run(x, w):
+QUANTISES_A_READ_PRODUCT = QUANT + """def run(x, w):
     h = torch.nn.functional.silu(x @ w) * (x @ w)
     amax = h.abs().amax()
     if amax.item() == 0.0:
