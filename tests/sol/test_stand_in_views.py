@@ -203,3 +203,47 @@ def test_a_view_the_stand_in_cannot_take_still_reads_the_input(tmp_path):
     real, meta = _agree(tmp_path, body, {"x": (["B", "H", "D"], "float32"), "f": (["H", "D"], "float32")},
                         {"B": 16, "H": 8, "D": 64}, ["B", "H", "D"])
     assert _reads(real)["x"] == 16 * 8 * 64 * 4 and _reads(real)["f"] == 8 * 64 * 4
+
+
+# -- its re-check (2026-12-05) --------------------------------------------------------------
+
+def test_a_copy_takes_the_layout_its_op_gives(tmp_path):
+    """The twin of a stand-in copy is the copying op's meta result: .contiguous() of a
+    transpose is row-major (a later .contiguous() of its rows copies nothing), a channels_last
+    copy is channels_last (a later .contiguous() of its leading slice copies), and a
+    same-dtype .to(copy=True) of a transpose keeps the transpose's strides."""
+    cases = [("    y = x.t().contiguous()\n    return y[:16].contiguous()\n", {"x": (["N", "N"], "float32")},
+              {"N": 64, "B": 1}, ["N", "N"]),
+             ("    y = x.contiguous(memory_format=torch.channels_last)\n    return y[:4].contiguous()\n",
+              {"x": (["B", "C", "H", "W"], "float32")}, {"B": 8, "C": 16, "H": 8, "W": 8}, ["B", "C", "H", "W"]),
+             ("    y = x.t().to(torch.float32, copy=True)\n    return y[:16].contiguous()\n",
+              {"x": (["N", "N"], "float32")}, {"N": 64, "B": 1}, ["N", "N"])]
+    for i, (body, inputs, axes, out) in enumerate(cases):
+        (tmp_path / str(i)).mkdir()
+        _agree(tmp_path / str(i), body, inputs, axes, out)
+
+
+def test_a_reshape_copy_has_a_storage_of_its_own(tmp_path):
+    """The copy a stand-in's reshape stands for is a fresh tensor: writes into it are not
+    writes into x, nor x's into it (they shared x's storage and its count of changed elements:
+    1.5-2x the writes)."""
+    for i, body in enumerate(["    y = x.t().reshape(-1)\n    y.zero_()\n    return y, x\n",
+                              "    y = x.t().reshape(-1)\n    x.mul_(2.0)\n    return y, x\n"]):
+        (tmp_path / str(i)).mkdir()
+        real, meta = _agree(tmp_path / str(i), body, {"x": (["N", "N"], "float32")}, {"N": 64, "B": 1}, ["N", "N"])
+        assert real.bytes_outputs_certain == meta.bytes_outputs_certain == 64 * 64 * 4  # one of the two
+
+
+def test_one_output_returned_twice_is_one_output(tmp_path):
+    """h and h.view(...) of a stand-in result are one output (the same elements), as on shapes."""
+    real, meta = _agree(tmp_path, "    h = x * 2.0\n    return h, h.view(64, 128)\n",
+                        {"x": (["B", "D"], "float32")}, {"B": 64, "D": 128}, ["B", "D"])
+    assert [n for n, _, _ in real.outputs] == [64 * 128]
+
+
+def test_an_out_of_place_masked_fill_of_a_stand_in_is_a_new_tensor(tmp_path):
+    """x.masked_fill(mask, v) with a constant false mask: a new tensor equal to x, a copy of x
+    with the mask's extent replaced (as on shapes); it was x itself, written 0 times."""
+    real, meta = _agree(tmp_path, "    return x.masked_fill(x > 100.0, 0.0)\n",
+                        {"x": (["B", "D"], "float32")}, {"B": 64, "D": 128}, ["B", "D"])
+    assert [w for _, _, _, w, _ in real.output_writes] == [64 * 128]

@@ -531,10 +531,6 @@ class _CountingMode(TorchDispatchMode):
         #: halves of a chunk, or two rows of a cache, would otherwise be one view (same offset,
         #: shape, strides) and one element
         self.twins: dict[int, tuple] = {}
-        #: ids of the twins of copies a stand-in's view hid (:meth:`_reshape_copied`) and of
-        #: their views: such a tensor shares the stand-in's storage but holds a copy, so it
-        #: is no input (its twins are held by ``twins``, so the ids stay theirs)
-        self.copied_twins: set[int] = set()
         #: precision rank of every tensor the run produced (:func:`dtype_rank` otherwise):
         #: id(tensor) -> (weak reference, rank); the reference tells a live entry from one
         #: whose id a later tensor reuses (cheaper per op than a WeakIdKeyDictionary)
@@ -643,7 +639,7 @@ class _CountingMode(TorchDispatchMode):
                 and o.dtype == dst.dtype and o.numel() == dst.numel():
             self.input_storages[okey] = xname
             self._keep_alive.append(o)
-            self._twin_copy(o, dst)
+            self._twin_copy(o, func, args, kwargs)
             self.changed[okey] = self.changed.get(dkey, 0.0) + _region(name, args, kwargs, self.geometry(dst))
             skip.add(0)
         elif name in _COPIES and self._is_full(dst, xname) and o.dtype == dst.dtype \
@@ -653,32 +649,37 @@ class _CountingMode(TorchDispatchMode):
             # of the output's shape and dtype and copies it out after the clock)
             self.input_storages[okey] = xname
             self._keep_alive.append(o)
-            self._twin_copy(o, dst if name == "clone" else None)
+            self._twin_copy(o, func, args, kwargs)
             self.changed[okey] = self.changed.get(dkey, 0.0)
             skip.add(0)
         return skip
 
     def input_of(self, t: torch.Tensor):
-        """The input whose storage ``t`` views (None: none, or a copy a stand-in's view hid)."""
-        name = self.input_storages.get(_skey(t))
-        if name is not None and self.copied_twins:
-            tw = self.twin(t)
-            if tw is not None and id(tw) in self.copied_twins:
-                return None
-        return name
+        """The input whose storage ``t`` views (or a copy registered as one), or None."""
+        return self.input_storages.get(_skey(t))
 
-    def _twin_copy(self, t: torch.Tensor, src: torch.Tensor | None = None) -> None:
-        """A copy of an input that is a stand-in gets a twin: the layout a real copy of ``src``
-        would have (``clone`` keeps a dense source's strides: a copy of a transpose is
-        transposed), contiguous without a source."""
+    def meta_result(self, func, args, kwargs, shape):
+        """The first result of ``func`` run on the meta device over the operands' twins (or
+        meta copies), if it has ``shape``: the layout the real tensor's result would have
+        (``clone`` keeps a dense source's strides, ``memory_format`` chooses another)."""
+        def sub(x):
+            if isinstance(x, torch.Tensor):
+                tw = self.twin(x)
+                return tw if tw is not None else x.to("meta")
+            return x
+        try:
+            r = func(*map_tree(sub, args), **map_tree(sub, kwargs))
+        except Exception:  # noqa: BLE001 - no meta kernel
+            return None
+        r = r if isinstance(r, torch.Tensor) else next(iter(flat_tensors(r)), None)
+        return r if r is not None and tuple(r.shape) == tuple(shape) else None
+
+    def _twin_copy(self, t: torch.Tensor, func=None, args=(), kwargs=None) -> None:
+        """A stand-in copy of an input gets a twin with the layout of the real copy
+        (:meth:`meta_result` of the copying op), contiguous when that is not known."""
         if _is_stand_in(t):
-            g = self.geometry(src) if src is not None else None
-            try:
-                tw = torch.empty_like(g, device="meta") if g is not None and g.shape == t.shape \
-                    else torch.empty(t.shape, dtype=t.dtype, device="meta")
-            except Exception:  # noqa: BLE001
-                tw = torch.empty(t.shape, dtype=t.dtype, device="meta")
-            self.set_twin(t, tw)
+            tw = self.meta_result(func, args, kwargs or {}, t.shape) if func is not None else None
+            self.set_twin(t, tw if tw is not None else torch.empty(t.shape, dtype=t.dtype, device="meta"))
 
     def elems(self, t: torch.Tensor, xname: str) -> int:
         """Elements of input ``xname`` that the view ``t`` covers."""
@@ -711,9 +712,16 @@ class _CountingMode(TorchDispatchMode):
         tw = self.twin(t) if self.twins else None
         return t if tw is None else tw
 
-    def twin_views(self, func, args, kwargs, flat_out, info=None) -> None:
+    def twin_views(self, func, args, kwargs, flat_out, info=None):
         """After a view op: give its results the twins the same op gives on the operands' twins.
-        An in-place view op (``t_``) is applied to the operand's twin too."""
+        An in-place view op (``t_``) is applied to the operand's twin too. Returns the copy
+        that replaces a view the twin cannot take (:meth:`_reshape_copied`), else None."""
+        for x in flat_tensors(args, kwargs):
+            # a stand-in result of another op (a product, a pointwise op) gets its twin when a
+            # view is first taken of it: contiguous, as such a result is on real tensors, so
+            # its views (the chunks of a product) stay apart
+            if _is_stand_in(x) and self.twin(x) is None:
+                self.set_twin(x, torch.empty(x.shape, dtype=x.dtype, device="meta"))
         if info is not None and info.inplace_view:
             t = args[0] if args and isinstance(args[0], torch.Tensor) else None
             hit = self.twins.get(id(t)) if t is not None else None
@@ -740,47 +748,32 @@ class _CountingMode(TorchDispatchMode):
         try:
             tw_out = func(*map_tree(sub, args), **map_tree(sub, kwargs))
         except Exception:  # noqa: BLE001
-            self._reshape_copied(func, args, flat_out)
-            return
+            return self._reshape_copied(func, args, flat_out)
         tw_flat = [tw_out] if isinstance(tw_out, torch.Tensor) else flat_tensors(tw_out)
-        copied = bool(self.copied_twins) and any(
-            id(self.twin(x)) in self.copied_twins for x in flat_tensors(args, kwargs) if self.twin(x) is not None)
         if len(tw_flat) == len(flat_out):
             for o, tw in zip(flat_out, tw_flat):
                 if tuple(o.shape) == tuple(tw.shape):
                     self.set_twin(o, tw)
-                    if copied:
-                        self.copied_twins.add(id(tw))
 
-    def _reshape_copied(self, func, args, flat_out) -> None:
+    def _reshape_copied(self, func, args, flat_out):
         """A view of a stand-in that its twin cannot take (a flatten of a transpose, a
         ``repeat_kv`` reshape of an expanded cache slice): a real tensor's reshape copies there,
-        which the stand-in's all-zero strides hid. Count that copy (a ``clone`` of the operand,
-        as the shape-only run dispatches it) and give the result a contiguous twin."""
+        which the stand-in's all-zero strides hid. Returns that copy, a fresh stand-in with a
+        contiguous twin, counted as the shape-only run counts it (a ``clone`` of the operand,
+        registered as a copy of an input it covers whole); None when ``func`` is no such view."""
         src = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if src is None or len(flat_out) != 1 or _packet(func) not in ("view", "_reshape_alias", "_unsafe_view"):
-            return
+            return None
         o = flat_out[0]
-        clone = torch.ops.aten.clone.default
-        name = self.input_of(src)
-        # the shape-only run's clone of a view covering a whole input is registered as a copy
-        # of it (track_alias): it reads nothing itself, reads of it are the input's
-        whole = name is not None and self._is_full(src, name) and o.dtype == src.dtype
+        fresh = stand_in_value(o.shape, o.dtype, o.reshape(-1)[0].clone())
+        self.set_twin(fresh, torch.empty(o.shape, dtype=o.dtype, device="meta"))
         if self.depth == 0:
-            if whole:
-                self.c.op_counts["clone"] += 1
-                self.c.bytes_unfused += 2.0 * float(src.numel()) * src.element_size()
-            else:
-                try:
-                    self._record(clone, "clone", (src,), {}, o, [src], [o], _op_info(clone))
-                except Exception as e:  # noqa: BLE001 - as _record's own failures
-                    self.c.notes.append(f"clone: counting failed ({type(e).__name__}: {e})")
-        tw = torch.empty(o.shape, dtype=o.dtype, device="meta")
-        self.set_twin(o, tw)
-        if not whole:
-            # a copy of part of an input is no input (nor is the shape-only run's clone): its
-            # reads are not the input's
-            self.copied_twins.add(id(tw))
+            clone = torch.ops.aten.clone.default
+            try:
+                self._record(clone, "clone", (src,), {}, fresh, [src], [fresh], _op_info(clone))
+            except Exception as e:  # noqa: BLE001 - as _record's own failures
+                self.c.notes.append(f"clone: counting failed ({type(e).__name__}: {e})")
+        return fresh
 
     def note_reads(self, name: str, tensors, out, skip: set[int] = frozenset()) -> None:
         """Mark which declared inputs an op reads: in full, by gathering rows, or by a view
@@ -914,8 +907,11 @@ class _CountingMode(TorchDispatchMode):
             out = self._run_op(func, args, kwargs, tainted_in)
             tainted_out = tainted_in
         flat_out = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
-        if self.twins and (info.returns_alias or info.inplace_view):
-            self.twin_views(func, args, kwargs, flat_out, info)
+        if (info.returns_alias or info.inplace_view) and (self.twins or (
+                self.short_circuit and args and _is_stand_in(args[0]))):
+            copied = self.twin_views(func, args, kwargs, flat_out, info)
+            if copied is not None:
+                out, flat_out = copied, [copied]
         _update_taint(taint, tainted_out, flat_out, args, info, kwargs)
         for t in unfilled:
             _add_taint(taint, t, TAINT_FILL)
@@ -1723,7 +1719,7 @@ def _constant_mask_write(func, args, kwargs, inplace: bool):
             return dst  # writes into a stand-in are skipped (see _stand_in)
         if not inplace and _is_stand_in(dst) and not on:
             # an out-of-place result is a new tensor (returning dst would make it alias an input)
-            return stand_in_value(dst.shape, dst.dtype, dst.reshape(-1)[0])
+            return stand_in_value(dst.shape, dst.dtype, dst.reshape(-1)[0].clone())
         out = dst if inplace else dst.clone()
         if on:
             if _is_stand_in(out):
@@ -1962,7 +1958,15 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
         for o in outs:
             # views of one stand-in share its storage, offset 0 and strides 0 (the three
             # chunks of a product): only the same view is the same output
-            key = ("view", id(o)) if _is_stand_in(o) else _storage_key(o)
+            if _is_stand_in(o):
+                # views of one stand-in share its storage and its zero strides: their twins
+                # (contiguous for a stand-in no view was taken of) tell them apart
+                tw = mode.twin(o)
+                if tw is None:
+                    tw = torch.empty(o.shape, dtype=o.dtype, device="meta")
+                key = (_skey(o), tw.storage_offset(), tuple(tw.shape), tuple(tw.stride()))
+            else:
+                key = _storage_key(o)
             if key in seen_out:
                 continue
             seen_out.add(key)
