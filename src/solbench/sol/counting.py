@@ -658,17 +658,22 @@ class _CountingMode(TorchDispatchMode):
         """The input whose storage ``t`` views (or a copy registered as one), or None."""
         return self.input_storages.get(_skey(t))
 
-    def meta_result(self, func, args, kwargs, shape):
-        """The first result of ``func`` run on the meta device over the operands' twins (or
-        meta copies), if it has ``shape``: the layout the real tensor's result would have
-        (``clone`` keeps a dense source's strides, ``memory_format`` chooses another)."""
+    def on_twins(self, func, args, kwargs):
+        """``func`` run on the meta device with each tensor operand replaced by its twin (a meta
+        copy when it has none). Raises what the meta kernel raises."""
         def sub(x):
             if isinstance(x, torch.Tensor):
                 tw = self.twin(x)
                 return tw if tw is not None else x.to("meta")
             return x
+        return func(*map_tree(sub, args), **map_tree(sub, kwargs))
+
+    def meta_result(self, func, args, kwargs, shape):
+        """The first result of ``func`` on the operands' twins (:meth:`on_twins`), if it has
+        ``shape``: the layout the real tensor's result would have (``clone`` keeps a dense
+        source's strides, ``memory_format`` chooses another)."""
         try:
-            r = func(*map_tree(sub, args), **map_tree(sub, kwargs))
+            r = self.on_twins(func, args, kwargs)
         except Exception:  # noqa: BLE001 - no meta kernel
             return None
         r = r if isinstance(r, torch.Tensor) else next(iter(flat_tensors(r)), None)
@@ -679,7 +684,7 @@ class _CountingMode(TorchDispatchMode):
         (:meth:`meta_result` of the copying op), contiguous when that is not known."""
         if _is_stand_in(t):
             tw = self.meta_result(func, args, kwargs or {}, t.shape) if func is not None else None
-            self.set_twin(t, tw if tw is not None else torch.empty(t.shape, dtype=t.dtype, device="meta"))
+            self.set_twin(t, tw if tw is not None else _dense_twin(t))
 
     def elems(self, t: torch.Tensor, xname: str) -> int:
         """Elements of input ``xname`` that the view ``t`` covers."""
@@ -721,16 +726,16 @@ class _CountingMode(TorchDispatchMode):
             # view is first taken of it: contiguous, as such a result is on real tensors, so
             # its views (the chunks of a product) stay apart
             if _is_stand_in(x) and self.twin(x) is None:
-                self.set_twin(x, torch.empty(x.shape, dtype=x.dtype, device="meta"))
+                self.set_twin(x, _dense_twin(x))
         if info is not None and info.inplace_view:
             t = args[0] if args and isinstance(args[0], torch.Tensor) else None
             hit = self.twins.get(id(t)) if t is not None else None
             if hit is None or hit[0]() is not t:
                 return
+            tw = hit[1]
             try:
-                tw = hit[1]
-                func(tw, *[self.twin(x) if isinstance(x, torch.Tensor) and self.twin(x) is not None else x
-                           for x in args[1:]], **kwargs)
+                # t has moved already (its twin() no longer matches): the twin is passed as is
+                self.on_twins(func, (tw, *args[1:]), kwargs)
             except Exception:  # noqa: BLE001 - no meta kernel: t is measured by numel from now on
                 self.twins.pop(id(t), None)
                 return
@@ -739,15 +744,9 @@ class _CountingMode(TorchDispatchMode):
             return
         if not any(self.twin(x) is not None for x in flat_tensors(args, kwargs)):
             return
-
-        def sub(x):
-            if isinstance(x, torch.Tensor):
-                tw = self.twin(x)
-                return tw if tw is not None else x.to("meta")
-            return x
         try:
-            tw_out = func(*map_tree(sub, args), **map_tree(sub, kwargs))
-        except Exception:  # noqa: BLE001
+            tw_out = self.on_twins(func, args, kwargs)
+        except Exception:  # noqa: BLE001 - a view the twin cannot take
             return self._reshape_copied(func, args, flat_out)
         tw_flat = [tw_out] if isinstance(tw_out, torch.Tensor) else flat_tensors(tw_out)
         if len(tw_flat) == len(flat_out):
@@ -766,7 +765,7 @@ class _CountingMode(TorchDispatchMode):
             return None
         o = flat_out[0]
         fresh = stand_in_value(o.shape, o.dtype, o.reshape(-1)[0].clone())
-        self.set_twin(fresh, torch.empty(o.shape, dtype=o.dtype, device="meta"))
+        self.set_twin(fresh, _dense_twin(o))
         if self.depth == 0:
             clone = torch.ops.aten.clone.default
             try:
@@ -1377,6 +1376,12 @@ def _skip_unread(func, info: _OpInfo, args, kwargs, flat, tainted: bool = False)
     return dst
 
 
+def _dense_twin(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous meta tensor of ``t``'s shape and dtype: the twin of a stand-in that stands
+    for a freshly allocated tensor (an input, a result)."""
+    return torch.empty(t.shape, dtype=t.dtype, device="meta")
+
+
 def _stand_in_layout_fallback(func, info: _OpInfo, args, kwargs, flat):
     """The results of an out-of-place op whose CPU kernel raised on operands that include a
     stand-in (strides all 0, which kernels that want a dense layout refuse), when the meta
@@ -1934,7 +1939,7 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
                     mode.input_meta[name] = (v.numel(), v.dtype)
                     if _is_stand_in(v):
                         mode.stand_in_inputs.add(name)
-                        mode.set_twin(v, torch.empty(v.shape, dtype=v.dtype, device="meta"))
+                        mode.set_twin(v, _dense_twin(v))
                     mode.set_rank(v, dtype_rank(v.dtype))
                     declared.append((name, v))
             graph_mode = _CountingFunctionMode(mode)
@@ -1963,7 +1968,7 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
                 # (contiguous for a stand-in no view was taken of) tell them apart
                 tw = mode.twin(o)
                 if tw is None:
-                    tw = torch.empty(o.shape, dtype=o.dtype, device="meta")
+                    tw = _dense_twin(o)
                 key = (_skey(o), tw.storage_offset(), tuple(tw.shape), tuple(tw.stride()))
             else:
                 key = _storage_key(o)
