@@ -9,6 +9,13 @@ import pytest
 from solbench.spec import load_problem
 
 
+@pytest.fixture(autouse=True)
+def _no_default_sol_cache(monkeypatch):
+    """Tests count afresh unless they turn the default SOL counts cache on themselves (with a
+    folder of their own): a count cached by one test would hide another's counting."""
+    monkeypatch.setenv("SOLBENCH_SOL_CACHE", "off")
+
+
 @pytest.fixture
 def scale_problem(tmp_path):
     """A factory: ``scale_problem(n, root=None)`` writes and loads ``y = 2 x`` over ``n`` fp32

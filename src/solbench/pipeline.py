@@ -7,6 +7,7 @@ SOL figures (``sol``) to them. Neither of those modules imports the other.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from typing import Any, Callable
@@ -102,10 +103,29 @@ def _bounds(problem: Problem, workload, hardware: str, cache: dict | None) -> di
     return got
 
 
-def _count(items: list, hardware: str) -> list[dict]:
+def counts_cache():
+    """The default counts cache (:func:`solbench.sol.cache.default_cache_dir`, entries signed
+    with the user's trace key, :mod:`solbench.store.auth`), or None when it is turned off or
+    the key cannot be had (the bounds are then counted afresh). Raises nothing."""
+    from .sol.cache import CountsCache, default_cache_dir
+
+    root = default_cache_dir()
+    if root is None:
+        return None
+    try:
+        from .store.auth import load_key
+
+        return CountsCache(root, key=load_key(create=True))
+    except Exception:  # noqa: BLE001 - no key, no trusted cache: count afresh
+        return None
+
+
+def _count(items: list, hardware: str, child=None) -> list[dict]:
     """Per ``(problem, workloads)`` of ``items``: uuid -> both bounds, or the exception that
-    stands for them. In one child process for all (:func:`solbench.sol.isolated.bounds_isolated_many`)
-    unless ``SOLBENCH_SOL_IN_PROCESS=1`` (debugging: a crash of the count is then the run's)."""
+    stands for them. Read from the default counts cache (:func:`counts_cache`) where it holds
+    them, the rest in one child process (:func:`solbench.sol.isolated.bounds_isolated_many`;
+    ``child``: the :class:`~solbench.sol.isolated.CountingChild` to use) unless
+    ``SOLBENCH_SOL_IN_PROCESS=1`` (debugging: a crash of the count is then the run's)."""
     from .sol.isolated import bounds_isolated_many, counting_in_process
 
     if counting_in_process():
@@ -123,7 +143,7 @@ def _count(items: list, hardware: str) -> list[dict]:
                     got[w.uuid] = e
             res.append(got)
         return res
-    return bounds_isolated_many(items, hardware)
+    return bounds_isolated_many(items, hardware, cache=counts_cache(), child=child)
 
 
 def prime_sol(problem: Problem, uuids: list[str], hardware: str | None, cache: dict) -> None:
@@ -133,11 +153,12 @@ def prime_sol(problem: Problem, uuids: list[str], hardware: str | None, cache: d
     prime_sol_many([(problem, uuids)], hardware, cache)
 
 
-def prime_sol_many(work, hardware: str | None, cache: dict) -> None:
+def prime_sol_many(work, hardware: str | None, cache: dict, child=None) -> None:
     """:func:`prime_sol` for each ``(problem, uuids)`` of ``work``, in one counting child for
     all of them (:mod:`solbench.sol.isolated`: an interpreter and torch's import, seconds,
-    once). No-op when ``hardware`` is None; a workload whose count fails is cached with its
-    error (its trace's SOL block records it). Raises nothing."""
+    once; ``child``: a :class:`~solbench.sol.isolated.CountingChild` of the caller's). No-op when
+    ``hardware`` is None; a workload whose count fails is cached with its error (its trace's
+    SOL block records it). Raises nothing."""
     if hardware is None:
         return
     items = []
@@ -150,7 +171,7 @@ def prime_sol_many(work, hardware: str | None, cache: dict) -> None:
     if not items:
         return
     try:
-        got = _count(items, hardware)
+        got = _count(items, hardware, child)
     except Exception:  # noqa: BLE001 - best effort, as in sol_block
         return
     for (problem, todo), res in zip(items, got):
@@ -202,6 +223,9 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     None: this call's own. ``on_stage``: called with a line saying what is done before the
     first workload (counting the SOL bounds, seconds to minutes) and how long it took.
 
+    The bounds are counted on a thread alongside the evaluation (or read from the counts
+    cache, :func:`counts_cache`); only a PASSED trace waits for its own, to be judged.
+
     A candidate time below T_SOL is judged by :func:`solbench.sol.classify_against_sol`:
     below the certain floor (compulsory output bytes beyond L2 at peak bandwidth) it is
     impossible (finding ``faster_than_sol``, which decides REWARD_HACK); above that floor it is
@@ -213,31 +237,29 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     found = static_audit_findings(problem, solution)
     hw = resolve_hardware(cfg.device, hardware)
     cache: dict = sol_cache if sol_cache is not None else {}
-    if hw is not None:
-        # before any timed window: one counting child for every chosen workload (the
-        # suites runner does the same while its workers start)
-        from .harness.config import select_workloads
-
-        try:
-            chosen_wls = select_workloads(problem, cfg)
-        except Exception:  # noqa: BLE001 - a bad selection is the evaluator's error to report
-            chosen_wls = []
-        todo = sum(1 for w in chosen_wls if _key(problem, w, hw) not in cache)
-        if todo and on_stage is not None:
-            on_stage(f"SOL: counting the bounds of {todo} workload(s) for {hw}, in a child process")
-        t0 = time.perf_counter()
-        prime_sol(problem, [w.uuid for w in chosen_wls], hw, cache)
-        if todo and on_stage is not None:
-            on_stage(f"SOL: bounds counted in {time.perf_counter() - t0:.1f} s")
+    counting = None if hw is None else _count_alongside(problem, cfg, hw, cache, on_stage)
     out: list[Trace] = []
 
     def finish(t: Trace) -> None:
         t = _with_findings(t, found)
         if hw is not None:
+            if counting is not None and t.evaluation.status == Status.PASSED:
+                counting.wait()  # a PASSED trace is judged against its bound
             t = _score(problem, t, hw, sol_model, cache)
         out.append(t)
         if on_trace is not None:
             on_trace(t)
+
+    try:
+        _run_evaluator(problem, solution, cfg, evaluator, finish)
+    finally:
+        if counting is not None:
+            counting.stop()
+    return out
+
+
+def _run_evaluator(problem: Problem, solution: Solution, cfg: EvalConfig, evaluator, finish) -> None:
+    from .harness import Evaluator
 
     if evaluator is not None:
         if evaluator.problem is not problem:
@@ -250,7 +272,74 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
             ev.evaluate(solution, on_trace=finish)
         finally:
             ev.close()
-    return out
+
+
+class _CountAlongside:
+    """The SOL bounds of an evaluation's workloads, counted on a thread of this process (in a
+    counting child, or read from the counts cache) while the evaluation starts its workers
+    and makes its inputs: a count is never on the critical path before the first workload.
+    :meth:`wait` joins it (a PASSED trace's SOL block needs its bound); :meth:`stop` kills a
+    count still running when the evaluation ends early."""
+
+    def __init__(self, problem: Problem, uuids: list[str], hw: str, cache: dict, todo: int,
+                 on_stage: Callable[[str], None] | None):
+        from .sol.isolated import CountingChild, counting_in_process
+
+        from .harness.process import HARNESS_HELPERS
+
+        c = counts_cache()
+        # registered with the harness: it runs while candidates do, and is no stray of theirs
+        self.child = None if counting_in_process() else CountingChild(
+            hw, cache=None if c is None else str(c.root), cache_key=None if c is None else c.key,
+            registry=HARNESS_HELPERS)
+        self.todo, self.on_stage = todo, on_stage
+        self.took_s: float | None = None
+        self._said = False
+
+        def run() -> None:
+            t0 = time.perf_counter()
+            try:
+                prime_sol_many([(problem, uuids)], hw, cache, child=self.child)
+            finally:
+                self.took_s = time.perf_counter() - t0
+
+        self.thread = threading.Thread(target=run, name="solbench-sol-count", daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        if self.thread.is_alive():
+            t0 = time.perf_counter()
+            self.thread.join()
+            if self.on_stage is not None and self.todo:
+                self.on_stage(f"SOL: waited {time.perf_counter() - t0:.1f} s for the bounds")
+        if not self._said and self.on_stage is not None and self.todo and self.took_s is not None:
+            self._said = True
+            self.on_stage(f"SOL: bounds ready in {self.took_s:.1f} s, alongside the evaluation")
+
+    def stop(self) -> None:
+        if self.thread.is_alive() and self.child is not None:
+            self.child.abort()
+        self.thread.join(timeout=30)
+        if self.child is not None:
+            self.child.close()
+
+
+def _count_alongside(problem: Problem, cfg: EvalConfig, hw: str, cache: dict,
+                     on_stage: Callable[[str], None] | None) -> "_CountAlongside | None":
+    """Start counting the bounds of the workloads ``cfg`` selects that ``cache`` lacks (None
+    when it holds them all)."""
+    from .harness.config import select_workloads
+
+    try:
+        chosen = select_workloads(problem, cfg)
+    except Exception:  # noqa: BLE001 - a bad selection is the evaluator's error to report
+        return None
+    todo = sum(1 for w in chosen if _key(problem, w, hw) not in cache)
+    if not todo:
+        return None
+    if on_stage is not None:
+        on_stage(f"SOL: counting the bounds of {todo} workload(s) for {hw} alongside the evaluation")
+    return _CountAlongside(problem, [w.uuid for w in chosen], hw, cache, todo, on_stage)
 
 
 def _score(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> Trace:

@@ -132,9 +132,9 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     calls = []
     real = pipeline._count
 
-    def counting(items, hardware):
+    def counting(items, hardware, *rest):
         calls.extend((problem.name, problem.path, w.uuid) for problem, workloads in items for w in workloads)
-        return real(items, hardware)
+        return real(items, hardware, *rest)
 
     monkeypatch.setattr(pipeline, "_count", counting)
     n = 1 << 20

@@ -110,9 +110,9 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     events = []
     real_count = pipeline._count
 
-    def spy(items, hw):
+    def spy(items, hw, *rest):
         events.append(("count", sorted((p.name, len(ws)) for p, ws in items)))
-        return real_count(items, hw)
+        return real_count(items, hw, *rest)
 
     monkeypatch.setattr(pipeline, "resolve_hardware", lambda device, hw: "H200")
     monkeypatch.setattr(pipeline, "_count", spy)

@@ -113,14 +113,15 @@ def schedule_order(paths: list[Path]) -> list[int]:
 
 
 def isolated_results(paths: list[Path], n_jobs: int, hardware: str, model: str, load,
-                     cache_dir: str | None = None):
+                     cache=None):
     """``(path, "ok", problem_rows result)`` or ``(path, "error", SolbenchError)`` for each of
     ``paths``, in argument order, counted by ``n_jobs`` counting children
     (:class:`~solbench.sol.isolated.CountingChild`, each served by a thread of this process):
     the costliest problems go out first (:func:`schedule_order`), a child takes the next
     problem when it is done with one, and a result is held until every earlier argument's is
-    out. ``load(path)`` gives ``(problem, workloads)`` or raises a SolbenchError; ``cache_dir``:
-    the children's counts cache (:class:`~solbench.sol.cache.CountsCache`). A reference
+    out. ``load(path)`` gives ``(problem, workloads)`` or raises a SolbenchError; ``cache``:
+    the counts cache (:class:`~solbench.sol.cache.CountsCache`), read here first, the children
+    filling it; a child starts only for a workload it misses. A reference
     that crashes or hangs its child costs the workload it was counting (an error row); a
     fresh child goes on."""
     import queue
@@ -145,7 +146,8 @@ def isolated_results(paths: list[Path], n_jobs: int, hardware: str, model: str, 
                     return
                 try:
                     p, wls = load(paths[i])
-                    results.put((i, "ok", problem_rows_isolated(child, i, p, hardware, model, wls)))
+                    results.put((i, "ok", problem_rows_isolated(child, i, p, hardware, model, wls,
+                                                                cache=cache)))
                 except SolbenchError as e:
                     results.put((i, "error", e))
                 except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
@@ -154,7 +156,8 @@ def isolated_results(paths: list[Path], n_jobs: int, hardware: str, model: str, 
     n = max(1, min(n_jobs, len(paths)))
     # one child per core: each counts on one thread, so that none oversubscribes the machine
     threads = 1 if n > 1 else None
-    children = [CountingChild(hardware, cache=cache_dir, threads=threads) for _ in range(n)]
+    children = [CountingChild(hardware, cache=None if cache is None else str(cache.root), threads=threads,
+                              cache_key=None if cache is None else cache.key) for _ in range(n)]
     workers = [threading.Thread(target=serve, args=(c,), daemon=True) for c in children]
     for t in workers:
         t.start()
@@ -196,8 +199,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="strict JSON on stdout: one object per problem "
                                      "per line, each with \"problem\" and \"workloads\""),
         cache: Optional[Path] = typer.Option(None, "--cache", help="read and store counted work in this "
-                                             "directory (one JSON file per workload, keyed by the counting "
-                                             "code, problem and workload); keep it where no candidate writes"),
+                                             "directory (default: $SOLBENCH_SOL_CACHE, else "
+                                             "$XDG_CACHE_HOME/solbench/sol-counts or ~/.cache/solbench/sol-counts; "
+                                             "one JSON file per workload, keyed by the counting code, problem "
+                                             "and workload, signed with your trace key)"),
+        no_cache: bool = typer.Option(False, "--no-cache", help="count every workload afresh, "
+                                      "reading and storing nothing"),
         jobs: int = typer.Option(0, "--jobs", "-j", help="counting processes, each counting one problem "
                                  "at a time (0: one per CPU from "
                                  f"{AUTO_POOL_MIN_PROBLEMS} problems on, else one)"),
@@ -224,10 +231,13 @@ def register(app: typer.Typer) -> None:
             max_b = parse_bytes(max_bytes)
             paths = _problem_paths(problems)
             counts_cache = None
-            if cache is not None:
+            if not no_cache:
+                from ..pipeline import counts_cache as default_counts_cache
                 from ..sol.cache import CountsCache
+                from ..store.auth import load_key
 
-                counts_cache = CountsCache(cache)
+                counts_cache = (default_counts_cache() if cache is None
+                                else CountsCache(cache, key=load_key(create=True)))
             n_jobs = auto_jobs(jobs, len(paths), os.cpu_count()) if jobs >= 0 else None
             if n_jobs is None:
                 raise SpecError(None, "--jobs", f"must be >= 0, got {jobs}")
@@ -247,7 +257,7 @@ def register(app: typer.Typer) -> None:
         from ..sol.isolated import counting_in_process
 
         results = in_process() if counting_in_process() else isolated_results(
-            paths, n_jobs, hardware, model, load, str(cache) if cache is not None else None)
+            paths, n_jobs, hardware, model, load, counts_cache)
         for path, kind, res in results:
             if kind == "error":
                 if len(paths) == 1:

@@ -39,6 +39,27 @@ _PRE_EXISTING: set[int] | None = None
 _SPAWN_LOCK = threading.RLock()
 
 
+class _HarnessHelpers:
+    """Pids of the parent's own helper processes that are not workers (the SOL counting child
+    started alongside an evaluation, :class:`solbench.sol.isolated.CountingChild`'s
+    ``registry``): children the stray check must not take for a candidate's. ``lock`` is held
+    while one is spawned and registered, as for workers."""
+
+    lock = _SPAWN_LOCK
+    pids: set[int] = set()
+
+    @classmethod
+    def add(cls, pid: int) -> None:
+        cls.pids.add(pid)
+
+    @classmethod
+    def discard(cls, pid: int) -> None:
+        cls.pids.discard(pid)
+
+
+HARNESS_HELPERS = _HarnessHelpers
+
+
 #: every WorkerHandle not yet killed (shutdown_all ends them all)
 _HANDLES: "weakref.WeakSet[WorkerHandle]" = weakref.WeakSet()
 _SHUTTING_DOWN = False
@@ -186,7 +207,7 @@ def unregistered_children() -> list[int]:
     from .guards import child_pids, proc_state, running_tasks
 
     with _SPAWN_LOCK:
-        kids = sorted(child_pids(os.getpid()) - LIVE_WORKERS - (_PRE_EXISTING or set()))
+        kids = sorted(child_pids(os.getpid()) - LIVE_WORKERS - HARNESS_HELPERS.pids - (_PRE_EXISTING or set()))
     out = []
     for pid in kids:
         if proc_state(pid) == "Z" and not running_tasks(pid):

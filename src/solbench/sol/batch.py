@@ -131,7 +131,10 @@ def _counts(problem, chosen, cache):
                 yield e
                 continue
             if cache is not None:
-                cache.put(problem, w, c)
+                try:
+                    cache.put(problem, w, c)
+                except OSError:
+                    pass  # a cache that cannot be written is no cache: the count stands
         if c.real_tensors and c.fake_error and fake_failed is None:
             fake_failed = c.fake_error
         if any(n.startswith(FILLED_NOTE) for n in c.notes):
@@ -203,12 +206,33 @@ def problem_rows(problem, hardware: str | HardwareSpec, model: str = "refined",
     return _problem_result(problem, hw, model, chosen, rows)
 
 
+def cached_bounds(problem, workloads, hardware: str | HardwareSpec, cache) -> dict[str, dict]:
+    """Both models' bounds (``{uuid: {"refined": SolBound, "solar": SolBound}}``) of those of
+    ``workloads`` whose counts ``cache`` (a :class:`~solbench.sol.cache.CountsCache`, or None)
+    holds, priced here: no counting child is needed for them. The others are left out."""
+    if cache is None:
+        return {}
+    from .bound import bound
+
+    out: dict[str, dict] = {}
+    for w in workloads:
+        c = cache.get(problem, w)
+        if c is None:
+            continue
+        try:
+            out[w.uuid] = {m: bound(problem, w, hardware=hardware, model=m, counts=c) for m in MODELS}
+        except Exception:  # noqa: BLE001 - left to the counting child, which reports the error
+            pass
+    return out
+
+
 def problem_rows_isolated(child, item: int, problem, hardware: str | HardwareSpec, model: str = "refined",
-                          workloads=None) -> dict[str, Any]:
+                          workloads=None, cache=None) -> dict[str, Any]:
     """:func:`problem_rows`, counted by ``child`` (a :class:`~solbench.sol.isolated.CountingChild`
     pricing on ``hardware``): a reference that crashes or hangs the count costs the workload it
     was counting an error row, and the rest go on. ``item`` names the problem in the child's
-    replies.
+    replies. ``cache``: a :class:`~solbench.sol.cache.CountsCache` read here first; only the
+    workloads it misses go to the child (which is not started when none do).
 
     Raises:
         HardwareError: unknown hardware. ValueError: unknown model.
@@ -217,7 +241,10 @@ def problem_rows_isolated(child, item: int, problem, hardware: str | HardwareSpe
         raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
     hw = load_hardware(hardware)
     chosen = list(workloads if workloads is not None else problem.workloads)
-    got = child.count(item, str(problem.path), chosen)
+    got = cached_bounds(problem, chosen, hardware, cache)
+    missed = [w for w in chosen if w.uuid not in got]
+    if missed:
+        got.update(child.count(item, str(problem.path), missed))
     rows = [error_row(w, str(got[w.uuid])) if isinstance(got[w.uuid], Exception)
             else row_from_bounds(w, got[w.uuid], model) for w in chosen]
     return _problem_result(problem, hw, model, chosen, rows)

@@ -1,4 +1,4 @@
-"""An opt-in on-disk cache of counted work (:class:`Counts`), one JSON file per workload.
+"""The on-disk cache of counted work (:class:`Counts`), one JSON file per workload.
 
 Counting does not depend on hardware or model, so a workload counted once need not be
 counted again until what the count derives from changes. The key is the SHA-256 of: the
@@ -8,15 +8,20 @@ source, KernelBench init arguments and seed), the workload (uuid, axes, every in
 description) and, for each safetensors input, its blob's path, size and modification time.
 Any change to one of these is a miss.
 
-Only ``solbench sol --cache DIR`` and the benches use it; the evaluation pipeline always
-counts afresh. The files decide bounds: keep DIR where no candidate can write (a planted entry
-would be a planted T_SOL). Entries are plain JSON (never unpickled), and an entry that does not
-parse as a :class:`Counts` is a miss.
+The evaluation pipeline and ``solbench sol`` read and fill :func:`default_cache_dir` unless
+it is turned off (``SOLBENCH_SOL_CACHE=off``), so a problem's second evaluation counts nothing.
+The files decide bounds, so an entry is trusted only when it carries a MAC
+(HMAC-SHA256, RFC 2104) under the user's key over its cache key and its counts: a candidate that
+writes into the folder (a planted entry would be a planted T_SOL) cannot make a hit without the
+key, which lives where the sandbox hides it (``solbench.store.auth``). Entries are plain JSON
+(never unpickled); one that does not parse as a :class:`Counts`, or whose MAC is missing or
+wrong, is a miss.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from collections import Counter, defaultdict
@@ -29,6 +34,22 @@ from .solar_graph import Layer, SolarGraph
 _CODE_HASH: str | None = None
 #: Counts fields that are defaultdict(float) while counting
 _FLOAT_DICTS = ("mma_flops", "mma_flops_full", "mma_by_precision", "cuda_by_precision", "cuda_flops")
+
+
+#: ``SOLBENCH_SOL_CACHE``: a folder, or one of these to turn the default cache off
+_OFF = {"", "0", "off", "no", "false", "none"}
+
+
+def default_cache_dir() -> Path | None:
+    """Where counts are cached by default: ``$SOLBENCH_SOL_CACHE`` when set (None when it is
+    ``off``/``0``/``none``/empty: no cache), else ``$XDG_CACHE_HOME/solbench/sol-counts``, else
+    ``~/.cache/solbench/sol-counts`` (the XDG Base Directory Specification's cache home)."""
+    env = os.environ.get("SOLBENCH_SOL_CACHE")
+    if env is not None:
+        return None if env.strip().lower() in _OFF else Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "solbench" / "sol-counts"
 
 
 def code_hash() -> str:
@@ -135,21 +156,35 @@ def counts_from_json(d: dict[str, Any]) -> Counts:
 
 
 class CountsCache:
-    """Counts on disk under ``root`` (created on first write), one ``<key>.json`` each."""
+    """Counts on disk under ``root`` (created on first write), one ``<key>.json`` each.
 
-    def __init__(self, root: str | Path):
+    ``key``: the MAC key (bytes) entries are signed and checked with; None keeps entries
+    unsigned and trusts any that parses (``solbench sol --cache DIR`` on a folder of one's own).
+    An entry signed under another key, or unsigned, is a miss for a keyed cache."""
+
+    def __init__(self, root: str | Path, key: bytes | None = None):
         self.root = Path(root)
+        self.key = key
         self.hits = 0
         self.misses = 0
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
+    def _mac(self, wkey: str, body: str) -> str:
+        return hmac.new(self.key, wkey.encode() + b"\n" + body.encode(), hashlib.sha256).hexdigest()
+
     def get(self, problem, workload) -> Counts | None:
-        """The cached count of ``workload``, or None (absent or unreadable: a miss)."""
-        p = self._path(workload_key(problem, workload))
+        """The cached count of ``workload``, or None (absent, unreadable, or not signed with
+        this cache's key: a miss)."""
+        wkey = workload_key(problem, workload)
         try:
-            c = counts_from_json(json.loads(p.read_text()))
+            entry = json.loads(self._path(wkey).read_text())
+            if self.key is not None:
+                body = json.dumps(entry["counts"], sort_keys=True, allow_nan=False)
+                if not hmac.compare_digest(str(entry.get("mac", "")), self._mac(wkey, body)):
+                    raise ValueError("MAC mismatch")
+            c = counts_from_json(entry["counts"] if "counts" in entry else entry)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             self.misses += 1
             return None
@@ -157,9 +192,15 @@ class CountsCache:
         return c
 
     def put(self, problem, workload, counts: Counts) -> None:
-        """Store ``counts`` (atomically: a reader sees the old entry or the new one)."""
-        p = self._path(workload_key(problem, workload))
+        """Store ``counts`` (atomically: a reader sees the old entry or the new one). Raises
+        OSError when the folder cannot be written."""
+        wkey = workload_key(problem, workload)
+        p = self._path(wkey)
         p.parent.mkdir(parents=True, exist_ok=True)
+        data = counts_to_json(counts)
+        entry: dict[str, Any] = {"counts": data}
+        if self.key is not None:
+            entry["mac"] = self._mac(wkey, json.dumps(data, sort_keys=True, allow_nan=False))
         tmp = p.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(counts_to_json(counts), allow_nan=False))
+        tmp.write_text(json.dumps(entry, allow_nan=False))
         os.replace(tmp, p)

@@ -31,6 +31,7 @@ after it in the same child (docs/sol-model.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -101,14 +102,32 @@ def bounds_isolated(problem, workloads: list, hardware: str,
     return bounds_isolated_many([(problem, list(workloads))], hardware, timeout_s)[0]
 
 
-def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = None) -> list[dict]:
+def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = None,
+                         cache=None, child: "CountingChild | None" = None) -> list[dict]:
     """For each ``(problem, workloads)`` of ``items``, ``{uuid: {"refined": SolBound, "solar":
     SolBound}}`` or ``{uuid: CountFailed}`` (the reference raised, the problem did not load, or
     the child died or hung while counting that workload), counted by one :class:`CountingChild`
     for all of them. ``timeout_s``: the most a child may spend on one workload (default
-    :data:`PER_WORKLOAD_S`). Raises nothing for a bad reference."""
-    with CountingChild(hardware, timeout_s) as child:
-        return [child.count(i, str(p.path), list(ws)) if ws else {} for i, (p, ws) in enumerate(items)]
+    :data:`PER_WORKLOAD_S`). ``cache``: a :class:`~solbench.sol.cache.CountsCache` read here
+    first and filled by the child; the child starts only when a workload misses it. ``child``:
+    a :class:`CountingChild` made with the same hardware and cache, which the caller closes
+    (or aborts from another thread); None: one of this call's own. Raises nothing for a bad
+    reference."""
+    from .batch import cached_bounds
+
+    out: list[dict] = []
+    own = child is None
+    if own:
+        child = CountingChild(hardware, timeout_s, cache=None if cache is None else str(cache.root),
+                              cache_key=None if cache is None else cache.key)
+    with child if own else contextlib.nullcontext(child):
+        for i, (p, ws) in enumerate(items):
+            got = cached_bounds(p, list(ws), hardware, cache)
+            missed = [w for w in ws if w.uuid not in got]
+            if missed:
+                got.update(child.count(i, str(p.path), missed))
+            out.append(got)
+    return out
 
 
 class CountingChild:
@@ -124,13 +143,19 @@ class CountingChild:
         timeout_s: the most a child may spend on one workload (default :data:`PER_WORKLOAD_S`;
             starting a child may take :data:`START_S` more).
         cache: a :class:`~solbench.sol.cache.CountsCache` directory the child reads counts from
-            and stores them in (``solbench sol --cache``), or None.
+            and stores them in, or None.
+        cache_key: the MAC key of that cache's entries (bytes; None: unsigned entries). It
+            reaches the child on its request pipe, never in its environment or arguments.
+        registry: where the caller keeps the pids of its own helper processes (an object with
+            ``lock``, a context manager held while the child is spawned, ``add(pid)`` and
+            ``discard(pid)``), so that a caller watching its children for strays (the
+            harness, while a candidate runs) knows this one; None: no one is told.
         threads: torch's intra-op threads in the child (``torch.set_num_threads``; None: torch's
             default, one per core): 1 where one child runs per core.
     """
 
     def __init__(self, hardware: str, timeout_s: float | None = None, cache: str | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, cache_key: bytes | None = None, registry=None):
         # the child may start elsewhere than this process is: a spec file by its full path
         self.hardware = str(Path(hardware).resolve()) if Path(str(hardware)).is_file() else str(hardware)
         self.threads = threads
@@ -138,6 +163,8 @@ class CountingChild:
         self._closed: threading.Event | None = None
         self.per = timeout_s if timeout_s is not None else PER_WORKLOAD_S
         self.cache = None if cache is None else str(cache)
+        self.cache_key = cache_key
+        self.registry = registry
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue | None = None
         self._err = None
@@ -228,9 +255,12 @@ class CountingChild:
         # a session of its own: what a reference forks is killed with it (killpg) at the end;
         # -P: the caller's working directory is not on the child's import path (a secrets.py
         # or json.py there would be imported in place of the standard module)
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=self._err, env=_child_env(self._token),
-                                start_new_session=True)
+        with self.registry.lock if self.registry is not None else contextlib.nullcontext():
+            proc = subprocess.Popen([sys.executable, "-P", "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=self._err, env=_child_env(self._token),
+                                    start_new_session=True)
+            if self.registry is not None:
+                self.registry.add(proc.pid)
         lines: queue.Queue = queue.Queue(maxsize=QUEUED_LINES)
         closed = threading.Event()
         self._closed = closed
@@ -284,7 +314,8 @@ class CountingChild:
 
         threading.Thread(target=read, daemon=True).start()
         self._proc, self._lines, self._fresh = proc, lines, True
-        self._send({"hardware": self.hardware, "cache": self.cache, "threads": self.threads})
+        self._send({"hardware": self.hardware, "cache": self.cache, "threads": self.threads,
+                    "cache_key": self.cache_key.hex() if self.cache_key else None})
 
     def _send(self, obj) -> None:
         try:
@@ -370,6 +401,8 @@ class CountingChild:
         # what left the session (setsid) or the subreaper (a double fork after the child died)
         _kill_marked(self._token)
         rc = _reap(proc)
+        if self.registry is not None:
+            self.registry.discard(proc.pid)
         self._closed.set()
         err = self._err
         err.seek(0, 2)
@@ -523,7 +556,8 @@ def main() -> int:
     if header.get("cache"):
         from .cache import CountsCache
 
-        cache = CountsCache(header["cache"])
+        key = header.get("cache_key")
+        cache = CountsCache(header["cache"], key=bytes.fromhex(key) if key else None)
     _become_subreaper()
     for line in requests:
         # what the last problem's reference forked (it inherited the reply stream) ends
