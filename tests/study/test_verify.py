@@ -174,3 +174,28 @@ def test_reevaluation_runs_in_a_fresh_process(tmp_path):
     assert ev.status.value == "PASSED" and ev.timing.n_samples == 12
     assert int(ev.input_seed, 16) == seed
     assert ev.executor is None or ev.executor.get("pid") != __import__("os").getpid()
+
+
+def test_a_speedup_inside_its_own_noise_is_not_verified(study):
+    """1.05x whose latency interquartile ranges overlap the reference's is not reproduced; the
+    same median with tight samples is."""
+    from solbench.study.verify import judge
+
+    _, traces, _, _ = study
+    c = [x for x in claims(traces) if x.definition == RELU][0]
+
+    def measured(cand, ref):
+        t = trace(RELU, c.solution, None, "r0", speedup=10.0 / cand[len(cand) // 2])
+        ev = t.evaluation
+        ev.timing.samples_ms = cand
+        ev.reference_timing = ev.timing.model_copy(update={"samples_ms": ref, "median_ms": ref[len(ref) // 2]})
+        return t
+
+    wide = measured([8.0, 9.0, 9.5, 10.0, 11.0], [8.5, 9.5, 10.0, 10.5, 11.5])
+    tight = measured([9.4, 9.5, 9.5, 9.5, 9.6], [9.9, 10.0, 10.0, 10.0, 10.1])
+    r = judge(c, [wide], "", 1, 20)
+    assert r["verdict"] == "not_reproduced" and r["verified_speedup"] == pytest.approx(10.0 / 9.5)
+    # interval low end: ref Q1 / cand Q3 = 9.5 / 10.0
+    assert r["verified_speedup_low"] == pytest.approx(0.95)
+    r = judge(c, [tight], "", 1, 20)
+    assert r["verdict"] == "verified" and r["verified_speedup_low"] == pytest.approx(10.0 / 9.5)
