@@ -210,3 +210,25 @@ def test_targets_take_kernelbench_folders(tmp_path):
                                   "def get_init_inputs():\n    return []\n")
     assert resolve_targets([str(kb), "l1/relu_fp32"])[0].name == "1_relu.py"
     assert len(resolve_targets([str(kb), str(kb / "1_relu.py")])) == 1
+
+
+def test_prompts_in_the_style_of_the_source(tmp_path):
+    from solbench.study.prompts import feedback_message, initial_messages
+
+    kb = tmp_path / "19_ReLU.py"
+    src = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n"
+           "def get_inputs():\n    return [torch.randn(4, 4)]\n\ndef get_init_inputs():\n    return []\n")
+    kb.write_text(src)
+    sysm, user = initial_messages(load_problem(kb), "cuda")
+    assert sysm["role"] == "system" and src.rstrip() in user["content"]
+    assert "`ModelNew`" in user["content"] and "load_inline" in user["content"]
+    _, user = initial_messages(load_problem(DATA_ROOT / "l1" / SUM), "triton")
+    c = user["content"]
+    assert "`run(x)`" in c and "@triton.jit" in c and "torch.sum(x, dim=1)" in c
+    j = c.index("```json\n") + 8
+    d = json.loads(c[j:c.index("\n```", j)])  # the definition, as JSON, without its reference
+    assert d["name"] == SUM and d["inputs"]["x"]["shape"] == ["B", "R", "C"] and "reference" not in d
+    _, user = initial_messages(load_problem(DATA_ROOT / "l1" / SUM), "cuda")
+    assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)" in user["content"]
+    fb = feedback_message("workload (B=4): INCORRECT_NUMERICAL", "round 0: tolerance")
+    assert "INCORRECT_NUMERICAL" in fb["content"] and "round 0: tolerance" in fb["content"]

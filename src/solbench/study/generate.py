@@ -253,7 +253,8 @@ class _Study:
             sol = {"name": label, "definition": problem.name, "author": cfg.model,
                    "description": json.dumps({"generated_by": _config_json(cfg, rec)}),
                    "spec": {"languages": ["cuda_cpp"], "target_hardware": ["LOCAL"],
-                            "entry_point": "kernel.cu::run", "destination_passing_style": False},
+                            "entry_point": "kernel.cu::run", "destination_passing_style": False,
+                            "binding": "torch"},
                    "sources": [{"path": "kernel.cu", "content": code}]}
             p = pdir / f"{label}.json"
             _atomic_write(p, json.dumps(sol, indent=1))

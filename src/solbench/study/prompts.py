@@ -18,6 +18,7 @@ attempt, as KernelBench's multi-turn setting does.
 from __future__ import annotations
 
 import json
+import re
 
 from ..spec import Problem
 
@@ -66,7 +67,9 @@ def _definition_text(problem: Problem) -> str:
     d = problem.definition
     data = json.loads(d.model_dump_json(exclude_none=True))
     data.pop("reference", None)
-    return json.dumps(data, indent=1)
+    text = json.dumps(data, indent=1)
+    # lists of scalars (shapes) on one line: the same JSON in fewer tokens
+    return re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
 
 
 def _signature(problem: Problem) -> str:
@@ -81,7 +84,7 @@ def _directory_prompt(problem: Problem, language: str) -> str:
         fmt = ("Reply with one CUDA C++ source file in one ```cuda code block. It includes "
                "<torch/extension.h>, defines the kernels, a host function `run` taking the inputs "
                f"as torch::Tensor (and scalars) in this order: {', '.join(d.inputs)}, and returning "
-               f"the output{'s as a std::vector<torch::Tensor>' if len(d.outputs) > 1 else ' tensor'} "
+               f"the output{'s as a std::tuple of torch::Tensor' if len(d.outputs) > 1 else ' tensor'} "
                f"({outs}), and binds it with PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) "
                "{ m.def(\"run\", &run); }. It is built with torch.utils.cpp_extension.")
     else:
