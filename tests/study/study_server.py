@@ -40,6 +40,8 @@ class StudyServer:
         self.requests: list[tuple[str, str, dict]] = []
         self._pos: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests the server held at once
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -65,6 +67,16 @@ class StudyServer:
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 beh = outer._next(body)
+                with outer._lock:
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    self._serve(beh, body)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
+
+            def _serve(self, beh, body):
                 kind = beh[0]
                 if kind == "reply":
                     self._send(200, json.dumps(completion(beh[1], body)).encode())

@@ -232,3 +232,47 @@ def test_prompts_in_the_style_of_the_source(tmp_path):
     assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)" in user["content"]
     fb = feedback_message("workload (B=4): INCORRECT_NUMERICAL", "round 0: tolerance")
     assert "INCORRECT_NUMERICAL" in fb["content"] and "round 0: tolerance" in fb["content"]
+
+
+def test_wrong_model_stops_the_run_and_records_nothing(tmp_path):
+    """HTTP 404 (no such model) is the run's configuration: one error, no failure recorded per
+    problem (a resumed run with the right name asks every problem)."""
+    from solbench.study.client import EndpointError
+
+    out = tmp_path / "sols"
+    with StudyServer({("m", RELU): [("reply", GOOD_RELU)], ("m", SUM): [("reply", GOOD_SUM)]}) as srv:
+        with pytest.raises(EndpointError, match="HTTP 404"):
+            generate(problems(), GenerateOptions(model="typo", out=out, concurrency=1),
+                     client=ChatClient(srv.base_url, "k"))
+        assert not list(out.glob("*/_gen/*.json")) and len(srv.requests) == 1
+        res = generate(problems(), GenerateOptions(model="m", out=out), client=ChatClient(srv.base_url, "k"))
+    assert res.statuses == {"GENERATED": 2}
+
+
+def test_concurrency_is_bounded(tmp_path):
+    script = {("m", RELU): [("slow", 0.3, GOOD_RELU)], ("m", SUM): [("slow", 0.3, GOOD_SUM)]}
+    with StudyServer(script) as srv:
+        res = generate(problems(), GenerateOptions(model="m", out=tmp_path / "s", samples=3, concurrency=2),
+                       client=ChatClient(srv.base_url, "k"))
+    assert res.statuses == {"GENERATED": 6}
+    assert srv.max_in_flight == 2
+
+
+def test_cli_errors_are_one_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from solbench.cli import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    r = CliRunner().invoke(app, ["generate", "l1/relu_fp32", "--model", "m", "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "OPENAI_API_KEY is not set" in r.output
+    r = CliRunner().invoke(app, ["generate", "l1/relu_fp32", "--model", "m", "-o", str(tmp_path / "o"),
+                                 "--agent-cmd", "x", "--base-url", "http://127.0.0.1:1/v1"])
+    assert r.exit_code == 2 and "exclude each other" in r.output
+    r = CliRunner().invoke(app, ["generate", "no_such_suite", "--model", "m", "-o", str(tmp_path / "o"),
+                                 "--base-url", "http://127.0.0.1:1/v1"])
+    assert r.exit_code == 2 and "no such suite" in r.output
+    r = CliRunner().invoke(app, ["generate", "l1/relu_fp32", "--model", "m", "-o", str(tmp_path / "o"),
+                                 "--base-url", "http://127.0.0.1:1/v1", "--language", "fortran"])
+    assert r.exit_code == 2 and "--language" in r.output

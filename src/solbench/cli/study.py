@@ -57,6 +57,9 @@ def register(app: typer.Typer) -> None:
             if agent_cmd is not None:
                 client, agent = None, AgentRunner(agent_cmd, timeout_s=timeout)
             else:
+                if not os.environ.get("OPENAI_API_KEY") and not (base_url or os.environ.get("OPENAI_BASE_URL")):
+                    fail("OPENAI_API_KEY is not set (a local server such as vLLM: pass --base-url "
+                         "and any key, e.g. OPENAI_API_KEY=EMPTY)")
                 client = ChatClient(base_url or os.environ.get("OPENAI_BASE_URL"),
                                     os.environ.get("OPENAI_API_KEY"), timeout_s=timeout,
                                     retries=retries, max_tokens=max_tokens)
@@ -73,7 +76,14 @@ def register(app: typer.Typer) -> None:
                                       + (f": {info['message']}" if info["status"] != "GENERATED" else ""),
                                       highlight=False, markup=False)
 
-            res = generate(paths, opts, client=client, agent=agent, on_event=show)
+            try:
+                res = generate(paths, opts, client=client, agent=agent, on_event=show)
+            except KeyboardInterrupt:
+                # requests in flight are abandoned (their threads would hold the exit until
+                # they time out); every stored reply is already on disk
+                err_console.print(f"interrupted: stored replies are kept; --resume continues {out}",
+                                  highlight=False, markup=False)
+                os._exit(130)
         if json_out:
             print(json.dumps(res.to_json()))
             return

@@ -6,7 +6,8 @@ Chat endpoint: one ``POST /chat/completions`` per attempt through ``openai.OpenA
 retries off (``max_retries=0``), so that each attempt is seen and stored. Rate limits (HTTP 429),
 server errors (5xx), connection errors and timeouts are retried up to ``retries`` times after a
 delay of ``backoff_s * 2**i`` (at most ``max_backoff_s``), or the server's ``Retry-After`` when
-it sends one (capped the same way). Other HTTP errors (400, 401, 404, ...) are not retried.
+it sends one (capped the same way). HTTP 401, 403 and 404 (key, endpoint, model name) stop
+the run (:class:`EndpointError`); other HTTP errors (400, ...) are recorded, not retried.
 A 200 reply whose body is not the chat completion JSON is ``MALFORMED_REPLY``.
 
 Agent command: ``CMD PROBLEM_PATH SOLUTION_PATH`` (CMD split as a shell would), with
@@ -28,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..errors import SolbenchError
 
 #: outcome of one request to the model (the log's ``status`` before code extraction)
 ANSWERED, TIMEOUT, API_ERROR, MALFORMED_REPLY, AGENT_ERROR = (
@@ -55,6 +58,10 @@ class Answer:
                 "message": self.message}
 
 
+class EndpointError(SolbenchError):
+    """The endpoint refused the run itself (HTTP 401, 403, 404: key, endpoint or model name)."""
+
+
 def _retry_after(headers) -> float | None:
     try:
         v = headers.get("retry-after") if headers is not None else None
@@ -73,8 +80,6 @@ class ChatClient:
         try:
             import openai
         except ImportError:
-            from ..errors import SolbenchError
-
             raise SolbenchError("the openai client is not installed: pip install 'solbench[study]'") from None
         self._openai = openai
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY",
@@ -119,6 +124,11 @@ class ChatClient:
                 retry_after = _retry_after(getattr(e.response, "headers", None))
                 outcome = Answer(API_ERROR, attempts=attempts, raw=_text(e.response),
                                  message=f"HTTP {code}: {str(e)[:300]}")
+                if code in (401, 403, 404):
+                    # a wrong key, endpoint or model name: the run's configuration, not the
+                    # model's answer; stop before every problem records the same error
+                    raise EndpointError(f"{self.client.base_url}: HTTP {code} for model {model!r}: "
+                                        f"{str(e)[:300]}") from None
                 if not (code == 429 or code >= 500):
                     return outcome
             else:

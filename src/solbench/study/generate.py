@@ -16,7 +16,8 @@ Layout of the output folder ``OUT`` (docs/study.md):
   temperature), every attempt (time, HTTP status, error), the raw reply, the extracted code's
   status, token usage and, between turns, the feedback evaluation's verdict and log.
   Written (atomically) as soon as the reply is in, before the candidate file: with ``resume``
-  a request whose reply was stored is never sent again, whatever its outcome.
+  a request whose reply was stored is never sent again, whatever its outcome (only an
+  API_ERROR, where no reply came, is asked again).
 * ``OUT/feedback.jsonl``: the traces of the evaluations between turns (``--turns``), signed as
   any results file.
 * ``OUT/study.json``: the configuration of each generate run (model, endpoint, temperature,
@@ -43,7 +44,7 @@ from ..errors import SpecError
 from ..spec import Problem, Workload, load_problem
 from ..spec.generation import ModelConfig
 from . import prompts
-from .client import ANSWERED, AgentRunner, Answer, ChatClient
+from .client import ANSWERED, AgentRunner, Answer, ChatClient, EndpointError
 from .extract import extract_code
 
 #: generation outcomes recorded in the exchange log (``status``)
@@ -345,6 +346,8 @@ def _read_log(path: Path) -> dict | None:
         return None
     if not isinstance(rec, dict) or rec.get("status") not in GEN_STATUSES or "answer" not in rec:
         return None
+    if rec["status"] == "API_ERROR":
+        return None  # no reply came (rate limit or server errors after every retry): ask again
     return rec
 
 
@@ -381,17 +384,22 @@ def generate(problem_paths: list[Path], opts: GenerateOptions, *, client: ChatCl
     _record_run(o, problems)
     study = _Study(o, client, agent, on_event)
     errors: list[BaseException] = []
-    with ThreadPoolExecutor(max_workers=o.concurrency) as pool:
-        futs = [pool.submit(study.chain, p, s) for p in problems for s in range(o.samples)]
-        try:
-            for f in as_completed(futs):
-                e = f.exception()
-                if e is not None:
-                    errors.append(e)
-        except KeyboardInterrupt:
-            for f in futs:
-                f.cancel()
-            raise
+    pool = ThreadPoolExecutor(max_workers=o.concurrency)
+    futs = [pool.submit(study.chain, p, s) for p in problems for s in range(o.samples)]
+    wait = True
+    try:
+        for f in as_completed(futs):
+            e = f.exception()
+            if e is not None:
+                errors.append(e)
+                if isinstance(e, EndpointError):  # every request would fail the same way
+                    wait = False
+                    break
+    except BaseException:  # KeyboardInterrupt: leave the requests in flight, keep what is stored
+        wait = False
+        raise
+    finally:
+        pool.shutdown(wait=wait, cancel_futures=not wait)
     if errors:
         raise errors[0]
     return study.result
