@@ -287,7 +287,8 @@ def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
     from rich.table import Table
 
     t = Table(title="per model configuration" + (" (fast_p from verified speedups only)" if verified_only else ""))
-    for c in ("model configuration", "units", "correct", "compiled", "hacks caught", "fast_1",
+    t.add_column("model configuration", no_wrap=True)
+    for c in ("units", "correct", "compiled", "hacks caught", "fast_1",
               "fast_1.5", "fast_2", "claimed > 1x", "verified", "verified median", "mean SOL score"):
         t.add_column(c, overflow="fold")
     for r in rows:
@@ -298,7 +299,7 @@ def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
                   "-" if r.mean_sol_score is None else f"{r.mean_sol_score:.3f} (n={r.sol_units})")
     cats = sorted({c for r in rows for c in r.categories})
     c = Table(title="per problem category: units, correct, verified speedups")
-    c.add_column("model configuration", overflow="fold")
+    c.add_column("model configuration", no_wrap=True)
     for k in cats:
         c.add_column(k, overflow="fold")
     for r in rows:
@@ -362,6 +363,10 @@ def figure(rows: Sequence[ModelRow], path: Path) -> Path:
         if r.verified_median is not None:
             b.text(i, r.verified, f"med {r.verified_median:.2f}x", ha="center", va="bottom", fontsize=7)
     b.set_ylabel("verified speedups (units)")
+    from matplotlib.ticker import MaxNLocator
+
+    b.yaxis.set_major_locator(MaxNLocator(integer=True))
+    b.set_ylim(0, max([r.verified for r in rows] + [1]) * 1.15)
     for ax in (a, b):
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=7)
