@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
                                       "(docs/study.md); with -o also models.csv/.parquet/.png"),
         verified: list[Path] = typer.Option([], "--verified", help="solbench verify records besides "
                                             "<results>.verify.jsonl (read by default)"),
-        verified_only: bool = typer.Option(False, "--verified-only", help="--by-model: fast_p counts "
-                                           "verified speedups only"),
+        verified_only: bool = typer.Option(False, "--verified-only", help="the per-model table with fast_p "
+                                           "counting verified speedups only (implies --by-model)"),
     ) -> None:
         """Leaderboards (candidates ranked by mean SOL score), per-problem pages and figures."""
         from ..report.html import build_report, render_terminal
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"wrote {out / 'index.html'} ({len(rs.rows)} traces); speedup vs SOL distance "
                               f"r = {_r(f['speedup_vs_sol_distance']['pearson_r_log'])}, SOL score vs headroom "
                               f"r = {_r(f['score_vs_headroom']['pearson_r'])}", highlight=False)
-        if by_model:
+        if by_model or verified_only:
             from .report_models import show_models
 
             show_models(rs, results, verified, verified_only, fmt, out)

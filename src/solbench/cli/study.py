@@ -88,7 +88,8 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(res.to_json()))
             return
         console.print(f"{len(res.written)} candidates in {out} ({len(paths)} problems x {samples} samples x "
-                      f"{turns} turns); {res.requests} requests sent now, {res.resumed} stored before; "
+                      f"{turns} turns); {res.requests} {'agent runs' if agent else 'requests sent'} now, "
+                      f"{res.resumed} stored before; "
                       f"tokens: {res.prompt_tokens} prompt, {res.completion_tokens} completion; "
                       + ", ".join(f"{k}:{v}" for k, v in sorted(res.statuses.items())),
                       highlight=False, markup=False)

@@ -13,7 +13,8 @@ A 200 reply whose body is not the chat completion JSON is ``MALFORMED_REPLY``.
 Agent command: ``CMD PROBLEM_PATH SOLUTION_PATH`` (CMD split as a shell would), with
 ``SOLBENCH_PROBLEM``, ``SOLBENCH_SOLUTION``, ``SOLBENCH_TURN`` and, from the second turn,
 ``SOLBENCH_FEEDBACK`` (a file holding the last attempt's verdict and log) in its environment.
-It writes its solution to SOLUTION_PATH; its exit status, stdout and stderr (the last 20,000
+It writes its solution to SOLUTION_PATH (or the same stem with the other suffix: a
+solution.json where a ``.py`` was named, or back); its exit status, stdout and stderr (the last 20,000
 characters of each) are recorded. It runs in its own session and is killed, with every
 process it started, at the timeout.
 """

@@ -204,9 +204,13 @@ class _Study:
                 fb = pdir / LOG_DIR / f"{label}.feedback.txt"
                 fb.parent.mkdir(parents=True, exist_ok=True)
                 fb.write_text(messages[-1]["content"])
+            other = target.with_suffix(".py" if suffix == ".json" else ".json")
+            other.unlink(missing_ok=True)
             ans = self.agent.run(problem.path, target, cfg.turn, fb)
             rec["request"] = {"agent": self.agent.argv, "problem": str(problem.path),
                               "solution": str(target), "turn": cfg.turn}
+            if not target.is_file() and other.is_file():
+                target = other  # the agent wrote the other form (a solution.json for a .py, or back)
             if ans.status == ANSWERED:
                 if target.is_file():
                     text = target.read_text(errors="replace")
