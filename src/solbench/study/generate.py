@@ -145,6 +145,7 @@ class _Study:
         self.lock = threading.Lock()
         self.eval_lock = threading.Lock()
         self.result = GenerateResult()
+        self.stopped = threading.Event()  # the endpoint refused the run: send nothing more
 
     # --- bookkeeping ---------------------------------------------------------------------
     def _count(self, status: str, answer: Answer | None, fresh: bool) -> None:
@@ -169,7 +170,13 @@ class _Study:
             rec = _read_log(log_path)
             fresh = rec is None
             if fresh:
-                rec = self._ask(problem, cfg, messages, pdir, label, log_path)
+                if self.stopped.is_set():
+                    return
+                try:
+                    rec = self._ask(problem, cfg, messages, pdir, label, log_path)
+                except EndpointError:
+                    self.stopped.set()
+                    raise
             cand = self._write_candidate(problem, cfg, rec, pdir, label)
             self._count(rec["status"], Answer(**rec["answer"]) if fresh else None, fresh)
             with self.lock:
