@@ -202,14 +202,36 @@ def test_agent_command(tmp_path):
     assert res.statuses == {"TIMEOUT": 1} and time.time() - t0 < 20
 
 
-def test_targets_take_kernelbench_folders(tmp_path):
+KB_RELU = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n"
+           "def get_inputs():\n    return [torch.randn(4, 4)]\n\ndef get_init_inputs():\n    return []\n")
+KB_REPLY = ("```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return torch.clamp(x, min=0)\n```")
+
+
+def test_kernelbench_folder_generate_then_run_plan(tmp_path):
+    """A folder of KernelBench files is a target of generate and of run; the ModelNew
+    candidates land where run's plan finds them."""
+    from solbench.suites import resolve_suite_or_dir
+    from solbench.suites.runner import plan_run
+
     kb = tmp_path / "level1"
     kb.mkdir()
-    (kb / "1_relu.py").write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                                  "        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(4, 4)]\n\n"
-                                  "def get_init_inputs():\n    return []\n")
-    assert resolve_targets([str(kb), "l1/relu_fp32"])[0].name == "1_relu.py"
-    assert len(resolve_targets([str(kb), str(kb / "1_relu.py")])) == 1
+    (kb / "19_ReLU.py").write_text(KB_RELU)
+    (kb / "_helpers.py").write_text("class Model: pass\n")  # skipped: starts with _
+    (kb / "notes.py").write_text("x = 1\n")  # skipped: no Model
+    assert [p.name for p in resolve_suite_or_dir(kb)] == ["19_ReLU.py"]
+    assert resolve_targets([str(kb), "l1/relu_fp32"])[0].name == "19_ReLU.py"
+    assert len(resolve_targets([str(kb), str(kb / "19_ReLU.py")])) == 1
+    out = tmp_path / "sols"
+    # the KernelBench prompt carries the file, not a backquoted name: script it under "?"
+    with StudyServer({("m", "?"): [("reply", KB_REPLY)]}) as srv:
+        res = generate([kb / "19_ReLU.py"], GenerateOptions(model="m", out=out), client=ChatClient(srv.base_url, "k"))
+    assert res.statuses == {"GENERATED": 1}
+    assert "class Model(torch.nn.Module)" in srv.requests[0][2]["messages"][1]["content"]
+    plan = plan_run(resolve_suite_or_dir(kb), out, set())
+    (pair,) = plan.pairs
+    assert pair.candidate.label == ModelConfig("m", None).label()
+    assert pair.candidate.solution.spec.entry_point.endswith("::ModelNew")
 
 
 def test_prompts_in_the_style_of_the_source(tmp_path):

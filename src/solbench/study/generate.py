@@ -97,23 +97,15 @@ class GenerateResult:
 
 def resolve_targets(targets: list[str]) -> list[Path]:
     """Problems named by ``targets``: a bundled suite or problem (``l1``, ``l1/relu_fp32``), a problem directory, a KernelBench
-    ``.py``, a folder of problems, or a folder of KernelBench ``.py`` files (as
-    ``run-kernelbench`` takes). Duplicates dropped, order kept. Raises SpecError naming the
+    ``.py``, a folder of problems, or a folder of KernelBench ``.py`` files
+    (:func:`solbench.suites.resolve_suite_or_dir`). Duplicates dropped, order kept. Raises SpecError naming the
     target that is none of these."""
     from ..suites import resolve_problem, resolve_suite_or_dir
 
     out: list[Path] = []
     for t in targets:
         p = resolve_problem(t)  # also SUITE/NAME and a bundled problem's bare NAME
-        try:
-            found = resolve_suite_or_dir(p if p.exists() else t)
-        except SpecError:
-            if p.is_dir():
-                found = sorted(f for f in p.glob("*.py") if not f.name.startswith("_"))
-                if not found:
-                    raise
-            else:
-                raise
+        found = resolve_suite_or_dir(p if p.exists() else t)
         for f in found:
             if f.resolve() not in {x.resolve() for x in out}:
                 out.append(f)
