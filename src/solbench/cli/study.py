@@ -149,12 +149,14 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "-o", "--out", help="bundle folder (new)"),
         problems: list[str] = typer.Option([], "--problems", help="where the problems are, for their "
                                            "hashes (besides the bundled suites)"),
+        adopt_legacy: bool = typer.Option(False, "--adopt-legacy", help="sign the traces of "
+                                          "unauthenticated (legacy) results files with your key"),
     ) -> None:
         """Write every evaluation as one dataset: Parquet, the traces JSONL and a manifest."""
         from ..study.export import export
 
         with clean_errors():
-            m = export(results, out, problems=problems)
+            m = export(results, out, problems=problems, adopt_legacy=adopt_legacy)
         console.print(f"{out}: {m['traces']} traces, {m['verifications']} verification records, "
                       f"{len(m['problems'])} problems; files: {', '.join(m['files'])}",
                       highlight=False, markup=False)

@@ -52,9 +52,12 @@ def problem_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def export(results: Sequence[Path], bundle: Path, *, problems: Sequence[str] = ()) -> dict:
-    """Write the bundle (module docstring). Raises SpecError when ``bundle`` exists and is
-    not empty, or a results file is missing. Returns the manifest."""
+def export(results: Sequence[Path], bundle: Path, *, problems: Sequence[str] = (),
+           adopt_legacy: bool = False) -> dict:
+    """Write the bundle (module docstring). ``adopt_legacy``: sign the traces of
+    unauthenticated (legacy) results files with this user's key, as ``solbench results merge
+    --adopt-legacy`` does. Raises SpecError when ``bundle`` exists and is not empty, a
+    results file is missing, or one is legacy without ``adopt_legacy``. Returns the manifest."""
     from .. import __version__
     from ..report.models import model_rows, read_verifications, verify_path, write_tables
     from ..report.records import label_for, load
@@ -71,7 +74,7 @@ def export(results: Sequence[Path], bundle: Path, *, problems: Sequence[str] = (
             raise SpecError(r, "", "no such results file")
     bundle.mkdir(parents=True, exist_ok=True)
     traces_path = bundle / TRACES
-    merged = merge([Path(r) for r in results], traces_path)
+    merged = merge([Path(r) for r in results], traces_path, adopt_legacy=adopt_legacy)
     ver_lines = []
     for r in results:
         vp = verify_path(Path(r))
