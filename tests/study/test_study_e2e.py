@@ -15,6 +15,8 @@ import pytest
 from study_server import StudyServer
 from test_generate import AGENT, BROKEN_SUM, GOOD_RELU, GOOD_SUM, RELU, SUM, WRONG_RELU
 
+from solbench.spec.generation import parse_label
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 # patches the host clock at import so every call looks free: caught as harness_patch
@@ -114,7 +116,7 @@ def test_generate_run_verify_report(tmp_path):
         if Path(str(res) + ".verify.jsonl").exists() else []
     assert ver["claims"] == len(recs)
     for k, r in rows.items():
-        mine = [x for x in recs if x["solution"].split("__")[-1].startswith(k.split(" ")[0] + "@")]
+        mine = [x for x in recs if parse_label(x["solution"].split("__")[-1]).group == k]
         assert r["checked"] == len(mine) and r["claimed"] >= len(mine)
         assert r["verified"] == sum(x["verdict"] == "verified" for x in mine)
         assert sum(c["verified"] for c in r["categories"].values()) == r["verified"]
