@@ -199,3 +199,20 @@ def test_a_speedup_inside_its_own_noise_is_not_verified(study):
     assert r["verified_speedup_low"] == pytest.approx(0.95)
     r = judge(c, [tight], "", 1, 20)
     assert r["verdict"] == "verified" and r["verified_speedup_low"] == pytest.approx(10.0 / 9.5)
+
+
+def test_table_keeps_bracketed_model_names():
+    """A model name with brackets is printed as written (rich markup would eat "[fp8]")."""
+    import io
+
+    from rich.console import Console
+
+    from solbench.report.models import rich_tables
+
+    ts = [trace(RELU, ModelConfig("qwen[fp8]", 0.0).label(), "h", "r0", speedup=0.9)]
+    rows = model_rows(ts, lambda t: label_for(t, {}))
+    buf = io.StringIO()
+    con = Console(file=buf, width=250)
+    for t in rich_tables(rows):
+        con.print(t)
+    assert "qwen[fp8] T=0 turn 1" in buf.getvalue()

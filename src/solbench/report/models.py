@@ -284,6 +284,7 @@ def _x(v) -> str:
 
 def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
     """The per-model table and the per-category table (rich)."""
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title="per model configuration" + (" (fast_p from verified speedups only)" if verified_only else ""))
@@ -292,8 +293,8 @@ def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
               "fast_1.5", "fast_2", "claimed > 1x", "verified", "verified median", "mean SOL score"):
         t.add_column(c, overflow="fold")
     for r in rows:
-        t.add_row(r.config, str(r.units), _pct(r.correct_rate), _pct(r.compiled_rate),
-                  ", ".join(f"{k}:{v}" for k, v in r.hacks.items()) or "0",
+        t.add_row(escape(r.config), str(r.units), _pct(r.correct_rate), _pct(r.compiled_rate),
+                  escape(", ".join(f"{k}:{v}" for k, v in r.hacks.items())) or "0",
                   _pct(r.fast_1), _pct(r.fast_1_5), _pct(r.fast_2), str(r.claimed),
                   f"{r.verified} of {r.checked} checked", _x(r.verified_median),
                   "-" if r.mean_sol_score is None else f"{r.mean_sol_score:.3f} (n={r.sol_units})")
@@ -303,7 +304,7 @@ def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
     for k in cats:
         c.add_column(k, overflow="fold")
     for r in rows:
-        c.add_row(r.config, *(f"{v['units']}: {_pct(v['correct_rate'])}, {v['verified']} verified"
+        c.add_row(escape(r.config), *(f"{v['units']}: {_pct(v['correct_rate'])}, {v['verified']} verified"
                               if (v := r.categories.get(k)) else "-" for k in cats))
     return [t, c]
 
