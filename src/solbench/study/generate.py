@@ -232,6 +232,8 @@ class _Study:
             if ans.status == ANSWERED:
                 ex = extract_code(ans.content or "", _entry(problem), o.language)
                 rec["status"], rec["message"], rec["code"] = ex.status, ex.message, ex.code
+                if ans.finish_reason == "length":
+                    rec["message"] += " (the reply was cut at max_tokens)"
             else:
                 rec["status"], rec["message"] = ans.status, ans.message
         rec["answer"] = ans.to_json()
