@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "evaluate", "validate", "demo", "sol", "hardware", "calibrate", "audit",
     "suite", "dataset", "baseline", "profile", "project",
     "report", "results", "compare",  # results store and reports
+    "study",  # generate, verify, export: the model study
     "selftest",
 ]
 

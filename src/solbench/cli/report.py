@@ -22,6 +22,12 @@ def register(app: typer.Typer) -> None:
         include_unverified: bool = typer.Option(False, "--include-unverified",
                                                 help="also use lines that fail authentication (marked)"),
         title: str = typer.Option("solbench report", "--title", help="title of the HTML report"),
+        by_model: bool = typer.Option(False, "--by-model", help="the per-model table of a study "
+                                      "(docs/study.md); with -o also models.csv/.parquet/.png"),
+        verified: list[Path] = typer.Option([], "--verified", help="solbench verify records besides "
+                                            "<results>.verify.jsonl (read by default)"),
+        verified_only: bool = typer.Option(False, "--verified-only", help="the per-model table with fast_p "
+                                           "counting verified speedups only (implies --by-model)"),
     ) -> None:
         """Leaderboards (candidates ranked by mean SOL score), per-problem pages and figures."""
         from ..report.html import build_report, render_terminal
@@ -46,6 +52,11 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"wrote {out / 'index.html'} ({len(rs.rows)} traces); speedup vs SOL distance "
                               f"r = {_r(f['speedup_vs_sol_distance']['pearson_r_log'])}, SOL score vs headroom "
                               f"r = {_r(f['score_vs_headroom']['pearson_r'])}", highlight=False)
+        if by_model or verified_only:
+            from .report_models import show_models
+
+            show_models(rs, results, verified, verified_only, fmt, out)
+            return
         rendered = render_terminal(rs, fmt)
         if isinstance(rendered, str):
             print(rendered)

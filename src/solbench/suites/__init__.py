@@ -124,9 +124,25 @@ def resolve_problem(arg: str | Path, root: Path | None = None) -> Path:
     return p
 
 
+def kernelbench_files(folder: Path) -> list[Path]:
+    """The KernelBench problems of ``folder``: its ``.py`` files (not starting with ``_`` or
+    ``.``) that define ``class Model``, sorted by name."""
+    out = []
+    for f in sorted(Path(folder).glob("*.py")):
+        if f.name[0] in "_." or not f.is_file():
+            continue
+        try:
+            if "class Model" in f.read_text(errors="replace"):
+                out.append(f)
+        except OSError:
+            continue
+    return out
+
+
 def resolve_suite_or_dir(arg: str | Path, root: Path | None = None) -> list[Path]:
     """Problems named by ``arg``: a bundled suite name, a problem directory, a KernelBench
-    ``.py`` file, or a directory whose sub-folders (one or two levels down) are problems.
+    ``.py`` file, a directory whose sub-folders (one or two levels down) are problems, or a
+    folder of KernelBench files (:func:`kernelbench_files`).
 
     Returns problem paths sorted by name. Raises SpecError naming ``arg`` when it is none of
     these.
@@ -145,6 +161,8 @@ def resolve_suite_or_dir(arg: str | Path, root: Path | None = None) -> list[Path
         if not found:  # a folder of suites (e.g. suites/data)
             for sub in sorted(x for x in p.iterdir() if x.is_dir()):
                 found.extend(_problem_dirs(sub))
+        if not found:  # a folder of KernelBench files (KernelBench/level1)
+            found = kernelbench_files(p)
         if not found:
             raise SpecError(p, "", "directory holds no problem (no definition.json found one "
                                    "or two levels down)")

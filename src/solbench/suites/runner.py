@@ -124,11 +124,29 @@ def candidate_files(solutions_dir: Path, problem: Problem) -> list[Path]:
     return [f for f in files if not (f.suffix == ".py" and f.name in owned)]
 
 
+def _generation_error(path: Path) -> str | None:
+    """``generation failed: STATUS: message`` for a ``.json`` holding ``generation_error``
+    (written by ``solbench generate`` when the model's reply had no usable code), else None."""
+    if path.suffix != ".json":
+        return None
+    try:
+        g = json.loads(path.read_text()).get("generation_error")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(g, dict):
+        return None
+    return f"generation failed: {g.get('status', '?')}: {g.get('message', '')}"
+
+
 def load_candidate(path: Path, problem: Problem) -> Candidate:
     label = path.stem
     for prefix in ("solution_", "solution-"):  # solbench baseline's solution_eager.json ...
         if label.startswith(prefix) and len(label) > len(prefix):
             label = label[len(prefix):]
+    failed = _generation_error(path)
+    if failed is not None:  # solbench generate's record of a model that gave no candidate
+        return Candidate(path=path, label=label, solution=None, solution_hash=_file_hash(path),
+                         load_error=failed)
     try:
         sol = load_solution(path, problem)
     except (SolbenchError, OSError, SyntaxError, ValueError) as e:
