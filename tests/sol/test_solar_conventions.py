@@ -106,6 +106,35 @@ def test_linear_reads_only_its_activation(tmp_path):
     assert c2.solar_graph.fused_elements() == 2048 + 128
 
 
+def test_linear_fed_by_a_layer_reads_its_activation_from_memory(tmp_path):
+    # x [4, 8] bf16 (N = 32); h = x * 2 (the mul reads x: 32); two F.linear of h with
+    # wk, wv [2, 8] (outputs 4 x 2 = 8 each, dead ends: 16). A linear was a module node upstream,
+    # so an activation another layer produced is written once by its producer (32) and read by
+    # each linear (2 x 32): 32 + 16 + 32 + 64 = 144 elements (L1/073's norm -> K/V projections:
+    # x + normalized written + read twice + outputs = 4.25 N = official). Without this rule the
+    # walk counted 48.
+    ref = ("import torch\nimport torch.nn.functional as F\n"
+           "def run(x, wk, wv):\n"
+           "    h = x * 2\n"
+           "    return F.linear(h, wk), F.linear(h, wv)\n")
+    p, wl = make_problem(tmp_path, "kv", {"x": T([4, 8], "bfloat16"), "wk": T([2, 8], "bfloat16"),
+                                          "wv": T([2, 8], "bfloat16")},
+                         {"k": T([4, 2], "bfloat16"), "v": T([4, 2], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 144
+    assert b.bytes_model == 288
+    # a chain linear -> gelu -> linear (L1/045): x [4, 8] read by the first linear (32, a model
+    # input), its [4, 16] output fused into the GELU (not written), the GELU's output written and
+    # read by the second linear (2 x 64), output [4, 8] written (32): 32 + 128 + 32 = 192
+    ref2 = ("import torch\nimport torch.nn.functional as F\n"
+            "def run(x, w1, w2):\n"
+            "    return F.linear(F.gelu(F.linear(x, w1)), w2)\n")
+    p2, wl2 = make_problem(tmp_path, "ffn", {"x": T([4, 8], "bfloat16"), "w1": T([16, 8], "bfloat16"),
+                                             "w2": T([8, 16], "bfloat16")}, {"y": T([4, 8], "bfloat16")}, ref2)
+    c2, _ = solar(p2, wl2)
+    assert c2.solar_graph.fused_elements() == 192
+
+
 def test_whole_table_cast_before_a_gather_counts_the_gathered_rows(tmp_path):
     # table [100, 16] bf16 converted whole to fp32, then 5 rows gathered: the official figures count
     # the 5 x 16 gathered elements, not the 1600 converted; the gather itself reads an
