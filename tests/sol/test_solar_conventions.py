@@ -14,6 +14,7 @@ import torch
 
 from solbench.sol import bound_from_counts, count_workload, load_hardware
 from solbench.sol import counting
+from solbench.sol.cache import counts_from_json, counts_to_json
 from solbench.sol.solar_graph import SolarGraphMode, _matmul_macs
 from solbench.spec import load_problem
 
@@ -123,6 +124,9 @@ def test_linear_fed_by_a_layer_reads_its_activation_from_memory(tmp_path):
     c, b = solar(p, wl)
     assert c.solar_graph.fused_elements() == 144
     assert b.bytes_model == 288
+    # the count cache (solbench sol --cache, the benches) keeps the rule's fields
+    back = counts_from_json(json.loads(json.dumps(counts_to_json(c))))
+    assert back.solar_graph.fused_elements() == 144
     # a chain linear -> gelu -> linear (L1/045): x [4, 8] read by the first linear (32, a model
     # input), its [4, 16] output fused into the GELU (not written), the GELU's output written and
     # read by the second linear (2 x 64), output [4, 8] written (32): 32 + 128 + 32 = 192
