@@ -340,7 +340,7 @@ def render_md(res: dict, notes: dict) -> str:
     lo, hi = BAND
     out = ["# SOL agreement with the official SOL-ExecBench B200 sol_ms", "",
            f"Dataset: `{res['data']}`. Workloads: {res['workloads']}, counting errors: {res['errors']}, "
-           f"hardware spec: {res['hardware']}, {res['elapsed_s']} s on CPU."
+           f"hardware spec: {res['hardware']}, {res['elapsed_s']} s wall (counting on the CPU)."
            + (f" {res['merged']}." if res.get("merged") else ""),
            "", f"Command: `{res.get('command', 'python bench/sol_agreement.py')}`", ""]
     for model in ("solar", "refined"):
