@@ -137,6 +137,18 @@ def test_linear_fed_by_a_layer_reads_its_activation_from_memory(tmp_path):
                                              "w2": T([8, 16], "bfloat16")}, {"y": T([4, 8], "bfloat16")}, ref2)
     c2, _ = solar(p2, wl2)
     assert c2.solar_graph.fused_elements() == 192
+    # one half of a chunk feeds a linear, the other an elementwise layer: only the linear's half
+    # is written and read. x [4, 8] read by the mul (32); halves [4, 4]; a written (16) and read
+    # by the linear (16), its output [4, 2] (8); b * 3 fused, its output written (16):
+    # 32 + 16 + 16 + 8 + 16 = 88 (writing the whole chunk output gave 104)
+    ref3 = ("import torch\nimport torch.nn.functional as F\n"
+            "def run(x, wa):\n"
+            "    a, b = (x * 2).chunk(2, dim=-1)\n"
+            "    return F.linear(a, wa), b * 3\n")
+    p3, wl3 = make_problem(tmp_path, "halves", {"x": T([4, 8], "bfloat16"), "wa": T([2, 4], "bfloat16")},
+                           {"ya": T([4, 2], "bfloat16"), "yb": T([4, 4], "bfloat16")}, ref3)
+    c3, _ = solar(p3, wl3)
+    assert c3.solar_graph.fused_elements() == 88
 
 
 def test_whole_table_cast_before_a_gather_counts_the_gathered_rows(tmp_path):

@@ -108,7 +108,9 @@ class SolarGraph:
     def fused_elements(self) -> int:
         """Upstream's fused element count (see module docstring)."""
         total = 0
-        materialised: set[int] = set()
+        #: producer index -> elements of its output that linears read (written once, at most
+        #: the whole output: two linears of one activation share its write, two chunks do not)
+        materialised: dict[int, int] = {}
         for i, lay in enumerate(self.layers):
             if not lay.preds:
                 n_in = sum(lay.in_elems)
@@ -121,10 +123,10 @@ class SolarGraph:
                 # a linear (a module node upstream) fed by another layer: the activation is
                 # read by the linear and written once by its producer
                 total += lay.act_elems
-                materialised.add(lay.act_pred)
+                materialised[lay.act_pred] = materialised.get(lay.act_pred, 0) + lay.act_elems
             if not lay.consumed:
                 total += lay.out_elems
-        return total + sum(self.layers[p].out_elems for p in materialised)
+        return total + sum(min(n, self.layers[p].out_elems) for p, n in materialised.items())
 
     def macs(self) -> int:
         return sum(lay.macs for lay in self.layers)
