@@ -14,6 +14,7 @@ import torch
 
 from solbench.sol import bound_from_counts, count_workload, load_hardware
 from solbench.sol import counting
+from solbench.sol.cache import counts_from_json, counts_to_json
 from solbench.sol.solar_graph import SolarGraphMode, _matmul_macs
 from solbench.spec import load_problem
 
@@ -104,6 +105,50 @@ def test_linear_reads_only_its_activation(tmp_path):
                                             "b": T([32], "bfloat16")}, {"y": T([4, 32], "bfloat16")}, ref2)
     c2, _ = solar(p2, wl2)
     assert c2.solar_graph.fused_elements() == 2048 + 128
+
+
+def test_linear_fed_by_a_layer_reads_its_activation_from_memory(tmp_path):
+    # x [4, 8] bf16 (N = 32); h = x * 2 (the mul reads x: 32); two F.linear of h with
+    # wk, wv [2, 8] (outputs 4 x 2 = 8 each, dead ends: 16). A linear was a module node upstream,
+    # so an activation another layer produced is written once by its producer (32) and read by
+    # each linear (2 x 32): 32 + 16 + 32 + 64 = 144 elements (L1/073's norm -> K/V projections:
+    # x + normalized written + read twice + outputs = 4.25 N = official). Without this rule the
+    # walk counted 48.
+    ref = ("import torch\nimport torch.nn.functional as F\n"
+           "def run(x, wk, wv):\n"
+           "    h = x * 2\n"
+           "    return F.linear(h, wk), F.linear(h, wv)\n")
+    p, wl = make_problem(tmp_path, "kv", {"x": T([4, 8], "bfloat16"), "wk": T([2, 8], "bfloat16"),
+                                          "wv": T([2, 8], "bfloat16")},
+                         {"k": T([4, 2], "bfloat16"), "v": T([4, 2], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 144
+    assert b.bytes_model == 288
+    # the count cache (solbench sol --cache, the benches) keeps the rule's fields
+    back = counts_from_json(json.loads(json.dumps(counts_to_json(c))))
+    assert back.solar_graph.fused_elements() == 144
+    # a chain linear -> gelu -> linear (L1/045): x [4, 8] read by the first linear (32, a model
+    # input), its [4, 16] output fused into the GELU (not written), the GELU's output written and
+    # read by the second linear (2 x 64), output [4, 8] written (32): 32 + 128 + 32 = 192
+    ref2 = ("import torch\nimport torch.nn.functional as F\n"
+            "def run(x, w1, w2):\n"
+            "    return F.linear(F.gelu(F.linear(x, w1)), w2)\n")
+    p2, wl2 = make_problem(tmp_path, "ffn", {"x": T([4, 8], "bfloat16"), "w1": T([16, 8], "bfloat16"),
+                                             "w2": T([8, 16], "bfloat16")}, {"y": T([4, 8], "bfloat16")}, ref2)
+    c2, _ = solar(p2, wl2)
+    assert c2.solar_graph.fused_elements() == 192
+    # one half of a chunk feeds a linear, the other an elementwise layer: only the linear's half
+    # is written and read. x [4, 8] read by the mul (32); halves [4, 4]; a written (16) and read
+    # by the linear (16), its output [4, 2] (8); b * 3 fused, its output written (16):
+    # 32 + 16 + 16 + 8 + 16 = 88 (writing the whole chunk output gave 104)
+    ref3 = ("import torch\nimport torch.nn.functional as F\n"
+            "def run(x, wa):\n"
+            "    a, b = (x * 2).chunk(2, dim=-1)\n"
+            "    return F.linear(a, wa), b * 3\n")
+    p3, wl3 = make_problem(tmp_path, "halves", {"x": T([4, 8], "bfloat16"), "wa": T([2, 4], "bfloat16")},
+                           {"ya": T([4, 2], "bfloat16"), "yb": T([4, 4], "bfloat16")}, ref3)
+    c3, _ = solar(p3, wl3)
+    assert c3.solar_graph.fused_elements() == 88
 
 
 def test_whole_table_cast_before_a_gather_counts_the_gathered_rows(tmp_path):

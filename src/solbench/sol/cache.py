@@ -108,7 +108,8 @@ def counts_to_json(c: Counts) -> dict[str, Any]:
     g = None
     if c.solar_graph is not None:
         g = [{"name": x.name, "in_elems": list(x.in_elems), "preds": sorted(x.preds), "out_elems": x.out_elems,
-              "consumed": x.consumed, "consumers": list(x.consumers), "gather": x.gather, "macs": x.macs}
+              "consumed": x.consumed, "consumers": list(x.consumers), "gather": x.gather, "macs": x.macs,
+              "act_pred": x.act_pred, "act_elems": x.act_elems}
              for x in c.solar_graph.layers]
     out = {k: dict(getattr(c, k)) for k in _FLOAT_DICTS}
     out.update({
@@ -148,7 +149,9 @@ def counts_from_json(d: dict[str, Any]) -> Counts:
         c.solar_graph = SolarGraph(layers=[
             Layer(name=str(x["name"]), in_elems=[int(v) for v in x["in_elems"]], preds={int(v) for v in x["preds"]},
                   out_elems=int(x["out_elems"]), consumed=bool(x["consumed"]),
-                  consumers=[int(v) for v in x["consumers"]], gather=bool(x["gather"]), macs=int(x["macs"]))
+                  consumers=[int(v) for v in x["consumers"]], gather=bool(x["gather"]), macs=int(x["macs"]),
+                  act_pred=None if x["act_pred"] is None else int(x["act_pred"]),
+                  act_elems=int(x["act_elems"]))
             for x in d["solar_graph"]])
     c.source_quant = set(d["source_quant"])
     c.fake_error = d["fake_error"]

@@ -17,6 +17,10 @@ Operand details reproduced here (each checked against the official figures, docs
 * ``x[...]`` reads what it selects, not the whole of ``x``;
 * ``F.linear`` reads only its activation: weight and bias are not traced operands (they were
   module parameters in the kernels the official table was computed from);
+* a ``F.linear`` whose activation another layer produced reads that activation in full and its
+  producer writes it once (an ``nn.Linear`` was a module node of upstream's graph, and nothing
+  fuses across its boundary on the input side; its output may still feed a fused epilogue):
+  L1/073's norm feeding two projections, L1/045's GRN feeding its second projection;
 * a layer that only converts or reshapes a model input (``.to``, ``.float``, ``.squeeze``, ...)
   and whose result is only gathered from (``t[idx]``, ``index_select``) reads the gathered
   elements (the official table counts the gathered pages of a KV cache the reference converts
@@ -71,6 +75,10 @@ class Layer:
     gather: bool = False
     #: MACs upstream's einsum conversion assigns this layer (0 for non-einsum layers)
     macs: int = 0
+    #: ``F.linear`` only: the layer that produced the activation (None: a model input or
+    #: untraced), and the activation's element count (see :meth:`SolarGraph.fused_elements`)
+    act_pred: int | None = None
+    act_elems: int = 0
 
 
 @dataclass
@@ -100,6 +108,9 @@ class SolarGraph:
     def fused_elements(self) -> int:
         """Upstream's fused element count (see module docstring)."""
         total = 0
+        #: producer index -> elements of its output that linears read (written once, at most
+        #: the whole output: two linears of one activation share its write, two chunks do not)
+        materialised: dict[int, int] = {}
         for i, lay in enumerate(self.layers):
             if not lay.preds:
                 n_in = sum(lay.in_elems)
@@ -108,9 +119,14 @@ class SolarGraph:
                     if got is not None:
                         n_in = min(n_in, got)
                 total += n_in
+            elif lay.act_pred is not None:
+                # a linear (a module node upstream) fed by another layer: the activation is
+                # read by the linear and written once by its producer
+                total += lay.act_elems
+                materialised[lay.act_pred] = materialised.get(lay.act_pred, 0) + lay.act_elems
             if not lay.consumed:
                 total += lay.out_elems
-        return total
+        return total + sum(min(n, self.layers[p].out_elems) for p, n in materialised.items())
 
     def macs(self) -> int:
         return sum(lay.macs for lay in self.layers)
@@ -251,6 +267,8 @@ class SolarGraphMode(TorchFunctionMode):
             may = _may_have_macs(name)
         macs = self._macs(name, args, kwargs, flat_out) if may else 0
         lay = Layer(name, in_elems, preds, out_elems, False, [], gather, macs)
+        if name == "linear" and traced[0][0] is first and traced[0][1] is not None:
+            lay.act_pred, lay.act_elems = traced[0][1], int(first.numel())
         if name == "scaled_dot_product_attention":
             self._add_sdpa(lay, args, kwargs)
         for p in preds:
