@@ -36,13 +36,21 @@ class NoisyNorm(nn.Module):
         return self.ln(x) + torch.rand_like(x)
 
 
-class Wrap(nn.Module):
-    def __init__(self, inner):
-        super().__init__()
-        self.block = inner
+class ExportSensitiveBlock(nn.Module):
+    """Computes something else while being exported (as code paths guarded by
+    ``is_torchdynamo_compiling()`` in transformers may): the exported graph is not the module."""
 
     def forward(self, x):
-        return self.block(x)
+        if torch.compiler.is_exporting():
+            return x * 2.0 + 1.0
+        return x * 2.0
+
+
+class TinyBlock(nn.Module):
+    """Output of order 1e-7: all zeros passes the float32 tolerance (a degenerate problem)."""
+
+    def forward(self, x):
+        return torch.tanh(x) * 1e-7
 
 
 class DataDependentBlock(DataDependent):
@@ -58,9 +66,11 @@ class NoisyBlock(NoisyNorm):
 
 
 def hostile():
-    """Three regions (kind ``block`` by class name), each failing a different check."""
+    """Five regions (kind ``block`` by class name), each failing a different check, and one
+    LayerNorm (inside NoisyBlock) that passes."""
     torch.manual_seed(0)
-    m = nn.ModuleDict({"a": DataDependentBlock(), "b": RunningNormBlock(), "c": NoisyBlock()})
+    m = nn.ModuleDict({"a": DataDependentBlock(), "b": RunningNormBlock(), "c": NoisyBlock(),
+                       "d": ExportSensitiveBlock(), "e": TinyBlock()})
 
     class Model(nn.Module):
         def __init__(self):
@@ -68,6 +78,6 @@ def hostile():
             self.m = m
 
         def forward(self, x):
-            return self.m["a"](x) + self.m["b"](x) + self.m["c"](x)
+            return sum(self.m[k](x) for k in "abcde")
 
     return Model(), (torch.randn(4, 8),)

@@ -4,6 +4,7 @@ checks that keep a broken region out, and the extracted problems through `solben
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -73,6 +74,11 @@ def test_llama_regions_and_counts(llama):
         assert s[(kind + "_bw", next(c for k, c in s if k == kind))][0] == "written"
     written = [r for r in report.results if r.status == "written"]
     assert len({r.name for r in written}) == len(written)
+    for r in written:  # standalone: the reference imports torch and math, nothing else
+        tree = ast.parse(load_problem(Path(r.problem_dir)).definition.reference)
+        mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert mods == {"torch", "math"}, (r.name, mods)
     meta = json.loads((Path(_problem(report, "LlamaRMSNorm")[1].problem_dir) / "extract.json").read_text())
     assert meta["paths"] == ["layers.0.input_layernorm", "layers.0.post_attention_layernorm",
                              "layers.1.input_layernorm", "layers.1.post_attention_layernorm", "norm"]
@@ -156,7 +162,8 @@ def test_vit_regions(tmp_path):
     # the sequence (17 = 16 patches + CLS) is fixed by the image size: only the batch varies
     assert prob.definition.var_axes() == ["batch_size"]
     assert prob.definition.inputs["hidden_states"].shape[:2] == ["batch_size", 17]
-    assert [w.axes["batch_size"] for w in prob.workloads] == [2, 8, 16]
+    # probe 2, real 8, then 8 x 1/4 (= the probe, not repeated), 8 x 1/2, 8 x 2
+    assert [w.axes["batch_size"] for w in prob.workloads] == [2, 8, 4, 16]
 
 
 @pytest.mark.slow
@@ -203,6 +210,10 @@ def test_failing_regions_are_reported_not_written(tmp_path, monkeypatch):
     assert "mutates module state" in by_cls["RunningNormBlock"].reason
     assert by_cls["NoisyBlock"].status == "failed"
     assert "not deterministic" in by_cls["NoisyBlock"].reason
+    assert by_cls["ExportSensitiveBlock"].status == "failed"
+    assert by_cls["ExportSensitiveBlock"].reason.startswith("reproduces:")
+    assert by_cls["TinyBlock"].status == "failed"
+    assert by_cls["TinyBlock"].reason.startswith("screen: degenerate")
     assert by_cls["LayerNorm"].status == "written"
     dirs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert dirs == [by_cls["LayerNorm"].name]
