@@ -54,6 +54,13 @@ def test_parse_config_and_kinds():
         parse_config("hidden_size")
     assert region_kind(torch.nn.LayerNorm(4)) == "norm"
     assert region_kind(torch.nn.Linear(4, 4)) is None
+    # the MoE family's own attention, MLP and norm are not MoE blocks (Qwen2-MoE class names)
+    kinds = {n: region_kind(type(n, (torch.nn.Module,), {})()) for n in (
+        "Qwen2MoeAttention", "Qwen2MoeMLP", "Qwen2MoeRMSNorm", "Qwen2MoeSparseMoeBlock", "Qwen2MoeDecoderLayer",
+        "Qwen2MoeTopKRouter", "Qwen2MoeExperts")}
+    assert kinds == {"Qwen2MoeAttention": "attention", "Qwen2MoeMLP": "mlp", "Qwen2MoeRMSNorm": "norm",
+                     "Qwen2MoeSparseMoeBlock": "moe", "Qwen2MoeDecoderLayer": "block",
+                     "Qwen2MoeTopKRouter": "routing", "Qwen2MoeExperts": "experts"}
     with pytest.raises(ExtractError, match="unknown model"):
         load_source("no-such-workload")
 

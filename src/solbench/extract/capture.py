@@ -29,11 +29,12 @@ RULES: tuple[tuple[str, str], ...] = (
     ("rotary", r"Rotary|RoPE"),
     ("routing", r"Router|TopK|Gate$"),
     ("experts", r"Experts$"),
-    ("moe", r"Moe|MoE|SparseMoe|MixtureOf"),
     ("norm", r"RMSNorm|LayerNorm|GroupNorm|BatchNorm|Norm$"),
     ("attention", r"Attention$|SelfAttention$|Attn$"),
     ("embedding", r"^Embedding$|^EmbeddingBag$|Embeddings?$|EmbeddingTables$"),
     ("mlp", r"MLP$|Mlp$|FeedForward|FFN$|Intermediate$|LinearReLU$"),
+    # after norm/attention/mlp: "Qwen2MoeMLP" is an MLP, "Qwen2MoeSparseMoeBlock" the MoE block
+    ("moe", r"SparseMoe|MoeBlock|MoEBlock|MoE$|Moe$|MixtureOf"),
     ("block", r"DecoderLayer$|EncoderLayer$|Layer$|Block$"),
 )
 _COMPILED = tuple((k, re.compile(p)) for k, p in RULES)
