@@ -47,6 +47,13 @@ def llama(tmp_path_factory):
     return extract(src, out, backward=True, kinds={"norm", "mlp", "attention", "rotary", "embedding", "block"}), src
 
 
+def test_problem_names():
+    from solbench.extract.pipeline import _snake
+
+    assert [_snake(n) for n in ("LlamaRMSNorm", "ViTEmbeddings", "MixtralTopKRouter", "LlamaMLP")] \
+        == ["llama_rms_norm", "vit_embeddings", "mixtral_topk_router", "llama_mlp"]
+
+
 def test_parse_config_and_kinds():
     assert parse_config("hidden_size=64, rms_norm_eps=1e-5,tie_word_embeddings=false,act=silu") == {
         "hidden_size": 64, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "act": "silu"}
@@ -243,7 +250,7 @@ def test_cli_extract_then_run_eager_and_sol(tmp_path):
     sb("extract", "hf:llama", "--config", cfg, "--batch", "2", "--seq", "64", "--kinds", "norm,mlp,rotary",
        "-o", str(out), "--json")
     names = sorted(p.name for p in out.iterdir() if p.is_dir())
-    assert names == ["001_mlp_llama_mlp", "002_norm_llama_rmsnorm", "003_rotary_llama_rotary_embedding"]
+    assert names == ["001_mlp_llama_mlp", "002_norm_llama_rms_norm", "003_rotary_llama_rotary_embedding"]
     sols = tmp_path / "sols"
     sb("baseline", *[str(out / n) for n in names], "--eager", "-o", str(sols))
     res = tmp_path / "results.jsonl"

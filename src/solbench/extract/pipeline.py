@@ -74,7 +74,10 @@ def tolerance_for(outputs: list[Tensor]) -> Tolerance:
 
 
 def _snake(s: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", s).lower()
+    """``LlamaRMSNorm`` -> ``llama_rms_norm``, ``ViTEmbeddings`` -> ``vit_embeddings``."""
+    s = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z]{2})", "_", s)
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z]{2})", "_", s)
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])", "_", s).lower()
 
 
 def _named_dim(ex: Extracted, t: Tensor, dim: int, default: str) -> str:
@@ -225,7 +228,14 @@ def _definition(name: str, kind: str, ex: Extracted, inputs: list[Tensor], outpu
     return d
 
 
-def _backward_signature(ex: Extracted) -> tuple[list[Tensor], list[Tensor]]:
+def _backward_signature(region: Region, ex: Extracted) -> tuple[list[Tensor], list[Tensor]]:
+    """Inputs (the forward's, then ``grad_<output>`` for each output) and outputs (``grad_<input>``
+    for each floating-point input, weights included, as the module's own autograd gives them
+    at the first probe with seeded random output gradients).
+
+    Raises:
+        RegionError: integer outputs, or no floating-point input.
+    """
     if any(not o.value.is_floating_point() for o in ex.outputs):
         raise RegionError("no backward: the region has integer outputs")
     wrt = [t for t in ex.inputs if t.value.is_floating_point()]
@@ -234,18 +244,14 @@ def _backward_signature(ex: Extracted) -> tuple[list[Tensor], list[Tensor]]:
     g = torch.Generator().manual_seed(7)
     grads = [Tensor(f"grad_{o.name}", "activation", torch.randn(o.value.shape, generator=g).to(o.value.dtype),
                     list(o.shape), f"gradient of {o.name}") for o in ex.outputs]
-    module_grads = _module_grads(ex, grads)
+    module_grads = _module_grads(region, ex, grads)
     outs = [Tensor(f"grad_{t.name}", "output", gv, list(t.shape), f"gradient of {t.name}")
             for t, gv in zip(wrt, module_grads)]
     return ex.inputs + grads, outs
 
 
-_CURRENT: dict[str, Any] = {}
-
-
-def _module_grads(ex: Extracted, grads: list[Tensor]) -> list[torch.Tensor]:
+def _module_grads(region: Region, ex: Extracted, grads: list[Tensor]) -> list[torch.Tensor]:
     """The region module's own gradients at the probe (autograd through the module itself)."""
-    region: Region = _CURRENT["region"]
     call = region.calls[0]
     wrt = [t for t in ex.inputs if t.value.is_floating_point()]
     from torch.utils import _pytree as pytree
@@ -356,8 +362,7 @@ def _problem(region: Region, source: ModelSource, backward: bool) -> tuple[dict,
     custom = assign_roles(ex, region.kind, source.has_seq)
     inputs, outputs = ex.inputs, ex.outputs
     if backward:
-        _CURRENT["region"] = region
-        inputs, outputs = _backward_signature(ex)
+        inputs, outputs = _backward_signature(region, ex)
     if custom:
         ex.custom_lines = custom_generator(ex, inputs)
     what = f"{'backward of ' if backward else ''}{region.kind} region ({region.cls})"

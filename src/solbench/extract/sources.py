@@ -115,7 +115,8 @@ def _hf_source(arch: str, config: dict[str, Any], batch: int, seq: int, dtype: t
         raise ExtractError(f"hf:{arch}: {str(e).splitlines()[0]}") from None
     torch.manual_seed(0)
     try:
-        model = transformers.AutoModel.from_config(cfg, dtype=dtype)
+        # .to(dtype) rather than from_config(dtype=...): the keyword was torch_dtype before 4.56
+        model = transformers.AutoModel.from_config(cfg).to(dtype)
     except Exception as e:  # noqa: BLE001 - any construction failure is the user's config
         raise ExtractError(f"hf:{arch}: cannot build the model from its config: {str(e).splitlines()[0]}") from None
     model.eval()
