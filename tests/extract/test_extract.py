@@ -263,3 +263,17 @@ def test_cli_extract_then_run_eager_and_sol(tmp_path):
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert len(rows) == 3
     assert all(w["sol_ms"] and w["sol_ms"] > 0 for row in rows for w in row["workloads"])
+
+
+def test_cli_bad_input_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from solbench.cli import app
+
+    r = CliRunner().invoke(app, ["extract", "hf:llama", "--kinds", "attention,bogus", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "unknown kinds ['bogus']" in r.output
+    r = CliRunner().invoke(app, ["extract", "hf:no_such_arch", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "hf:no_such_arch" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["extract", "hf:llama", "--config", "hidden_size", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "not key=value" in r.output
+    assert not any(tmp_path.iterdir())
