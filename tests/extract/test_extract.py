@@ -165,7 +165,7 @@ def test_llama_backward_matches_autograd_of_hand_formula(llama):
 
 @pytest.mark.slow
 def test_vit_regions(tmp_path):
-    report = extract(load_source("hf:vit", VIT, batch=8), tmp_path)
+    report = extract(load_source("hf:vit", VIT, batch=8), tmp_path / "p")
     s = _summary(report)
     assert s[("norm", "LayerNorm")] == ("written", 5)  # 2 per layer + the final one
     assert s[("attention", "ViTAttention")] == ("written", 2)
@@ -178,11 +178,12 @@ def test_vit_regions(tmp_path):
     assert prob.definition.inputs["hidden_states"].shape[:2] == ["batch_size", 17]
     # probe 2, real 8, then 8 x 1/4 (= the probe, not repeated), 8 x 1/2, 8 x 2
     assert [w.axes["batch_size"] for w in prob.workloads] == [2, 8, 4, 16]
+    _run_eager_and_sol(tmp_path / "p", tmp_path)
 
 
 @pytest.mark.slow
 def test_mixtral_moe_regions(tmp_path):
-    report = extract(load_source("hf:mixtral", MIXTRAL, batch=2, seq=64), tmp_path,
+    report = extract(load_source("hf:mixtral", MIXTRAL, batch=2, seq=64), tmp_path / "p",
                      kinds={"moe", "routing", "experts"})
     s = _summary(report)
     assert s == {("moe", "MixtralSparseMoeBlock"): ("written", 2),
@@ -196,11 +197,12 @@ def test_mixtral_moe_regions(tmp_path):
     axis = d.input_roles["top_k_index"][len("index:"):]
     assert d.axes[axis].value == 4
     assert prob.workloads[1].axes == {"num_tokens": 128}
+    _run_eager_and_sol(tmp_path / "p", tmp_path)
 
 
 @pytest.mark.slow
 def test_dlrm_regions(tmp_path):
-    report = extract(load_source("dlrm-kaggle"), tmp_path)
+    report = extract(load_source("dlrm-kaggle"), tmp_path / "p")
     bags = [r for r in report.results if r.cls == "EmbeddingBag"]
     # 26 tables; tiny caps rows at 1000: the 15 Criteo Kaggle tables with >= 1000 rows (1460,
     # 10131227, 2202608, 12517, 93145, 5683, 8351593, 3194, 14992, 5461306, 5652, 2173, 7046547,
@@ -212,6 +214,7 @@ def test_dlrm_regions(tmp_path):
     assert mlps["Sequential"].status == "written" and mlps["LinearReLU"].status == "written"
     prob, _ = _problem(report, "EmbeddingBag")
     assert prob.definition.custom_inputs_entrypoint == "make_inputs"
+    _run_eager_and_sol(tmp_path / "p", tmp_path)
 
 
 def test_failing_regions_are_reported_not_written(tmp_path, monkeypatch):
@@ -235,34 +238,40 @@ def test_failing_regions_are_reported_not_written(tmp_path, monkeypatch):
     assert {r["class"]: r["status"] for r in rep["results"]}["NoisyBlock"] == "failed"
 
 
-@pytest.mark.slow
-def test_cli_extract_then_run_eager_and_sol(tmp_path):
+def _sb(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    out = tmp_path / "problems"
-    cfg = ",".join(f"{k}={v}" for k, v in LLAMA.items())
+    r = subprocess.run([sys.executable, "-m", "solbench.cli", *args], env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r
 
-    def sb(*args, ok=True):
-        r = subprocess.run([sys.executable, "-m", "solbench.cli", *args], env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert (r.returncode == 0) == ok, r.stdout[-2000:] + r.stderr[-2000:]
-        return r
 
-    sb("extract", "hf:llama", "--config", cfg, "--batch", "2", "--seq", "64", "--kinds", "norm,mlp,rotary",
-       "-o", str(out), "--json")
-    names = sorted(p.name for p in out.iterdir() if p.is_dir())
-    assert names == ["001_mlp_llama_mlp", "002_norm_llama_rms_norm", "003_rotary_llama_rotary_embedding"]
-    sols = tmp_path / "sols"
-    sb("baseline", *[str(out / n) for n in names], "--eager", "-o", str(sols))
-    res = tmp_path / "results.jsonl"
-    sb("run", str(out), "--solutions", str(sols), "--device", "cpu", "--tag", "cpu", "-o", str(res),
-       "--iters", "3", "--json")
+def _run_eager_and_sol(problems: Path, tmp: Path) -> None:
+    """`solbench baseline --eager`, `solbench run` on the CPU workloads and `solbench sol` over
+    every problem directory in ``problems``: every trace PASSED, every workload bounded."""
+    names = sorted(p.name for p in problems.iterdir() if p.is_dir())
+    sols, res = tmp / "sols", tmp / "results.jsonl"
+    _sb("baseline", *[str(problems / n) for n in names], "--eager", "-o", str(sols))
+    _sb("run", str(problems), "--solutions", str(sols), "--device", "cpu", "--tag", "cpu", "-o", str(res),
+        "--iters", "3", "--json")
     traces = [json.loads(line) for line in res.read_text().splitlines() if line.strip()]
     assert {t["definition"] for t in traces} == set(names)
-    assert all(t["evaluation"]["status"] == "PASSED" for t in traces)
-    r = sb("sol", str(out), "--json")
-    rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-    assert len(rows) == 3
+    assert all(t["evaluation"]["status"] == "PASSED" for t in traces), \
+        [(t["definition"], t["evaluation"]["status"]) for t in traces]
+    rows = [json.loads(line) for line in _sb("sol", str(problems), "--json").stdout.splitlines() if line.strip()]
+    assert len(rows) == len(names)
     assert all(w["sol_ms"] and w["sol_ms"] > 0 for row in rows for w in row["workloads"])
+
+
+@pytest.mark.slow
+def test_cli_extract_then_run_eager_and_sol(tmp_path):
+    out = tmp_path / "problems"
+    cfg = ",".join(f"{k}={v}" for k, v in LLAMA.items())
+    _sb("extract", "hf:llama", "--config", cfg, "--batch", "2", "--seq", "64", "--kinds", "norm,mlp,rotary",
+        "-o", str(out), "--json")
+    names = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert names == ["001_mlp_llama_mlp", "002_norm_llama_rms_norm", "003_rotary_llama_rotary_embedding"]
+    _run_eager_and_sol(out, tmp_path)
 
 
 def test_cli_bad_input_is_one_line(tmp_path):
