@@ -28,7 +28,7 @@ app = typer.Typer(
 #: command modules, in help order; each defines register(app)
 COMMAND_MODULES = [
     "evaluate", "validate", "demo", "sol", "hardware", "calibrate", "audit",
-    "suite", "dataset", "baseline", "profile", "project",
+    "suite", "dataset", "baseline", "profile", "project", "extract",
     "report", "results", "compare",  # results store and reports
     "study",  # generate, verify, export: the model study
     "selftest",
