@@ -328,7 +328,10 @@ class _SdpaFunctionMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.nn.functional.scaled_dot_product_attention and self.counter.depth == 0:
+        # the aten op called directly (an exported graph's reference) takes the same arguments;
+        # below this level it decomposes into full matmuls (meta) or a fused kernel
+        if (func is torch.nn.functional.scaled_dot_product_attention or func is _ATEN_SDPA) \
+                and self.counter.depth == 0:
             self.counter.record_sdpa(args, kwargs)
             self.counter.depth += 1
             try:
@@ -339,6 +342,30 @@ class _SdpaFunctionMode(TorchFunctionMode):
 
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
+_ATEN_SDPA = torch.ops.aten.scaled_dot_product_attention.default
+
+
+def _causal_share(func, args, kwargs) -> float:
+    """The share of a fused attention op's query-key pairs a causal mask keeps (1.0 when the
+    op is not causal, or has no ``is_causal`` argument): the FLOPs of the masked pairs need not
+    be done, so the refined count leaves them out (the full count keeps them, for solar). The
+    flag and the query and key are found by name in the op's schema (forward and backward
+    fused SDPA ops of every backend name them ``is_causal``, ``query``, ``key``)."""
+    names = [a.name for a in func._schema.arguments]
+    if "is_causal" not in names:
+        return 1.0
+
+    def arg(name):
+        i = names.index(name)
+        return kwargs[name] if name in kwargs else args[i] if i < len(args) else None
+
+    if not arg("is_causal"):
+        return 1.0
+    q, k = arg("query"), arg("key")
+    if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor):
+        return 1.0
+    L, S = q.shape[-2], k.shape[-2]
+    return _causal_pairs(L, S) / (L * S) if L * S else 1.0
 _CONTIGUOUS = torch.Tensor.contiguous
 
 
@@ -368,7 +395,7 @@ class _CountingFunctionMode(SolarGraphMode):
                 except Exception:  # noqa: BLE001 - as below
                     pass
                 return out
-        if func is _SDPA and counter.depth == 0:
+        if (func is _SDPA or func is _ATEN_SDPA) and counter.depth == 0:
             counter.record_sdpa(args, kwargs)
             counter.depth += 1
             try:
@@ -1109,8 +1136,10 @@ class _CountingMode(TorchDispatchMode):
                     flops = fn(*args, **kwargs, out_val=out)
                 if key is not None:
                     _memo_put(_MMA_FLOPS, key, flops)
-        c.mma_flops[cls] += flops
         c.mma_flops_full[cls] += flops
+        if "attention" in name:
+            flops *= _causal_share(func, args, kwargs)
+        c.mma_flops[cls] += flops
         ops_ = flat_in[1:3] if name in ("addmm", "baddbmm", "addmv", "addr") and len(flat_in) >= 3 \
             else flat_in[:2]
         if name == "_scaled_mm":
