@@ -216,3 +216,26 @@ def test_a_real_3x_compute_difference_is_resolved_on_a_quiet_host(tmp_path):
         pytest.skip(f"the host got busy during the run: {r['reason']}")
     assert speedup_resolved(ev) is True, r
     assert r["direction"] == "faster" and 2.0 < ev.performance.speedup_factor < 4.0, r
+
+
+def test_a_refused_bound_is_not_worked_out_again_by_reports():
+    """A trace whose paired blocks refused the bound carries none, and the report does not
+    recompute one from the two timings (which would print the issue's ``>=2.47x``)."""
+    from solbench.report.summary import trace_speedup_bound
+    from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Trace
+    from solbench.spec.workload import Workload
+
+    cand = [1.46, 1.48, 1.48, 1.50] * 4
+    ref = [7.1, 7.13, 7.13, 7.2] * 4
+    c, r = _ts(cand, False, 2.89), _ts(ref, True, 2.89)
+    res = pair_resolution(_side(cand, False, 2.89), _side(ref), is_cuda=False)  # load unknown
+    w = Workload.model_validate({"uuid": "w", "axes": {}, "inputs": {"x": {"type": "random"}}})
+
+    def trace(resolution):
+        ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="cpu"),
+                        performance=Performance(latency_ms=1.48), timing=c, reference_timing=r,
+                        speedup_resolution=resolution)
+        return Trace(definition="p", solution="s", workload=w, evaluation=ev)
+
+    assert trace_speedup_bound(trace(None)) == (">=", pytest.approx(7.13 / 2.89))  # an old trace
+    assert trace_speedup_bound(trace(res)) is None and speedup_resolved(trace(res).evaluation) is False
