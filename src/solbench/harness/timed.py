@@ -34,7 +34,7 @@ from .rounds import Oracle, inplace_judged
 from .slots import FlushBuffers, release_cached
 from .resolution import SideEvidence, pair_resolution, process_wait_ms, split_sizes
 from .stopping import relative_halfwidth, total_iterations
-from .telemetry import Telemetry, throttled
+from .telemetry import Telemetry, clock_summary, throttled
 from .workers import ReferenceWorkers
 
 #: input-set index of the sparse stress set of the re-check after the timed loop (its seed
@@ -456,6 +456,8 @@ class TimedBlocks:
             interposition_seen(rep, findings, f"warm-up call {i}")
             process_check(run, before, f"in warm-up call {i}", late=True)
         tele_samples = []
+        #: NVML readings after the first and last timed call of every block (``_block``)
+        self._clock_samples: list[dict] = []
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
         # iterations per side: a pilot half, then the rest by the stopping rule (stopping.py);
@@ -630,7 +632,12 @@ class TimedBlocks:
                     "samples; the machine was not quiet, rerun before trusting this time",
                     {"who": who, "iqr_ms": ts.iqr_ms, "median_ms": ts.median_ms}))
         tele: dict[str, Any] = {"samples": tele_samples}
-        thr = throttled(tele_samples)
+        if self.telemetry is None:
+            why = "CPU device: no GPU clocks" if not cfg.is_cuda else "no NVML reader"
+        else:
+            why = self.telemetry.reason
+        tele["clocks"] = clock_summary(tele_samples + self._clock_samples, why)
+        thr = throttled(tele_samples + self._clock_samples)
         if thr:
             tele["throttled"] = thr
             findings.append(finding("throttled", f"clock throttle reasons during timing: {thr}"))
@@ -825,6 +832,11 @@ class TimedBlocks:
                 tp = run.tick(pre + "calls", tp)
                 if isinstance(rep, protocol.ErrorReply):
                     raise CandidateError(f"timed call {i}: {rep.type}: {rep.message}")
+                if (i == 0 or i == m - 1) and self.telemetry is not None and self.telemetry.ok:
+                    # the clocks the timed calls ran at, read by the parent right after a call
+                    # (on CUDA the sample is the device span: the read is outside it)
+                    self._clock_samples.append({**self.telemetry.sample(), "side": "C" if candidate else "R",
+                                                "call": i})
                 blk.roundtrip.append(rt)
                 blk.host.append(rep.host_ms)
                 blk.event.append(rep.event_ms)
