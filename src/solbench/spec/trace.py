@@ -95,6 +95,9 @@ class TimingStats(_Model):
     l2_flush_bytes: int = 0
     samples_ms: list[float | None] = Field(default_factory=list)
     kernel_sum_median_ms: float | None = None
+    #: CUPTI only: each timed call's sum of kernel durations (ms), in the order of
+    #: ``samples_ms`` (the span less this is the host's gaps between the call's launches)
+    kernel_sum_samples_ms: list[float] | None = None
     host_median_ms: float | None = None
     notes: list[str] = Field(default_factory=list)
     #: CPU (perf_counter) only: whether the median is above what the held-timing path resolves
