@@ -30,8 +30,9 @@ and the gap per launch ((span - kernel sum) / (kernels - 1), us):
   ``seccomp-old`` (SOLBENCH_SANDBOX_SECCOMP_SSB=0: the filter as before this change),
   ``preroll500`` (SOLBENCH_WORKER_PREROLL_US=500: the worker spins 500 us before each call).
 
-GPU (lead, about 90-120 s on one H100):
-    python bench/launch_gap_ab.py --out $OUT/gap
+GPU (lead; each row is a child process of its own: about 2.5 min on one H100 for the rotary
+case alone, twice that for both):
+    python bench/launch_gap_ab.py --case rotary --out $OUT/gap
 CPU (per-op overhead of the worker's path, 200 chained adds of 16 elements; committed figures
 in bench/results/launch_gap_cpu.json):
     PYTHONPATH=src python bench/launch_gap_ab.py --device cpu --out bench/results
@@ -255,6 +256,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--step-timeout-s", type=float, default=120.0)
     ap.add_argument("--only", default=None, help="plain or harness")
+    ap.add_argument("--case", default=None, help="substring of the case names to run (default: all)")
     ap.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -286,6 +288,8 @@ def main() -> int:
     print(f"{'case':28s} {'row':26s} {'span ms':>9s} {'ksum ms':>9s} {'gap/launch us':>14s} "
           f"{'host/launch us':>14s}  note", flush=True)
     for name, d in cases.items():
+        if a.case and a.case not in name:
+            continue
         p = str(write_case(tmp, name, d))
         nk = _child(["--device", a.device, "--child", "kernels", p, "-"], None, a.step_timeout_s).get("kernels") \
             if cuda else 200
