@@ -239,3 +239,23 @@ def test_a_refused_bound_is_not_worked_out_again_by_reports():
 
     assert trace_speedup_bound(trace(None)) == (">=", pytest.approx(7.13 / 2.89))  # an old trace
     assert trace_speedup_bound(trace(res)) is None and speedup_resolved(trace(res).evaluation) is False
+
+
+def test_the_harness_times_four_abba_block_pairs_on_the_cpu(tmp_path):
+    """The evaluator records the rule's evidence: 16 calls a side in 4 blocks of 4, timed
+    C R R C C R R C, a ratio per pair, the load shares and both no-op medians; an unresolved
+    pair claims no bound. (A relu of 4096 elements is below the CPU timer's resolution on
+    either side, so both enter at their resolution and every ratio is 1.)"""
+    from harness_helpers import relu_problem
+
+    prob = relu_problem(tmp_path)
+    (t,) = evaluate(prob, reference_solution(prob), EvalConfig(device="cpu", rounds=1))
+    ev = t.evaluation
+    assert ev.status == Status.PASSED, ev.log
+    r = ev.speedup_resolution
+    assert r["order"] == "CRRCCRRC" and len(r["block_ratios"]) == 4 and len(r["cand_block_ms"]) == 4
+    assert ev.timing.n_samples == ev.reference_timing.n_samples == 16
+    assert len(r["noop_median_ms"]) == 2 and all(x is not None for x in r["noop_median_ms"])
+    assert set(r["load_wait_share"]) == {"candidate", "reference"}
+    if not r["resolved"]:
+        assert ev.speedup_bound is None and r["reason"]
