@@ -259,3 +259,19 @@ def test_the_harness_times_four_abba_block_pairs_on_the_cpu(tmp_path):
     assert set(r["load_wait_share"]) == {"candidate", "reference"}
     if not r["resolved"]:
         assert ev.speedup_bound is None and r["reason"]
+
+
+def test_cuda_pairs_refuse_a_loaded_host_and_need_two_percent():
+    span_c, span_r = [0.100] * 8, [0.150] * 8
+    rt = [1.0] * 8
+    quiet = pair_resolution(SideEvidence(span_c, [4, 4], wait_ms=[0.01] * 8, window_ms=rt),
+                            SideEvidence(span_r, [4, 4], wait_ms=[0.02] * 8, window_ms=rt), is_cuda=True)
+    assert quiet["resolved"] and quiet["margin"] == 0.02  # CUDA margins are never widened
+    # the reference's worker waited for a CPU 0.4 ms of each 1 ms round trip: 40% > 10%
+    busy = pair_resolution(SideEvidence(span_c, [4, 4], wait_ms=[0.01] * 8, window_ms=rt),
+                           SideEvidence(span_r, [4, 4], wait_ms=[0.4] * 8, window_ms=rt), is_cuda=True)
+    assert not busy["resolved"] and "reference waited for a CPU 40% of its round trips" in busy["reason"]
+    # unknown waits refuse nothing on CUDA; a 1.5% difference is inside the A/A band
+    assert pair_resolution(SideEvidence(span_c, [4, 4]), SideEvidence(span_r, [4, 4]), is_cuda=True)["resolved"]
+    near = pair_resolution(SideEvidence(span_c, [4, 4]), SideEvidence([0.1015] * 8, [4, 4]), is_cuda=True)
+    assert not near["resolved"] and "1 +- 0.02" in near["reason"]

@@ -24,11 +24,12 @@ A speedup (a ratio outside the noise, or a bound with one CPU side unresolved) i
    waiting alone can stretch it): all pairs agree (with 4 pairs and ratios that are noise around
    1, all four land beyond the margin on one side with probability at most 2 x 0.5^4 =
    1/8, and in practice far less since most land inside the margin);
-3. CPU only: the host was not loaded: the share of the timed windows that the parent's
-   calling thread and the worker's threads spent runnable but waiting for a CPU
+3. the host was not loaded: the share of the timed windows (CUDA: the parent's round
+   trips around the calls) that the parent's calling thread and the worker's threads spent
+   runnable but waiting for a CPU
    (``/proc/<pid>/task/*/schedstat``; :func:`process_wait_ms`) is at most
-   :data:`LOAD_WAIT_SHARE` on each side, and known (a kernel without schedstat resolves no
-   CPU speedup: the block agreement alone resolved 6% of same-code pairs under a model of
+   :data:`LOAD_WAIT_SHARE` on each side, and on the CPU known (a kernel without schedstat
+   resolves no CPU speedup: the block agreement alone resolved 6% of same-code pairs under a model of
    drifting load);
 4. CPU only: the no-op baseline did not move: the no-op windows measured in the trusted
    reference worker at its first block and again at its last have medians within a factor
@@ -186,9 +187,15 @@ def pair_resolution(cand: SideEvidence, ref: SideEvidence, *, is_cuda: bool,
         else:
             reasons.append(f"block ratios {min(good):.3g}-{max(good):.3g} do not all lie beyond "
                            f"1 +- {margin:.3g} on one side")
+    out["load_wait_share"] = shares
+    loaded = {k: v for k, v in shares.items() if v is not None and v > LOAD_WAIT_SHARE}
+    if is_cuda and loaded:
+        # CUDA samples are device spans, which waiting stretches only through a launch-bound
+        # call's gaps: a loaded host refuses the claim (no margin is widened; unknown waits
+        # refuse nothing on CUDA)
+        reasons.append("loaded host: " + ", ".join(f"{k} waited for a CPU {v:.0%} of its round trips"
+                                                   for k, v in loaded.items()))
     if not is_cuda:
-        out["load_wait_share"] = shares
-        loaded = {k: v for k, v in shares.items() if v is not None and v > LOAD_WAIT_SHARE}
         unknown = [k for k, v in shares.items() if v is None]
         if unknown:
             # without the wait figures load cannot be told from a difference: with 4 pairs and

@@ -825,10 +825,14 @@ class TimedBlocks:
                     if mem_fd is not None and not isinstance(rep, protocol.ErrorReply):
                         parent_copy_out(mem_fd, rep.returned, slots.outputs(s))
                 else:
+                    # the run-queue wait around the call (outside the device span): a loaded
+                    # host stretches a launch-bound call's gaps (harness.resolution's load check)
+                    w0 = load_wait_mark(h.pid, all_threads=not candidate)
                     t0 = time.perf_counter()
                     rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
                                            timeout_s=run.call_timeout_s)
                     rt = (time.perf_counter() - t0) * 1e3
+                    blk.wait.append(load_wait_since(w0, h.pid, all_threads=not candidate)[0])
                 tp = run.tick(pre + "calls", tp)
                 if isinstance(rep, protocol.ErrorReply):
                     raise CandidateError(f"timed call {i}: {rep.type}: {rep.message}")
