@@ -11,8 +11,10 @@ p5/p50/p95, how many read 1.0 within their noise interval, how many are conclusi
 within 2x), for all workloads and for those whose reference median is >= 20 us (the
 timing-fidelity goal's floor) apart; so a run cut short keeps what it finished.
 
-Usage (lead, one H200, about 240 s of work plus the start):
-    python bench/aa_device.py --suite l1 --suite dlrm --budget-s 240 --out $OUT/aa
+Usage (lead, one H100, about 210 s of work plus the start; the largest workload of each
+problem, so that most rows are >= 20 us, problems of l1 and DLRM-Bench alternating until the
+budget is spent; the summary says how many of the planned problems were done):
+    python bench/aa_device.py --suite l1 --suite dlrm --largest 1 --budget-s 210 --out $OUT/aa
 CPU plumbing check (workloads tagged cpu, a short budget):
     PYTHONPATH=src python bench/aa_device.py --suite l1 --suite dlrm --device cpu --cpu-tagged \
         --budget-s 60 --iters 10 --out /tmp/aa
@@ -45,6 +47,8 @@ def _dist(rows: list[dict]) -> dict:
             "within_noise": sum(bool(r["aa_within_noise"]) for r in rows),
             "conclusive": sum(bool(r["aa_conclusive"]) for r in rows),
             "in_0.98_1.02": sum(0.98 <= x <= 1.02 for x in xs),
+            # A/A pairs the paired-block rule resolved: each one a false claim (issue 31 goal 3)
+            "resolved_claims": sum(r.get("aa_resolved") is True for r in rows),
             "not_passed": [f"{r['problem']}/{r['workload']}: {r['aa_status']}" for r in rows
                            if r["aa_status"] != "PASSED"][:20]}
 
@@ -83,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=None, help="timed iterations (default 50 CUDA, 10 CPU)")
     ap.add_argument("--rounds", type=int, default=1, help="correctness rounds (timing is what is measured)")
     ap.add_argument("--limit", type=int, default=None, help="the N smallest workloads of each problem")
+    ap.add_argument("--largest", type=int, default=None, help="the N largest workloads of each problem "
+                    "(declared input + output bytes)")
     ap.add_argument("--cpu-tagged", action="store_true", help="only workloads tagged cpu")
     ap.add_argument("--order-seed", type=int, default=13)
     ap.add_argument("--out", type=Path, required=True)
@@ -113,6 +119,8 @@ def main(argv=None) -> int:
         if a.cpu_tagged and not pool:
             continue
         ws = choose_workloads(prob, None, a.limit, None, pool=pool)
+        if a.largest:
+            ws = sorted(ws, key=lambda w: -prob.workload_bytes(w))[:a.largest]
         tp = time.perf_counter()
         rep = run_selftest([(suite, prob, ws)], cfg, known_difference=False, agreement=False)
         dt = time.perf_counter() - tp
@@ -133,8 +141,9 @@ def main(argv=None) -> int:
               + ", ".join(f"{r['aa_speedup']:.3f}" if r["aa_speedup"] is not None else r["aa_status"]
                           for r in new), flush=True)
     s = summarize(rows)
-    print("\n| suite | set | workloads | p5 | p50 | p95 | min-max | in 0.98-1.02 | within noise | conclusive |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| suite | set | workloads | p5 | p50 | p95 | min-max | in 0.98-1.02 | within noise | conclusive "
+          "| resolved (false claims) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
 
     def f(v):
         return "-" if v is None else f"{v:.3f}"
@@ -144,7 +153,7 @@ def main(argv=None) -> int:
             x = d[key]
             print(f"| {suite} ({d['problems']} problems) | {key} | {x['n']} | {f(x['p5'])} | {f(x['p50'])} | "
                   f"{f(x['p95'])} | {f(x['min'])}-{f(x['max'])} | {x['in_0.98_1.02']} | {x['within_noise']} | "
-                  f"{x['conclusive']} |")
+                  f"{x['conclusive']} | {x['resolved_claims']} |")
             if x["not_passed"]:
                 print(f"|  | not PASSED: {x['not_passed'][:5]} |")
     print(f"{done} of {len(todo)} problems in {time.perf_counter() - t0:.0f} s; wrote {rows_path}, {sum_path}")

@@ -35,7 +35,7 @@ from typing import Callable
 
 from .spec.problem import Problem, reference_solution
 from .spec.solution import Solution
-from .spec.trace import Status, Trace
+from .spec.trace import Status, Trace, speedup_resolved
 
 #: the known difference's slowdown must lie in [KD_LOW, KD_HIGH] where it is resolvable
 KD_EXPECTED = 2.0
@@ -166,6 +166,9 @@ class Row:
     aa_within_noise: bool = False
     #: the noise interval is narrow enough (hi / lo <= AA_MAX_WIDTH) for the A/A to test anything
     aa_conclusive: bool = False
+    #: the A/A speedup resolved by the paired-block rule (``spec.trace.speedup_resolved``):
+    #: True is a false claim (the same code read faster or slower); None: not judged
+    aa_resolved: bool | None = None
     ref_ms: float | None = None
     kd_status: str | None = None
     kd_speedup: float | None = None
@@ -298,6 +301,7 @@ def run_selftest(problems: list[tuple[str, Problem, list]], cfg, *, known_differ
                     and r.aa_interval[1] / r.aa_interval[0] <= AA_MAX_WIDTH
                 rt = t.evaluation.reference_timing
                 r.ref_ms = rt.median_ms if rt is not None else None
+                r.aa_resolved = speedup_resolved(t.evaluation)
             if i < len(kd):
                 k = kd[i]
                 r.kd_status = k.evaluation.status.value

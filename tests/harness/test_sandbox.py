@@ -296,3 +296,20 @@ def test_every_trace_says_how_its_worker_was_isolated(tmp_path, solbench_cache, 
         assert t.evaluation.environment.sandbox["mode"] in ("uid", "userns")
         assert t.evaluation.environment.sandbox["warning"] is None
         assert not [f for f in t.evaluation.findings if f.check == "not_sandboxed"]
+
+
+def test_seccomp_filter_does_not_force_speculation_mitigations(tmp_path):
+    """On x86 kernels whose speculation mitigations default to "seccomp" (before 5.16), a
+    filter loaded without SECCOMP_FILTER_FLAG_SPEC_ALLOW forces Speculative Store Bypass
+    Disable on the worker ("thread force mitigated"), slowing all of its host code, the
+    launches of a multi-kernel call included. The filter sets the flag. Judged only where the
+    kernel is in that mode (elsewhere a filter forces nothing either way)."""
+    mode = Path("/sys/devices/system/cpu/vulnerabilities/spec_store_bypass")
+    if not mode.exists() or "seccomp" not in mode.read_text():
+        pytest.skip(f"speculation mitigations not in seccomp mode here: {mode.read_text().strip() if mode.exists() else '-'}")
+    code = ("import ctypes, sys; ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\n"
+            "from solbench.harness.sandbox import seccomp_filter\n"
+            "assert seccomp_filter()\n"
+            "print([l for l in open('/proc/self/status') if l.startswith('Speculation_Store_Bypass')][0])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "force" not in out, out

@@ -49,11 +49,14 @@ def test_a_side_that_cannot_say_gets_the_cap():
 
 
 def test_config_counts():
-    assert EvalConfig(device="cpu").n_iters_min() == EvalConfig(device="cpu").n_iters() == 10
+    # 16 on the CPU: 4 blocks of 4 per side, the pairs a resolved CPU speedup needs
+    assert EvalConfig(device="cpu").n_iters_min() == EvalConfig(device="cpu").n_iters() == 16
+    assert [EvalConfig(device="cpu").n_blocks(n) for n in (16, 12, 10, 3)] == [4, 3, 2, 1]
+    assert EvalConfig(device="cuda").n_blocks(20) == 2
     c = EvalConfig(device="cpu", iters=7, min_iters=3)
     assert c.n_iters_min() == c.n_iters() == 7  # --iters is a fixed count
     assert EvalConfig(device="cpu", min_iters=4).n_iters_min() == 4
-    assert EvalConfig(device="cpu", min_iters=40).n_iters_min() == 10  # never above the cap
+    assert EvalConfig(device="cpu", min_iters=40).n_iters_min() == 16  # never above the cap
 
 
 # ------------------------------------------------------------------ the harness
@@ -89,8 +92,8 @@ def _note_n(ts) -> int:
 
 
 def test_adaptive_count_on_the_cpu(problem):
-    """min 4, max 10: a jittery correct candidate gets the cap on both sides; the reference
-    as candidate gets a count in [4, 10], the same on both sides, as its note states."""
+    """min 4, max 16: a jittery correct candidate gets the cap on both sides; the reference
+    as candidate gets a count in [4, 16], the same on both sides, as its note states."""
     cfg = EvalConfig(device="cpu", rounds=2, min_iters=4, warmup=1, build_timeout_s=120.0)
     ev = Evaluator(problem, cfg)
     try:
@@ -102,6 +105,6 @@ def test_adaptive_count_on_the_cpu(problem):
         e = t.evaluation
         assert e.status == Status.PASSED, e.log
         n = _note_n(e.timing)
-        assert 4 <= n <= 10 and e.timing.n_samples == n
+        assert 4 <= n <= 16 and e.timing.n_samples == n
         assert e.reference_timing.n_samples == n and _note_n(e.reference_timing) == n
-    assert jit.evaluation.timing.n_samples == 10
+    assert jit.evaluation.timing.n_samples == 16

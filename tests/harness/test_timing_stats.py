@@ -363,3 +363,17 @@ def test_cpu_time_gap_is_a_hack_whatever_the_wall_clock_says():
             assert not [x for x in findings if x.check == "timing_plausibility"]
         finally:
             measure._worker_cpus = orig
+
+
+def test_cuda_stats_keep_each_calls_kernel_sum_beside_its_span():
+    """Issue 31: the trace keeps, per call, the span and the sum of kernel durations (their
+    difference is the host's gaps between the call's launches)."""
+    from solbench.harness.measure import Block, timing_stats
+    from solbench.harness.protocol import TimeEndReply
+
+    end = TimeEndReply.model_validate({"cupti": True, "span_ms": [0.30, 0.32, 0.31], "kernel_sum_ms": [0.02, 0.021, 0.02],
+                                       "late_ms": [0.0] * 3, "kernel_sets": [["a", "b"]] * 3})
+    tm = timing_stats([Block(host=[0.2] * 3, event=[0.3] * 3, roundtrip=[0.5] * 3, end=end)], is_cuda=True,
+                      warmup=5, flush_bytes=0, findings=None, overhead=0.4)
+    assert tm.samples_ms == [0.30, 0.32, 0.31] and tm.kernel_sum_samples_ms == [0.02, 0.021, 0.02]
+    assert tm.kernel_sum_median_ms == pytest.approx(0.02)

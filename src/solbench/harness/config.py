@@ -26,10 +26,14 @@ class EvalConfig:
         rounds: correctness rounds with fresh inputs (>= 5 recommended; upstream uses 5).
         warmup: untimed calls before timing.
         iters: timed iterations, a fixed count. None (default): an adaptive count
-            (:mod:`solbench.harness.stopping`) between ``min_iters`` and 50 on CUDA; 10 on
-            the CPU.
-        min_iters: the adaptive count's minimum (default 20 on CUDA, 10 on the CPU, where
+            (:mod:`solbench.harness.stopping`) between ``min_iters`` and 50 on CUDA; 16 on
+            the CPU (4 blocks of 4 per side: a resolved CPU speedup needs 4 block pairs,
+            ``harness.resolution``).
+        min_iters: the adaptive count's minimum (default 20 on CUDA, 16 on the CPU, where
             the count is then fixed); ignored when ``iters`` is given.
+        blocks: timed blocks per side, interleaved C R R C ... with the eager reference's
+            (default 2 on CUDA, 4 on the CPU; fewer when a block would hold fewer than 4
+            calls: :meth:`n_blocks`).
         noise_target: the adaptive count stops once the median's notch interval
             (1.57 IQR / sqrt(n)) is within this fraction of the median (default 0.01).
         pool_bytes: memory budget for the slot pool (default 16 GiB CUDA, 1 GiB CPU).
@@ -78,6 +82,7 @@ class EvalConfig:
     warmup: int | None = None
     iters: int | None = None
     min_iters: int | None = None
+    blocks: int | None = None
     noise_target: float = 0.01
     pool_bytes: int | None = None
     max_pool: int = 8
@@ -122,15 +127,22 @@ class EvalConfig:
         return torch.device(self.device).type == "cuda"
 
     def n_iters(self) -> int:
-        return self.iters if self.iters is not None else (50 if self.is_cuda else 10)
+        return self.iters if self.iters is not None else (50 if self.is_cuda else 16)
 
     def n_iters_min(self) -> int:
         """Fewest timed iterations per side: ``iters`` when given (a fixed count), else
-        ``min_iters`` (default 20 on CUDA, 10 on the CPU), never above :meth:`n_iters`."""
+        ``min_iters`` (default 20 on CUDA, 16 on the CPU), never above :meth:`n_iters`."""
         if self.iters is not None:
             return self.iters
-        m = self.min_iters if self.min_iters is not None else (20 if self.is_cuda else 10)
+        m = self.min_iters if self.min_iters is not None else (20 if self.is_cuda else 16)
         return max(2, min(m, self.n_iters()))
+
+    def n_blocks(self, n: int) -> int:
+        """Timed blocks per side for ``n`` calls per side: ``blocks`` (default 2 on CUDA,
+        4 on the CPU), fewer when a block would hold fewer than 4 calls (the first-call
+        outlier check judges blocks of 4 or more), at least 1."""
+        b = self.blocks if self.blocks is not None else (2 if self.is_cuda else 4)
+        return max(1, min(b, n // 4))
 
     def n_warmup(self) -> int:
         return self.warmup if self.warmup is not None else (5 if self.is_cuda else 2)

@@ -166,7 +166,7 @@ class Evaluator:
     def _trace(self, solution: Solution, w: Workload, run: WorkloadRun | None, failure: Failure | None,
                log: str = "", correctness: Correctness | None = None, timing: TimingStats | None = None,
                ref_timing: TimingStats | None = None, findings: list[Finding] | None = None,
-               telemetry: dict | None = None) -> Trace:
+               telemetry: dict | None = None, resolution: dict | None = None) -> Trace:
         """The trace of one workload; its status comes from :func:`verdict.decide` alone."""
         findings = list(findings if findings is not None else (run.findings if run else []))
         box = self.env.sandbox or {}
@@ -187,6 +187,11 @@ class Evaluator:
             # with exactly one side unresolved, the other still proves a bound on the ratio
             # (a candidate slow only where the reference is too fast to resolve is no longer hidden)
             bound = speedup_bound(timing, ref_timing)
+            if bound is not None and resolution is not None and not resolution.get("resolved"):
+                # the paired blocks do not bear the bound out (a loaded host, a moved no-op
+                # baseline, block ratios on both sides of 1): no bound is claimed
+                resolution = {**resolution, "unclaimed_bound": f"{bound[0]}{bound[1]:.4g}"}
+                bound = None
             perf = Performance(latency_ms=timing.median_ms, reference_latency_ms=ref_ms,
                                speedup_factor=(ref_ms / timing.median_ms)
                                if ok and ref_ms and timing.median_ms > 0 else None)
@@ -200,6 +205,7 @@ class Evaluator:
                 performance=perf, environment=self.env, timing=timing,
                 reference_timing=ref_timing, findings=findings, telemetry=telemetry or None,
                 speedup_bound=SpeedupBound(op=bound[0], value=bound[1]) if bound else None,
+                speedup_resolution=resolution if status == Status.PASSED and ref_timing is not None else None,
                 solution_hash=solution.content_hash(), device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,
                 build_cache=getattr(self, "_build_cache", None) if run is not None else None,
@@ -294,7 +300,8 @@ class Evaluator:
                 t_guard = time.perf_counter()
                 guard_findings(run, "after timing")
                 run.tick("guards_after_timing", t_guard)
-            return done(None, corr, timing=timing, ref_timing=ref_timing, telemetry=tele)
+            return done(None, corr, timing=timing, ref_timing=ref_timing, telemetry=tele,
+                        resolution=getattr(blocks, "resolution", None) if timing is not None else None)
         except torch.OutOfMemoryError as e:
             # raised here, in the parent (a worker's own shortage comes back as its error
             # reply): the reference, its float64 truth or the comparisons did not fit beside

@@ -372,6 +372,7 @@ def timing_stats(blocks: list[Block], *, is_cuda: bool, warmup: int, flush_bytes
     return TimingStats(
         method=method, n_samples=len(samples), warmup=warmup, cold_l2=True,
         l2_flush_bytes=int(flush_bytes or 0), samples_ms=samples, kernel_sum_median_ms=ksum_med,
+        kernel_sum_samples_ms=_cat_end(blocks, "kernel_sum_ms") if method == "cupti" else None,
         host_median_ms=stats(host)["median_ms"], notes=notes,
         resolved=res.resolved if res is not None else None,
         resolution_ms=res.resolution_ms if res is not None and math.isfinite(res.resolution_ms) else None,

@@ -384,6 +384,17 @@ def seccomp_filter() -> bool:
         import pyseccomp as sc
 
         f = sc.SyscallFilter(defaction=sc.ALLOW)
+        if os.environ.get("SOLBENCH_SANDBOX_SECCOMP_SSB", "1") == "1":
+            # SECCOMP_FILTER_FLAG_SPEC_ALLOW: on kernels whose speculation mitigations default
+            # to "seccomp" (x86 before 5.16), loading a filter would also force Speculative
+            # Store Bypass Disable (and STIBP/IBPB) on the worker, slowing all its host code
+            # (the launches between a multi-kernel call's kernels). Those mitigations guard a
+            # process's memory from code speculating inside the same process; the candidate
+            # already runs native code of its own in it, so they guard nothing here
+            try:
+                f.set_attr(sc.Attr.CTL_SSB, 1)
+            except Exception:  # noqa: BLE001 - libseccomp before 2.5: the filter still loads
+                pass
         for name in DENIED_SYSCALLS:
             try:
                 f.add_rule(sc.ERRNO(errno.EPERM), name)

@@ -41,6 +41,8 @@ class Telemetry:
 
     def __init__(self, index: int = 0):
         self.ok = False
+        #: why NVML could not be read (None when it can)
+        self.reason: str | None = None
         try:
             import pynvml
 
@@ -50,8 +52,9 @@ class Telemetry:
             self._h = (pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid
                        else pynvml.nvmlDeviceGetHandleByIndex(index))
             self.ok = True
-        except Exception:  # noqa: BLE001 - no NVML (CPU machine, container without driver)
+        except Exception as e:  # noqa: BLE001 - no NVML (CPU machine, container without driver)
             self._nv = None
+            self.reason = f"NVML unavailable: {type(e).__name__}: {e}"[:200]
 
     def sample(self) -> dict[str, Any]:
         """One reading: sm/mem clock (MHz), max sm clock, throttle reasons, temp (C), power (W)."""
@@ -94,3 +97,34 @@ def throttled(samples: list[dict[str, Any]]) -> list[str]:
     for s in samples:
         seen.update(r for r in s.get("throttle_reasons", []) if r not in BENIGN)
     return sorted(seen)
+
+
+#: where the clock samples of a trace's ``telemetry.clocks`` are read
+CLOCKS_WHERE = ("NVML, read by the parent (never the worker) after the first and the last timed call of "
+                "each timed block of either side, and before and after the whole timed phase")
+
+
+def clock_summary(samples: list[dict[str, Any]], reason: str | None = None) -> dict[str, Any]:
+    """``telemetry.clocks`` of a trace: the SM and memory clocks (MHz) seen in ``samples``
+    (:meth:`Telemetry.sample` readings) as ``{"min", "median", "max"}`` each, every throttle /
+    clock-event reason seen (``throttle_reasons``, benign ones included) and the non-benign
+    ones (``throttled``), the number of readings and where they were taken. With no reading
+    (the CPU, or NVML unavailable) every figure is None and ``reason`` says why; so a reader
+    can compare with a leaderboard run at locked clocks (SOL-ExecBench locks the B200 at 1500
+    MHz; we never lock clocks, we record them: docs/hardware.md, "Clock policy")."""
+    import statistics
+
+    def span(key: str) -> dict[str, float] | None:
+        xs = [float(x[key]) for x in samples if isinstance(x.get(key), (int, float))]
+        return {"min": min(xs), "median": statistics.median(xs), "max": max(xs)} if xs else None
+
+    sm, mem = span("sm_clock_mhz"), span("mem_clock_mhz")
+    seen = sorted({r for x in samples for r in x.get("throttle_reasons", [])}) \
+        if any("throttle_reasons" in x for x in samples) else None
+    if sm is None and mem is None and reason is None:
+        reason = "no NVML clock reading was taken"
+    return {"sm_clock_mhz": sm, "mem_clock_mhz": mem, "throttle_reasons": seen,
+            "throttled": throttled(samples) if seen is not None else None,
+            "max_sm_clock_mhz": span("max_sm_clock_mhz"),
+            "n_samples": sum(1 for x in samples if x), "where": CLOCKS_WHERE if sm or mem else None,
+            "reason": None if (sm or mem) else reason}

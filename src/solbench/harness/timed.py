@@ -32,8 +32,9 @@ from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_st
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle, inplace_judged
 from .slots import FlushBuffers, release_cached
+from .resolution import SideEvidence, pair_resolution, process_wait_ms, split_sizes
 from .stopping import relative_halfwidth, total_iterations
-from .telemetry import Telemetry, throttled
+from .telemetry import Telemetry, clock_summary, throttled
 from .workers import ReferenceWorkers
 
 #: input-set index of the sparse stress set of the re-check after the timed loop (its seed
@@ -262,15 +263,18 @@ def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0
     return frozen
 
 
-def load_wait_mark(worker_pid: int) -> tuple[float | None, float | None]:
+def load_wait_mark(worker_pid: int, all_threads: bool = False) -> tuple[float | None, float | None]:
     """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread plus
-    the worker's main thread, ms: :func:`guards.runqueue_wait_ms`, None when unknown; CPU time
-    the worker process has used, ms: :func:`guards.process_cpu_ms`)."""
-    a, b = guards.runqueue_wait_ms(None), guards.runqueue_wait_ms(worker_pid)
+    the worker's main thread, ms: :func:`guards.runqueue_wait_ms`, or with ``all_threads``
+    every thread of the worker: :func:`~.resolution.process_wait_ms`; None when unknown; CPU
+    time the worker process has used, ms: :func:`guards.process_cpu_ms`)."""
+    a = guards.runqueue_wait_ms(None)
+    b = process_wait_ms(worker_pid) if all_threads else guards.runqueue_wait_ms(worker_pid)
     return (None if a is None or b is None else a + b), guards.process_cpu_ms(worker_pid)
 
 
-def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int) -> tuple[float | None, float | None]:
+def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
+                    all_threads: bool = False) -> tuple[float | None, float | None]:
     """(wait, cpu) since ``mark``, ms, each None when unknown. ``wait``: the part of the time
     in which the parent's calling thread or the worker's main thread was runnable but had no
     CPU (in a held window they take turns: the parent sleeps on the reply while the worker
@@ -278,7 +282,7 @@ def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int) ->
     waits inside the worker's own clock, so it is not needed here. ``cpu``: the worker's CPU
     time, which load cannot stretch. Both serve only the plausibility cross-check, never a
     sample."""
-    now = load_wait_mark(worker_pid)
+    now = load_wait_mark(worker_pid, all_threads)
     return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip(mark, now))
 
 
@@ -452,6 +456,8 @@ class TimedBlocks:
             interposition_seen(rep, findings, f"warm-up call {i}")
             process_check(run, before, f"in warm-up call {i}", late=True)
         tele_samples = []
+        #: NVML readings after the first and last timed call of every block (``_block``)
+        self._clock_samples: list[dict] = []
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
         # iterations per side: a pilot half, then the rest by the stopping rule (stopping.py);
@@ -461,12 +467,23 @@ class TimedBlocks:
         n = n_min if adaptive else n_max
         two = cfg.reference_timing or adaptive
         first = n // 2 if two else n
+        # blocks per side, the first half of them the pilot; the candidate's and the
+        # reference's alternate C R R C C R R C (harness.resolution: each block pair is judged)
+        nb = max(2, cfg.n_blocks(n)) if two else 1
+        sizes = split_sizes(first, max(1, nb // 2)) or [first]
+        pilot = True
         cand_blocks: list[Block] = []
         ref_blocks: list[Block] = []
         #: no-op round trip (ms), measured in the trusted reference worker
         ref_overhead: float | None = None
         #: its windows (ms), whose spread says which CPU times are resolved
         self._noop_windows: list[float] = []
+        #: the reference worker's no-op windows at its first and at its last block (drift)
+        self._noop_first: list[float] = []
+        self._noop_last: list[float] = []
+        #: the order the blocks were timed in ("C", "R")
+        self._order: list[str] = []
+        self.resolution: dict[str, Any] | None = None
 
         # verified timed iterations: as many as the fixed count n_max had, however many
         # iterations the stopping rule keeps (a candidate wrong on a fraction of its calls is
@@ -475,22 +492,30 @@ class TimedBlocks:
 
         verified = 0
         rng = secrets.SystemRandom()
-        for b in range(2 if two else 1):
-            if b == 0:
-                m = first
-                verify_n = (quota + 1) // 2 if two else quota
-            else:
-                if adaptive:
-                    n = self._total(cand_blocks, ref_blocks, ref_overhead, overhead, n_min, n_max)
-                m = n - first
-                verify_n = max(0, quota - verified)
+        b = 0
+        while b < len(sizes):
+            m = sizes[b]
+            verify_n = max(0, min(m, math.ceil((quota - verified) / (len(sizes) - b))))
+            ref_first = b % 2 == 1 and cfg.reference_timing and not self._ref_off
+            if ref_first:
+                ref_overhead = self._ref_turn(b, m, scalars, rng, ref_blocks, ref_overhead, last=False)
             blk = self._block(h, scalars, m, verify=True, rng=rng, verify_n=verify_n, findings=findings)
+            self._order.append("C")
             verified += blk.verified
             cand_blocks.append(blk)
-            if cfg.reference_timing and not self._ref_off:
-                ref_overhead = self._reference_block(b, m, scalars, rng, ref_blocks, ref_overhead)
-                # restore the candidate's view of the slots
-                _load(run, h)
+            if not ref_first and cfg.reference_timing and not self._ref_off:
+                ref_overhead = self._ref_turn(b, m, scalars, rng, ref_blocks, ref_overhead, last=False)
+            b += 1
+            if pilot and b == len(sizes) and two:
+                # the pilot is done: the rest of the calls in the other half of the blocks
+                pilot = False
+                if adaptive:
+                    n = self._total(cand_blocks, ref_blocks, ref_overhead, overhead, n_min, n_max)
+                sizes += split_sizes(n - first, max(1, nb - len(sizes)))
+        if cfg.reference_timing and not self._ref_off and not cfg.is_cuda and ref_blocks:
+            # the trusted no-op again, after the last block: a baseline that moved says the host
+            # changed under the timing (harness.resolution)
+            self._noop_again()
         self._recheck(scalars)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
@@ -524,6 +549,12 @@ class TimedBlocks:
         timing = timing_stats(cand_blocks, findings=findings, overhead=cand_over,
                               plausibility_overhead=overhead, **common)
         ref_timing = timing_stats(ref_blocks, findings=None, overhead=ref_over, **common) if ref_blocks else None
+        if ref_timing is not None:
+            self.resolution = pair_resolution(
+                *(SideEvidence(ts.samples_ms, [len(b.roundtrip) for b in bl], ts.resolved, ts.resolution_ms,
+                               [x for b in bl for x in b.wait], [x for b in bl for x in b.roundtrip])
+                  for ts, bl in ((timing, cand_blocks), (ref_timing, ref_blocks))),
+                is_cuda=cfg.is_cuda, noop_first=self._noop_first, noop_last=self._noop_last, order=self._order)
         if adaptive:
             for ts in (timing, ref_timing):
                 if ts is None:
@@ -601,7 +632,12 @@ class TimedBlocks:
                     "samples; the machine was not quiet, rerun before trusting this time",
                     {"who": who, "iqr_ms": ts.iqr_ms, "median_ms": ts.median_ms}))
         tele: dict[str, Any] = {"samples": tele_samples}
-        thr = throttled(tele_samples)
+        if self.telemetry is None:
+            why = "CPU device: no GPU clocks" if not cfg.is_cuda else "no NVML reader"
+        else:
+            why = self.telemetry.reason
+        tele["clocks"] = clock_summary(tele_samples + self._clock_samples, why)
+        thr = throttled(tele_samples + self._clock_samples)
         if thr:
             tele["throttled"] = thr
             findings.append(finding("throttled", f"clock throttle reasons during timing: {thr}"))
@@ -619,6 +655,34 @@ class TimedBlocks:
             pilots.append(timing_stats(ref_blocks, overhead=ref_overhead if ref_overhead is not None else overhead,
                                        **common).samples_ms)
         return total_iterations(pilots, n_min, n_max, cfg.noise_target)
+
+    def _ref_turn(self, b: int, m: int, scalars: list, rng, ref_blocks: list[Block],
+                  ref_overhead: float | None, last: bool) -> float | None:
+        """The reference's block ``b`` (:meth:`_reference_block`), then the candidate's view
+        of the slots restored. Returns the reference's no-op baseline (ms)."""
+        n0 = len(ref_blocks)
+        ref_overhead = self._reference_block(b, m, scalars, rng, ref_blocks, ref_overhead)
+        if len(ref_blocks) > n0:
+            self._order.append("R")
+        _load(self.run, self.run.h)
+        return ref_overhead
+
+    def _noop_again(self) -> None:
+        """The trusted reference worker's no-op windows once more, after the last block
+        (``_noop_last``), held the same way as at its first block; best effort."""
+        rh = self.refs.handle()
+        if rh is None or not self._noop_first:
+            return
+        frozen = freeze_candidate(self.run.h, self.run.findings)
+        rh.resume()
+        try:
+            noop_ms(rh, None, n=NOOP_N, dps=True, hold=Hold(rh, None, candidate=False), windows=self._noop_last)
+        except Exception:  # noqa: BLE001 - evidence only: no drift figure then
+            self._noop_last.clear()
+        finally:
+            if rh.alive:
+                rh.pause()
+            thaw(self.run.h, frozen)
 
     def _reference_block(self, b: int, m: int, scalars: list, rng, ref_blocks: list[Block],
                          ref_overhead: float | None) -> float | None:
@@ -655,6 +719,7 @@ class TimedBlocks:
                     ref_overhead = noop_ms(rh, None, n=NOOP_N, dps=True,
                                            hold=None if cfg.is_cuda else Hold(rh, None, candidate=False),
                                            windows=self._noop_windows)
+                    self._noop_first = list(self._noop_windows)
                 for i in range(cfg.n_warmup() if b == 0 else 1):
                     run.slots.restore(i % k, run.inplace_inputs)
                     protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
@@ -741,8 +806,10 @@ class TimedBlocks:
                 before = kids_before(run) if candidate else set()
                 if hold is not None:
                     # the call's window on the parent's clock: resume, request, reply, stop
-                    # read only for the candidate: the reference's blocks are never cross-checked
-                    w0 = load_wait_mark(h.pid) if candidate else None
+                    # the candidate's: its main thread's (the plausibility cross-check); the
+                    # trusted reference's: every thread of its worker (harness.resolution's load
+                    # check; a candidate's own threads must not be able to call the host loaded)
+                    w0 = load_wait_mark(h.pid, all_threads=not candidate)
                     t0 = time.perf_counter()
                     hold.cont()
                     rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
@@ -751,20 +818,29 @@ class TimedBlocks:
                     hold.stop()
                     rt = (time.perf_counter() - t0) * 1e3
                     if w0 is not None:
-                        wait_ms, cpu_ms = load_wait_since(w0, h.pid)
+                        wait_ms, cpu_ms = load_wait_since(w0, h.pid, all_threads=not candidate)
                         blk.wait.append(wait_ms)
                         blk.cpu.append(cpu_ms)
                     hold.settle()
                     if mem_fd is not None and not isinstance(rep, protocol.ErrorReply):
                         parent_copy_out(mem_fd, rep.returned, slots.outputs(s))
                 else:
+                    # the run-queue wait around the call (outside the device span): a loaded
+                    # host stretches a launch-bound call's gaps (harness.resolution's load check)
+                    w0 = load_wait_mark(h.pid, all_threads=not candidate)
                     t0 = time.perf_counter()
                     rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
                                            timeout_s=run.call_timeout_s)
                     rt = (time.perf_counter() - t0) * 1e3
+                    blk.wait.append(load_wait_since(w0, h.pid, all_threads=not candidate)[0])
                 tp = run.tick(pre + "calls", tp)
                 if isinstance(rep, protocol.ErrorReply):
                     raise CandidateError(f"timed call {i}: {rep.type}: {rep.message}")
+                if (i == 0 or i == m - 1) and self.telemetry is not None and self.telemetry.ok:
+                    # the clocks the timed calls ran at, read by the parent right after a call
+                    # (on CUDA the sample is the device span: the read is outside it)
+                    self._clock_samples.append({**self.telemetry.sample(), "side": "C" if candidate else "R",
+                                                "call": i})
                 blk.roundtrip.append(rt)
                 blk.host.append(rep.host_ms)
                 blk.event.append(rep.event_ms)

@@ -104,6 +104,15 @@ class Worker:
         #: worker's own marker and copy-out streams: (torch streams, CUPTI stream ids)
         self.markers = "ranges"
         self._markers_note: str | None = None
+        #: CUDA: seconds the worker spins on its CPU right before each timed call (no kernel of
+        #: the call has started, so the span does not hold it): a core that slept through the
+        #: parent's work between calls wakes into a deep C-state and a low clock, and the
+        #: host's gaps between a launch-bound call's kernels are wider than in a loop
+        #: (bench/launch_gap_ab.py measures it). Read once, before any candidate code exists
+        try:
+            self._preroll_s = max(0.0, min(float(os.environ.get("SOLBENCH_WORKER_PREROLL_US", "0")), 1e4)) / 1e6
+        except ValueError:
+            self._preroll_s = 0.0
         self._mstreams = None
         # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
         # are done, before any candidate code exists
@@ -576,6 +585,10 @@ class Worker:
             self._flush(i + 1)
         if self.is_cuda:
             start, end = self._Event(enable_timing=True), self._Event(enable_timing=True)
+            if self._preroll_s:
+                t_spin = _perf()
+                while _perf() - t_spin < self._preroll_s:
+                    pass
             with torch.no_grad():
                 start.record()
                 t0 = _perf()

@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from ..spec.trace import Status, Trace, speedup_bound
+from ..spec.trace import Status, Trace, speedup_bound, speedup_resolved
 
 DEFAULT_PS: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0)
 
@@ -77,6 +77,8 @@ def trace_speedup_bound(trace: Trace) -> tuple[str, float] | None:
     b = ev.speedup_bound
     if b is not None and math.isfinite(b.value) and b.value > 0:
         return b.op, float(b.value)
+    if speedup_resolved(ev) is False:
+        return None  # the paired blocks refused the bound (evaluation.speedup_resolution)
     return speedup_bound(ev.timing, ev.reference_timing)
 
 

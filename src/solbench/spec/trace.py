@@ -95,6 +95,9 @@ class TimingStats(_Model):
     l2_flush_bytes: int = 0
     samples_ms: list[float | None] = Field(default_factory=list)
     kernel_sum_median_ms: float | None = None
+    #: CUPTI only: each timed call's sum of kernel durations (ms), in the order of
+    #: ``samples_ms`` (the span less this is the host's gaps between the call's launches)
+    kernel_sum_samples_ms: list[float] | None = None
     host_median_ms: float | None = None
     notes: list[str] = Field(default_factory=list)
     #: CPU (perf_counter) only: whether the median is above what the held-timing path resolves
@@ -129,6 +132,17 @@ def speedup_bound(timing: "TimingStats | None", ref: "TimingStats | None") -> tu
     return kind, num / den
 
 
+def speedup_resolved(ev: "Evaluation") -> bool | None:
+    """Whether the evaluation's speedup is resolved (``speedup_resolution.resolved``): True
+    only when the paired-block rule held; None for traces without the block (written before
+    the rule, or without a reference timing). Reports count a speedup (fast_p, win rate) only
+    when this is True, or None for an old trace whose figures they judge as before."""
+    r = ev.speedup_resolution
+    if not isinstance(r, dict) or not isinstance(r.get("resolved"), bool):
+        return None
+    return r["resolved"]
+
+
 class SpeedupBound(_Model):
     """A bound on the speedup (reference time / candidate time, dimensionless) that a CPU pair
     with exactly one side unresolved proves (:func:`speedup_bound`): ``op`` "<=" when the
@@ -151,6 +165,13 @@ class Evaluation(_Model):
     #: CPU only, exactly one side unresolved (``performance.speedup_factor`` is then None): the
     #: bound on the speedup the resolved side proves (solbench addition; docs/harness.md)
     speedup_bound: SpeedupBound | None = None
+    #: whether the pair's speedup (a ratio outside the noise, or ``speedup_bound``) is
+    #: resolved by the paired-block rule (``harness.resolution.pair_resolution``,
+    #: docs/harness.md "Resolved speedups"): ``resolved``, ``reason``, ``block_ratios``,
+    #: ``interval``, ``direction``, the block medians, the load and no-op drift evidence.
+    #: Unresolved: no bound is claimed and reports count the speedup as noise. None: no
+    #: reference timing, or a trace written before the rule (solbench addition)
+    speedup_resolution: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None
     findings: list[Finding] = Field(default_factory=list)
     sol: dict[str, Any] | None = None

@@ -65,10 +65,13 @@ class TelemetrySample(_Block):
 
 
 class Telemetry(_Block):
-    """``evaluation.telemetry``: NVML samples around the timed block."""
+    """``evaluation.telemetry``: NVML samples around the timed phase; ``clocks``: the SM and
+    memory clocks (MHz, min/median/max) and throttle reasons seen during the timed calls
+    (``harness.telemetry.clock_summary``; every figure None with ``reason`` on the CPU)."""
 
     samples: list[TelemetrySample] = Field(default_factory=list)
     throttled: Any = None
+    clocks: dict[str, Any] | None = None
 
 
 class Phases(_Block):
