@@ -174,3 +174,155 @@ def test_run_records_a_problem_that_does_not_load_and_goes_on(tmp_path):
     assert f"invalid problem, left out: {bad}" in r.stderr
     assert [p["path"] for p in json.loads(r.stdout)["invalid_problems"]] == [str(bad)]
     assert [t.evaluation.status for t in read_traces(out)] == [Status.PASSED]
+
+
+# --- item 6: a big problem never kills the run -------------------------------------------------
+CONV3D = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """3D convolution, KernelBench level-1 style: a small input, a 2 GiB fp32 output."""
+
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv3d = nn.Conv3d(in_channels, out_channels, kernel_size, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.conv3d(x)
+
+
+batch_size, in_channels, out_channels, kernel_size = 2, 1, 256, 3
+depth, height, width = 16, 256, 256
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, depth, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
+'''
+
+RELU = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CAND = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        {body}
+'''
+
+# By hand, the conv3d above: input I = 2*1*16*256*256 fp32 = 8,388,608 bytes; output
+# O = 2*256*16*256*256 fp32 = 536,870,912 elements = 2,147,483,648 bytes; I + O above the
+# CPU slot budget (1 GiB): one slot. ModelNew returns its output (not destination-passing).
+I_B, O_B = 8_388_608, 2_147_483_648
+WB = memory_plan.WORKER_BASE  # 402,653,184
+HAND = {
+    "slots": I_B + O_B,                      # 2,155,872,256
+    "reference_slots": I_B + O_B,            # the reference's twin pool
+    "input_set": I_B, "reference_copies": I_B,
+    "reference_outputs": O_B, "first_outputs": O_B,
+    "truth": 8 * (I_B // 4) + 8 * (O_B // 4),  # float64 of every fp32 element: 4,311,744,512
+    "compare": (1 << 25) * 32,               # one chunk of the comparisons: 1,073,741,824
+    "candidate_worker": WB + O_B, "reference_worker": WB + O_B,
+}
+HAND_TOTAL = 19_109_249_024        # sum(HAND.values()), with the flush buffers on top
+HAND_LEAN = 14_403_239_936         # without reference_slots and reference_worker
+
+
+def test_estimate_of_the_conv3d_by_hand(tmp_path):
+    assert sum(HAND.values()) == HAND_TOTAL
+    kb = tmp_path / "59_conv3d.py"
+    kb.write_text(CONV3D)
+    prob = load_problem(kb)  # output shape from the meta device: nothing of 2 GiB is made
+    cfg = harness.EvalConfig(device="cpu")
+    terms, k = memory_plan.estimate(prob, prob.workloads[0], cfg, flush_bytes=0)
+    assert k == 1
+    assert {n: v for n, v in terms.items() if n != "flush"} == HAND
+    lean, _ = memory_plan.estimate(prob, prob.workloads[0], cfg, flush_bytes=0, reference_timing=False)
+    assert sum(lean.values()) == HAND_LEAN
+
+
+def test_run_kernelbench_records_a_workload_too_big_and_goes_on(tmp_path, monkeypatch):
+    """Before: the conv3d's evaluation allocated its 2 GiB output several times over (on a
+    24 GB host the OOM killer ended solbench: no trace for it or any later problem). Now,
+    with 4 GiB available, it is NOT_RUNNABLE with the estimate (by hand above) against the
+    available bytes, before any worker or input; the relu after it still PASSED."""
+    monkeypatch.setenv(memory_plan.ENV, "4G")
+    probs, cands = tmp_path / "level1", tmp_path / "mine"
+    probs.mkdir()
+    cands.mkdir()
+    (probs / "59_conv3d.py").write_text(CONV3D)
+    (probs / "60_relu.py").write_text(RELU)
+    (cands / "59_conv3d.py").write_text(CAND.format(body=(
+        "self.conv3d = nn.Conv3d(args[0], args[1], args[2], padding=1, bias=False)\n\n"
+        "    def forward(self, x):\n        return self.conv3d(x)")))
+    (cands / "60_relu.py").write_text(CAND.format(body="\n    def forward(self, x):\n        return torch.relu(x)"))
+    out = tmp_path / "r.jsonl"
+    r = CliRunner().invoke(app, ["run-kernelbench", str(probs), str(cands), "--device", "cpu",
+                                 "--iters", "2", "--rounds", "1", "-o", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    got = {t.definition: t.evaluation for t in read_traces(out)}
+    assert got["60_relu"].status == Status.PASSED
+    ev = got["59_conv3d"]
+    assert ev.status == Status.NOT_RUNNABLE and ev.input_seeds is None
+    (f,) = [f for f in ev.findings if f.check == "not_runnable"]
+    e = f.evidence
+    # the share less what the solbench process already holds (this test's process: < 4 GiB)
+    assert 0 < e["available_bytes"] < 4 << 30
+    assert e["available_source"].startswith("$SOLBENCH_MEMORY_AVAILABLE 4.29 GB less this process's ")
+    flush = e["terms"]["flush"]
+    assert {n: v for n, v in e["terms"].items() if n != "flush"} == {
+        **HAND, "reference_slots": 0, "reference_worker": 0}
+    assert e["estimated_bytes"] == HAND_LEAN + flush
+    assert e["estimated_with_reference_timing_bytes"] == HAND_TOTAL + 2 * flush
+    assert ev.log.startswith("not runnable on cpu: does not fit this machine's memory: estimated 14.")
+    assert f"against {e['available_bytes'] / 1e9:.2f} GB available" in ev.log
+
+
+def test_a_workload_that_fits_only_without_reference_timing_runs_so(tmp_path, monkeypatch):
+    """Available bytes between the plan without the reference's timing and the full one:
+    the workload runs, judged as always, its candidate timed, the reference not (no
+    speedup), and the ``memory_plan`` finding says why with both figures."""
+    d = _problem_dir(tmp_path / "add2", ADD, sizes=(1 << 20,))
+    prob = load_problem(d)
+    cfg = harness.EvalConfig(device="cpu", iters=2, rounds=1)
+    from solbench.harness.evaluator import flush_bytes
+
+    fb = flush_bytes(cfg)
+    full = sum(memory_plan.estimate(prob, prob.workloads[0], cfg, flush_bytes=fb)[0].values())
+    lean = sum(memory_plan.estimate(prob, prob.workloads[0], cfg, flush_bytes=fb,
+                                    reference_timing=False)[0].values())
+    # x, y, out: 4 MiB each, 12 MiB a slot, 8 slots in the CPU budget (1 GiB): the twin pool
+    # 96 MiB, its flush buffer, the reference's worker (its base and its 4 MiB output)
+    assert full - lean == 8 * (12 << 20) + fb + WB + (4 << 20)
+    own = memory_plan._own_resident()  # counted against the share (it grows little meanwhile)
+    monkeypatch.setenv(memory_plan.ENV, str(int((full + lean) / 2 / memory_plan.MARGIN) + own))
+    (t,) = harness.evaluate(prob, reference_solution(prob), cfg)
+    ev = t.evaluation
+    assert ev.status == Status.PASSED and ev.timing is not None and ev.reference_timing is None
+    assert ev.performance.speedup_factor is None
+    (f,) = [f for f in ev.findings if f.check == "memory_plan"]
+    assert f.evidence["estimated_bytes"] == lean and f.evidence["estimated_with_reference_timing_bytes"] == full

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from typing import Any
 
@@ -52,6 +53,29 @@ from .workers import ReferenceWorkers, SparePool, start_candidate, timed_window
 __all__ = ["EvalConfig", "Evaluator", "evaluate", "select_workloads", "environment"]
 
 _BAD = (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REWARD_HACK)
+
+
+#: an input-generation estimate at least this long (s) is printed before the workload runs
+NOTICE_S = 10.0
+
+
+def input_sets_notice(name: str, uuid: str, n_rounds: int, k: int, cfg: EvalConfig,
+                      set_s: float, set_bytes: int, late: int = 1) -> str | None:
+    """The line printed on stderr before a workload whose fresh input sets will take at
+    least :data:`NOTICE_S`: "about N s: M input sets of B bytes". M counts the sets the
+    evaluation makes (each seeded afresh, recorded in ``input_seeds``): one per correctness
+    round (``n_rounds``), the other ``k - 1`` slots' first fills, one per timed call of the
+    candidate and of the reference (``EvalConfig.n_iters``, each with its own set), ``late``
+    re-checks after timing; N is M times ``set_s``, the time the first set took. None below
+    the threshold."""
+    m = n_rounds
+    if cfg.timing:
+        m += (k - 1) + cfg.n_iters() * (2 if cfg.reference_timing else 1) + late
+    est = m * set_s
+    if est < NOTICE_S:
+        return None
+    return (f"{name} / {uuid}: about {est:.0f} s: {m} input sets of {set_bytes:,} bytes "
+            f"({set_s:.2f} s each to make)")
 
 
 def runtime_need_of(trace: Trace):
@@ -292,11 +316,18 @@ class Evaluator:
             plan = round_plan(cfg.rounds, self.problem, w)
         except SpecError as e:
             return self._trace(solution, w, run, Failure(Status.INVALID_REFERENCE, f"input rules: {e}"))
+        t_set = time.perf_counter()
         first = make_set(run, plan[0])
         if isinstance(first, Failure):
             return self._trace(solution, w, run, first)
+        t_set = time.perf_counter() - t_set
         wbytes = max(self.problem.workload_bytes(w), 1)
         k = cfg.n_slots(wbytes)
+        note = input_sets_notice(self.problem.name, w.uuid, len(plan), k, cfg, t_set,
+                                 sum(v.nbytes for v in first.values() if isinstance(v, torch.Tensor)),
+                                 late=1 + any(spec.profile == "stress_sparse" for spec in plan))
+        if note:
+            print(note, file=sys.stderr, flush=True)
         try:
             run.slots = SlotPool(self.problem, w, k, cfg.device, first)
         except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory

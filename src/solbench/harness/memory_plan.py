@@ -39,7 +39,7 @@ a plan fits when its estimate is at most ``MARGIN`` x the available bytes.
 
 Available bytes (:func:`available_bytes`): ``$SOLBENCH_MEMORY_AVAILABLE`` when set (a byte
 count such as ``4G``: lowers the figure for a test, or states a share of a machine shared
-with other jobs); else on the CPU the least of ``MemAvailable`` (/proc/meminfo) and the
+with other jobs) less what this process already holds resident; else on the CPU the least of ``MemAvailable`` (/proc/meminfo) and the
 cgroup's limit minus its usage plus its inactive file pages (v2 ``memory.max``, v1
 ``memory.limit_in_bytes``); on CUDA the device's free memory (``cudaMemGetInfo``) plus what
 this process's caching allocator holds unused.
@@ -233,12 +233,24 @@ def _mem_available() -> int | None:
     return None
 
 
+def _own_resident() -> int:
+    """Resident bytes of this process (``/proc/self/statm``), 0 where unreadable."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
 def available_bytes(device: str) -> tuple[int | None, str]:
     """(bytes available to this evaluation, where the figure came from); None when nothing
     says (the plan then runs every workload). Module doc: the sources, in order. Raises
     ValueError for a malformed ``$SOLBENCH_MEMORY_AVAILABLE``."""
     if os.environ.get(ENV):
-        return parse_bytes(os.environ[ENV]), f"${ENV}"
+        # the run's share of the machine: what this process already holds (interpreter,
+        # torch, the problem) counts against it, as it does against MemAvailable
+        share, own = parse_bytes(os.environ[ENV]), _own_resident()
+        return max(share - own, 0), f"${ENV} {gb(share)} less this process's {gb(own)}"
     if torch.device(device).type == "cuda":
         dev = torch.device(device)
         free, _total = torch.cuda.mem_get_info(dev)
