@@ -49,10 +49,12 @@ def test_same_seed_same_values_whatever_the_thread_count(big):
         one = make_inputs(big, w, 7)
         G._POOL[:] = [ThreadPoolExecutor(max_workers=4)]
         four = make_inputs(big, w, 7)
+        G._POOL[:] = [None]  # $SOLBENCH_INPUT_THREADS=1: every chunk in the calling thread
+        inline = make_inputs(big, w, 7)
     finally:
         G._POOL[:] = old
     for k in one:
-        assert torch.equal(one[k], four[k]), k
+        assert torch.equal(one[k], four[k]) and torch.equal(one[k], inline[k]), k
 
 
 def test_another_seed_changes_every_chunk(big):

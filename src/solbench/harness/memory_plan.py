@@ -142,6 +142,18 @@ def _numel(shape) -> int:
     return n
 
 
+def _tensors(defn, specs: dict, env: dict) -> list[tuple[torch.dtype, int, int]]:
+    """(dtype, elements, bytes) of each tensor of ``specs`` (scalars left out)."""
+    out = []
+    for spec in specs.values():
+        shape = defn.shape_of(spec, env)
+        if shape is not None:
+            dt = to_torch(spec.dtype)
+            n = _numel(shape)
+            out.append((dt, n, int(n * element_bytes(dt))))
+    return out
+
+
 def estimate(problem: Problem, w: Workload, cfg: EvalConfig, *, flush_bytes: int = 0,
              dps: bool = False, reference_timing: bool | None = None) -> tuple[dict[str, int], int]:
     """(bytes by term, slot count) of evaluating ``w`` under ``cfg`` (module doc).
@@ -149,28 +161,16 @@ def estimate(problem: Problem, w: Workload, cfg: EvalConfig, *, flush_bytes: int
     defn = problem.definition
     env = defn.resolve_axes(w.axes)
     ref_timed = (cfg.timing and cfg.reference_timing) if reference_timing is None else reference_timing
-    i_bytes = o_bytes = truth_in = truth_out = 0
-    max_out = 0
-    wide_out = False
-    for spec in defn.inputs.values():
-        shape = defn.shape_of(spec, env)
-        if shape is None:
-            continue
-        dt = to_torch(spec.dtype)
-        n = _numel(shape)
-        b = int(n * element_bytes(dt))
-        i_bytes += b
-        truth_in += 8 * n if dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64) else b
-    for spec in defn.outputs.values():
-        shape = defn.shape_of(spec, env)
-        if shape is None:
-            continue
-        dt = to_torch(spec.dtype)
-        n = _numel(shape)
-        o_bytes += int(n * element_bytes(dt))
-        truth_out += 8 * n if dt.is_floating_point else int(n * element_bytes(dt))
-        max_out = max(max_out, n)
-        wide_out = wide_out or dt in (torch.float32, torch.float64)
+    ins, outs = _tensors(defn, defn.inputs, env), _tensors(defn, defn.outputs, env)
+    i_bytes = sum(b for _, _, b in ins)
+    o_bytes = sum(b for _, _, b in outs)
+    # the float64 run: float inputs up to 32 bits are widened (the others cloned), every float
+    # output comes back float64
+    truth_in = sum(8 * n if dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64) else b
+                   for dt, n, b in ins)
+    truth_out = sum(8 * n if dt.is_floating_point else b for dt, n, b in outs)
+    max_out = max((n for _, n, _ in outs), default=0)
+    wide_out = any(dt in (torch.float32, torch.float64) for dt, _, _ in outs)
     k = cfg.n_slots(max(i_bytes + o_bytes, 1))
     terms = {
         "slots": k * (i_bytes + o_bytes),

@@ -88,9 +88,14 @@ PARALLEL_CHUNK = 1 << 20
 _POOL: list = []
 
 
+#: environment variable: threads drawing a large input set (default: the cores this process
+#: may use, at most 16; 1: in the calling thread). The values do not depend on it.
+THREADS_ENV = "SOLBENCH_INPUT_THREADS"
+
+
 def _pool():
-    """The thread pool of :func:`_iid` (one per process, made at first use): as many threads
-    as this process may use cores, at most 16. torch's CPU ``normal_`` / ``uniform_`` with a
+    """The thread pool of :func:`_iid` (one per process, made at first use), or None for one
+    thread (``$SOLBENCH_INPUT_THREADS``). torch's CPU ``normal_`` / ``uniform_`` with a
     generator run serially in the calling thread and release the GIL, so the threads work
     side by side, and start no OpenMP team that could spin after the call."""
     if not _POOL:
@@ -100,7 +105,10 @@ def _pool():
             n = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             n = os.cpu_count() or 1
-        _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(16, n)), thread_name_prefix="solbench-inputs"))
+        if os.environ.get(THREADS_ENV, "").strip():
+            n = int(os.environ[THREADS_ENV])
+        n = max(1, min(16, n))
+        _POOL.append(ThreadPoolExecutor(max_workers=n, thread_name_prefix="solbench-inputs") if n > 1 else None)
     return _POOL[0]
 
 
@@ -139,7 +147,9 @@ def _iid(shape, kind: str, g: torch.Generator, dev: torch.device, lo: float = 0.
         else:
             c.uniform_(lo, hi, generator=gj)
 
-    list(_pool().map(fill, range((n + PARALLEL_CHUNK - 1) // PARALLEL_CHUNK)))
+    chunks = range((n + PARALLEL_CHUNK - 1) // PARALLEL_CHUNK)
+    pool = _pool()
+    list(pool.map(fill, chunks) if pool is not None else map(fill, chunks))
     return out
 
 
