@@ -207,6 +207,8 @@ def register(app: typer.Typer) -> None:
         if not plan.pairs:
             # nothing matched: say what was expected where, and fail (a run that evaluates
             # nothing must not look like a clean one)
+            for path, why in plan.invalid_problems:
+                err_console.print(f"invalid problem, left out: {path}: {why}", highlight=False, markup=False)
             found = sorted(p.name for p in Path(solutions).iterdir())[:8] if Path(solutions).is_dir() else []
             err_console.print(
                 f"error: {solutions}: no candidate for any of the {len(paths)} problems; expected "
