@@ -326,3 +326,11 @@ def test_a_workload_that_fits_only_without_reference_timing_runs_so(tmp_path, mo
     assert ev.performance.speedup_factor is None
     (f,) = [f for f in ev.findings if f.check == "memory_plan"]
     assert f.evidence["estimated_bytes"] == lean and f.evidence["estimated_with_reference_timing_bytes"] == full
+
+
+def test_every_status_has_a_table_style():
+    """A status without a style printed "[]NOT_RUNNABLE[/]": rich's MarkupError ended
+    `solbench eval` on the nvfp4 problems after their traces were written."""
+    from solbench.report.tables import STATUS_STYLE
+
+    assert set(STATUS_STYLE) == set(Status)
