@@ -15,7 +15,11 @@ This module only orchestrates; each step is its own unit (threats.md principles 
 
 Any crash, exit, hang, OOM or malformed reply ends as a status (RUNTIME_ERROR / TIMEOUT /
 REWARD_HACK); the worker is replaced and the next workload goes on; after a TIMEOUT the
-solution's remaining workloads are recorded as not run unless ``keep_going``.
+solution's remaining workloads are recorded as not run unless ``keep_going``. A workload that
+cannot run here is NOT_RUNNABLE before its worker starts or any input of it is made: its
+reference needs another device (:mod:`solbench.spec.capability`), or its estimated memory
+exceeds what the machine has (:mod:`.memory_plan`, which may instead leave the eager
+reference's timing out to make it fit).
 """
 
 from __future__ import annotations
@@ -159,11 +163,6 @@ class Evaluator:
                     add(self._not_runnable(solution, w, need.reason,
                                            {"need": need.tag, "device": cfg.device, "reason": need.reason}))
                     continue
-                mplan = self._memory_plan(w, solution)
-                if mplan is not None and not mplan.fits:
-                    add(self._not_runnable(solution, w, "does not fit this machine's memory: " + mplan.describe(),
-                                           {"need": "memory", "device": cfg.device, **mplan.evidence()}))
-                    continue
                 if timed_out is not None:
                     add(self._trace(solution, w, None, Failure(Status.TIMEOUT, (
                         f"not run: workload {timed_out.workload.uuid} of this solution timed out "
@@ -174,6 +173,13 @@ class Evaluator:
                     continue
                 if stop is not None:
                     add(self._trace(solution, w, None, stop))
+                    continue
+                # what the workload will hold, before its worker or any input of it: one too
+                # big for this machine is recorded with the figures, and the run goes on
+                mplan = self._memory_plan(w, solution)
+                if mplan is not None and not mplan.fits:
+                    add(self._not_runnable(solution, w, "does not fit this machine's memory: " + mplan.describe(),
+                                           {"need": "memory", "device": cfg.device, **mplan.evidence()}))
                     continue
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
