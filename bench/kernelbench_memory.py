@@ -57,18 +57,8 @@ def get_init_inputs():
     return [1, {cout}, 3]
 '''
 
-CANDIDATE = '''import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, in_channels, out_channels, kernel_size):
-        super().__init__()
-        self.conv3d = nn.Conv3d(in_channels, out_channels, kernel_size, padding=1, bias=False)
-
-    def forward(self, x):
-        return self.conv3d(x)
-'''
+#: the honest candidate: the problem's own model under KernelBench's candidate name
+CANDIDATE = PROBLEM.split("\n\n\ndef get_inputs")[0].replace("class Model(", "class ModelNew(")
 
 RELU = '''import torch
 import torch.nn as nn
