@@ -334,3 +334,28 @@ def test_every_status_has_a_table_style():
     from solbench.report.tables import STATUS_STYLE
 
     assert set(STATUS_STYLE) == set(Status)
+
+
+def test_plan_run_matches_capability_tags(tmp_path):
+    """`solbench run --exclude-tag needs-cuda` / `--tag needs-cuda`: the problem's capability
+    tag counts as a tag of each of its workloads (plan only, nothing evaluated)."""
+    from solbench.suites.runner import plan_run
+
+    grouped = dict(ADD, name="grouped", reference=(
+        "import torch\n\ndef run(x, y):\n"
+        "    return torch._scaled_grouped_mm(x.view(8, 8), y.view(8, 8), torch.ones(8), torch.ones(8)).flatten()\n"))
+    probs = tmp_path / "probs"
+    paths = [_problem_dir(probs / "add2", ADD), _problem_dir(probs / "grouped", grouped)]
+    assert capability_tags(load_problem(paths[1]).definition) == [NEEDS_CUDA]
+    sols = tmp_path / "sols"
+    for p in paths:
+        (sols / p.name).mkdir(parents=True)
+        sol = reference_solution(load_problem(p))
+        (sols / p.name / "eager.json").write_text(json.dumps(sol.model_dump(mode="json", exclude_none=True)))
+
+    def planned(**kw):
+        return {pp.problem.name: len(pp.todo) for pp in plan_run(paths, sols, set(), **kw).pairs}
+
+    assert planned() == {"add2": 1, "grouped": 1}
+    assert planned(exclude_tags=[NEEDS_CUDA]) == {"add2": 1, "grouped": 0}
+    assert planned(tags=[NEEDS_CUDA]) == {"add2": 0, "grouped": 1}
