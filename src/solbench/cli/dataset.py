@@ -58,6 +58,9 @@ def dataset_problems(root: Path, subsets: list[str] | None) -> list[Path]:
     return out
 
 
+EXCLUDE_TAG_HELP = ("leave out workloads with this tag (repeatable), their own or their problem's "
+                    "capability tag: --exclude-tag needs-cuda on a CPU")
+
 _NUM_RX = re.compile(r"^(\d+)_")
 _KB_RX = re.compile(r"level_?(\d+).*?problem_?(\d+)", re.I)
 _PROB_RX = re.compile(r"problem_?(\d+)", re.I)
@@ -117,6 +120,7 @@ def register(app: typer.Typer) -> None:
         workloads: Optional[str] = typer.Option(None, "--workloads", "-w", help=WORKLOADS_HELP + " (per problem)"),
         workload_limit: Optional[int] = typer.Option(None, "--workload-limit", help=LIMIT_HELP + " per problem"),
         max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
+        exclude_tag: list[str] = typer.Option([], "--exclude-tag", help=EXCLUDE_TAG_HELP),
         out: Path = typer.Option(Path("results.jsonl"), "-o", "--out", help="results file (trace JSON lines, appended)"),
         resume: bool = typer.Option(False, "--resume", help="skip (solution hash, workload uuid) pairs already in the results file"),
         overwrite: bool = typer.Option(False, "--overwrite", help="start a fresh results file"),
@@ -129,7 +133,9 @@ def register(app: typer.Typer) -> None:
         SOL-ExecBench-style dataset (as upstream's run_dataset.py); resumable."""
         import fnmatch
 
-        from ..suites.runner import PairPlan, RunPlan, done_keys, load_candidate
+        from ..errors import SpecError
+        from ..suites.runner import (PairPlan, RunPlan, done_keys, load_candidate, load_or_record,
+                                     workload_tags_match)
         from .suite import open_results, run_and_report
 
         if not root.is_dir():
@@ -146,8 +152,6 @@ def register(app: typer.Typer) -> None:
         if not paths:
             fail(f"{root}: no problem folders" + (f" in subsets {subset}" if subset else ""))
         dev = check_device(device)
-        from ..spec import load_problem
-
         with clean_errors():
             previous = open_results(out, resume, overwrite)
             done = done_keys(previous)
@@ -157,13 +161,22 @@ def register(app: typer.Typer) -> None:
                 if not f.is_file():
                     plan.problems_without_solutions.append(pp.name)
                     continue
-                prob = load_problem(pp)
-                wls = choose_workloads(prob, workloads, workload_limit, mb)
+                prob = load_or_record(pp, plan)
+                if prob is None:
+                    continue
+                pool = [w for w in prob.workloads if workload_tags_match(prob, w, None, exclude_tag)]
+                if not pool:  # every workload left out by --exclude-tag
+                    continue
+                try:
+                    wls = choose_workloads(prob, workloads, workload_limit, mb, pool=pool)
+                except SpecError as e:
+                    plan.invalid_problems.append((str(pp), str(e)))
+                    continue
                 cand = load_candidate(f, prob)
                 todo = [w for w in wls if (cand.solution_hash, w.uuid) not in done]
                 plan.pairs.append(PairPlan(problem=prob, candidate=cand, todo=todo,
                                            done=len(wls) - len(todo)))
-        if not plan.pairs:
+        if not plan.pairs and not plan.invalid_problems:
             fail(f"{root}: none of the {len(paths)} problem folders has a {solution_name}")
         _announce(plan, len(paths), dev, out, json_out,
                   f"{len(plan.problems_without_solutions)} problem folders have no {solution_name}")
@@ -179,6 +192,7 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, "--resume", help="skip (solution hash, workload uuid) pairs already in the results file"),
         overwrite: bool = typer.Option(False, "--overwrite", help="start a fresh results file"),
         limit: Optional[int] = typer.Option(None, "--limit", help="the first N matched problems"),
+        exclude_tag: list[str] = typer.Option([], "--exclude-tag", help=EXCLUDE_TAG_HELP),
         device: str = typer.Option("auto", "--device", help="cuda, cuda:N, cpu or auto"),
         iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations per workload"),
         rounds: Optional[int] = typer.Option(None, "--rounds", help="correctness rounds per workload"),
@@ -186,7 +200,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate a folder of KernelBench ModelNew files against the KernelBench problem files
         they are named after (same file name, or level/problem number), in place."""
-        from ..suites.runner import PairPlan, RunPlan, done_keys, load_candidate
+        from ..suites.runner import (PairPlan, RunPlan, done_keys, load_candidate, load_or_record,
+                                     workload_tags_match)
         from .suite import open_results, run_and_report
 
         for p, opt in ((problems, "PROBLEMS"), (candidates, "CANDIDATES")):
@@ -210,21 +225,22 @@ def register(app: typer.Typer) -> None:
             pairs = dict(list(pairs.items())[:limit])
         dev = check_device(device)
         family = label or (candidates.name if candidates.is_dir() else candidates.stem)
-        from ..spec import load_problem
-
         with clean_errors():
             previous = open_results(out, resume, overwrite)
             done = done_keys(previous)
             plan = RunPlan(pairs=[])
             for pp, cs in pairs.items():
-                prob = load_problem(pp)
+                prob = load_or_record(pp, plan)
+                if prob is None:
+                    continue
+                wls = [w for w in prob.workloads if workload_tags_match(prob, w, None, exclude_tag)]
                 for c in cs:
                     cand = load_candidate(c, prob)
                     m = _SAMPLE_RX.search(c.stem)
                     cand.label = family + (f"/sample_{m.group(1)}" if m and len(cs) > 1 else "")
-                    todo = [w for w in prob.workloads if (cand.solution_hash, w.uuid) not in done]
+                    todo = [w for w in wls if (cand.solution_hash, w.uuid) not in done]
                     plan.pairs.append(PairPlan(problem=prob, candidate=cand, todo=todo,
-                                               done=len(prob.workloads) - len(todo)))
+                                               done=len(wls) - len(todo)))
         _announce(plan, len(pairs), dev, out, json_out,
                   f"{len(unmatched)} candidate files match no problem: "
                   + ", ".join(c.name for c in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")

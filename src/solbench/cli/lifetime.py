@@ -179,4 +179,7 @@ def arm_watchdog() -> None:
     except OSError:  # pragma: no cover - no watchdog: the signal handlers still work
         return
     _state["watchdog"] = proc
+    from ..harness.process import own_helper
+
+    own_helper(proc.pid)
     os.environ[RUN_ENV] = token

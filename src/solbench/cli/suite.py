@@ -207,6 +207,8 @@ def register(app: typer.Typer) -> None:
         if not plan.pairs:
             # nothing matched: say what was expected where, and fail (a run that evaluates
             # nothing must not look like a clean one)
+            for path, why in plan.invalid_problems:
+                err_console.print(f"invalid problem, left out: {path}: {why}", highlight=False, markup=False)
             found = sorted(p.name for p in Path(solutions).iterdir())[:8] if Path(solutions).is_dir() else []
             err_console.print(
                 f"error: {solutions}: no candidate for any of the {len(paths)} problems; expected "
@@ -263,8 +265,15 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
     from ..report.summary import summarize, unit_results
     from ..suites.executors import LocalExecutor
     from ..suites.runner import label_map, result_key
+    from ..suites.runner import device_notes
     from . import lifetime
 
+    # said before anything runs: problems left out (did not load) and problems that cannot
+    # run on this device (recorded NOT_RUNNABLE without spending their inputs on them)
+    for path, why in plan.invalid_problems:
+        err_console.print(f"invalid problem, left out: {path}: {why}", highlight=False, markup=False)
+    for line in device_notes(plan, dev):
+        err_console.print(line, highlight=False, markup=False)
     lifetime.arm_watchdog()
     with EvalProgress(plan.todo_workloads, "run", enabled=not json_out) as prog:
         def on_trace(pair, t):
@@ -289,6 +298,7 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
         print(json.dumps({
             "results": str(out), "device": dev, "unit": unit,
             "evaluated_now": len(outcome.traces), "harness_errors": outcome.harness_errors,
+            "invalid_problems": [{"path": p, "reason": r} for p, r in plan.invalid_problems],
             "summary": {k: s.to_json() for k, s in summaries.items()},
             "problems": [r.__dict__ for r in sorted(rows, key=lambda r: (r.definition, r.label))],
         }, allow_nan=False))

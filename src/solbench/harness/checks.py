@@ -210,6 +210,13 @@ register("malformed_reply", A, """A worker reply failed its typed model (protoco
     is RUNTIME_ERROR with the op and field named.""")
 register("skipped_after_timeout", A, """Not run: an earlier workload of this solution timed out
     (``--keep-going`` runs it).""")
+register("not_runnable", A, """Not run here (NOT_RUNNABLE): the reference needs a device this
+    one is not (``needs-cuda``: an op without a CPU kernel, found in the definition or raised by
+    the reference), or the workload's estimated memory exceeds what this machine has
+    (``harness.memory_plan``; evidence: estimated and available bytes, each term).""")
+register("memory_plan", A, """The workload did not fit this machine's memory as planned and was
+    made to fit: the eager reference was not timed (its buffers and worker left out; no
+    speedup). Evidence: the estimate with and without reference timing, the available bytes.""")
 
 # ---- the SOL step (pipeline)
 register("faster_than_sol", H, """The measured time is below the speed-of-light bound while the

@@ -15,18 +15,25 @@ This module only orchestrates; each step is its own unit (threats.md principles 
 
 Any crash, exit, hang, OOM or malformed reply ends as a status (RUNTIME_ERROR / TIMEOUT /
 REWARD_HACK); the worker is replaced and the next workload goes on; after a TIMEOUT the
-solution's remaining workloads are recorded as not run unless ``keep_going``.
+solution's remaining workloads are recorded as not run unless ``keep_going``. A workload that
+cannot run here is NOT_RUNNABLE before its worker starts or any input of it is made: its
+reference needs another device (:mod:`solbench.spec.capability`), or its estimated memory
+exceeds what the machine has (:mod:`.memory_plan`, which may instead leave the eager
+reference's timing out to make it fit).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import sys
 import time
 from typing import Any
 
 import torch
 
 from ..errors import SpecError
+from ..spec.capability import unmet_need
 from ..spec.problem import Problem
 from ..spec.solution import Solution
 from ..spec.trace import (Correctness, Evaluation, Finding, Performance, Status, SpeedupBound, TimingStats,
@@ -43,11 +50,50 @@ from .slots import FlushBuffers, SlotPool
 from .telemetry import Telemetry
 from .timed import TimedBlocks
 from .verdict import Failure, decide
+from . import memory_plan
+from .memory_plan import MemoryPlan
 from .workers import ReferenceWorkers, SparePool, start_candidate, timed_window
 
 __all__ = ["EvalConfig", "Evaluator", "evaluate", "select_workloads", "environment"]
 
 _BAD = (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REWARD_HACK)
+
+
+#: an input-generation estimate at least this long (s) is printed before the workload runs
+NOTICE_S = 10.0
+
+
+def input_sets_notice(name: str, uuid: str, n_rounds: int, k: int, cfg: EvalConfig,
+                      set_s: float, set_bytes: int, late: int = 1) -> str | None:
+    """The line printed on stderr before a workload whose fresh input sets will take at
+    least :data:`NOTICE_S`: "about N s: M input sets of B bytes". M counts the sets the
+    evaluation makes (each seeded afresh, recorded in ``input_seeds``): one per correctness
+    round (``n_rounds``), the other ``k - 1`` slots' first fills, one per timed call of the
+    candidate and of the reference (``EvalConfig.n_iters``, each with its own set), ``late``
+    re-checks after timing; N is M times ``set_s``, the time the first set took. None below
+    the threshold."""
+    m = n_rounds
+    if cfg.timing:
+        m += (k - 1) + cfg.n_iters() * (2 if cfg.reference_timing else 1) + late
+    est = m * set_s
+    if est < NOTICE_S:
+        return None
+    return (f"{name} / {uuid}: about {est:.0f} s: {m} input sets of {set_bytes:,} bytes "
+            f"({set_s:.2f} s each to make)")
+
+
+def runtime_need_of(trace: Trace):
+    """The device need a NOT_RUNNABLE trace found at run time (the reference raised "no CPU
+    kernel"), as a :class:`~solbench.spec.capability.DeviceNeed`, so the problem's other
+    workloads are recorded without running; else None."""
+    from ..spec.capability import DeviceNeed
+
+    if trace.evaluation.status != Status.NOT_RUNNABLE:
+        return None
+    for f in trace.evaluation.findings:
+        if f.check == "not_runnable" and f.evidence.get("need") not in (None, "memory"):
+            return DeviceNeed(str(f.evidence["need"]), str(f.evidence.get("reason") or f.message))
+    return None
 
 
 def flush_bytes(cfg: EvalConfig) -> int:
@@ -105,11 +151,18 @@ class Evaluator:
             if emit is not None:
                 emit(tr)
 
+        # a reference that needs another device (an op without a CPU kernel): every workload
+        # is recorded as such before any worker starts or any input is made
+        need = unmet_need(self.problem.definition, cfg.device)
         try:
             for j, w in enumerate(workloads):
                 if cfg.progress:
                     cfg.progress(w.uuid, j, len(workloads))
                 self._phases = {}
+                if need is not None:
+                    add(self._not_runnable(solution, w, need.reason,
+                                           {"need": need.tag, "device": cfg.device, "reason": need.reason}))
+                    continue
                 if timed_out is not None:
                     add(self._trace(solution, w, None, Failure(Status.TIMEOUT, (
                         f"not run: workload {timed_out.workload.uuid} of this solution timed out "
@@ -120,6 +173,13 @@ class Evaluator:
                     continue
                 if stop is not None:
                     add(self._trace(solution, w, None, stop))
+                    continue
+                # what the workload will hold, before its worker or any input of it: one too
+                # big for this machine is recorded with the figures, and the run goes on
+                mplan = self._memory_plan(w, solution)
+                if mplan is not None and not mplan.fits:
+                    add(self._not_runnable(solution, w, "does not fit this machine's memory: " + mplan.describe(),
+                                           {"need": "memory", "device": cfg.device, **mplan.evidence()}))
                     continue
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
@@ -139,8 +199,9 @@ class Evaluator:
                     self._phases["build"] = round(handle.build_s, 3)  # part of worker_start
                 self._build_cache = getattr(handle, "build_cache", None)
                 pending_start_s = 0.0
-                tr = self._workload(handle, solution, w, j)
+                tr = self._workload_planned(handle, solution, w, j, mplan)
                 add(tr)
+                need = need or runtime_need_of(tr)
                 if tr.evaluation.status in _BAD:
                     handle.kill()
                     handle = None
@@ -214,10 +275,41 @@ class Evaluator:
             ),
         )
 
-    def _workload(self, h: WorkerHandle, solution: Solution, w: Workload, j: int) -> Trace:
+    def _not_runnable(self, solution: Solution, w: Workload, reason: str, evidence: dict) -> Trace:
+        """NOT_RUNNABLE: nothing of ``w`` ran; the log's one line and the finding say why."""
+        line = f"not runnable on {self.cfg.device}: {reason}"
+        return self._trace(solution, w, None, Failure(Status.NOT_RUNNABLE, line),
+                           findings=[finding("not_runnable", line, evidence)])
+
+    def _memory_plan(self, w: Workload, solution: Solution) -> MemoryPlan | None:
+        """The memory plan of ``w`` (:mod:`.memory_plan`); None when it cannot be made (an
+        axis the workload does not resolve: the workload's own evaluation names it)."""
+        try:
+            return memory_plan.plan(self.problem, w, self.cfg, flush_bytes=flush_bytes(self.cfg),
+                                    dps=bool(solution.spec.destination_passing_style))
+        except (ValueError, SpecError, OSError, RuntimeError):
+            return None
+
+    def _workload_planned(self, h: WorkerHandle, solution: Solution, w: Workload, j: int,
+                          mplan: MemoryPlan | None) -> Trace:
+        """:meth:`_workload` under ``mplan``: without timing the eager reference when the plan
+        leaves it out to fit (the ``memory_plan`` finding records it), else as configured."""
+        if mplan is None or mplan.reference_timing or not (self.cfg.timing and self.cfg.reference_timing):
+            return self._workload(h, solution, w, j)
+        cfg = self.cfg
+        self.cfg = self.refs.cfg = dataclasses.replace(cfg, reference_timing=False)
+        try:
+            note = finding("memory_plan", "; ".join(mplan.notes) + ": " + mplan.describe(), mplan.evidence())
+            return self._workload(h, solution, w, j, pre_findings=[note])
+        finally:
+            self.cfg = self.refs.cfg = cfg
+
+    def _workload(self, h: WorkerHandle, solution: Solution, w: Workload, j: int,
+                  pre_findings: list[Finding] = ()) -> Trace:
         cfg = self.cfg
         run = WorkloadRun(problem=self.problem, cfg=cfg, w=w, j=j, h=h, seeds=InputSeeds(cfg.seed, j),
                           phases=self._phases, call_timeout_s=cfg.later_call_timeout(0.0))
+        run.findings.extend(pre_findings)
 
         def done(failure: Failure | None, corr: Correctness | None = None, **kw) -> Trace:
             h.check_channels("the end of the workload", full=True)  # the parent's own look
@@ -236,11 +328,18 @@ class Evaluator:
             plan = round_plan(cfg.rounds, self.problem, w)
         except SpecError as e:
             return self._trace(solution, w, run, Failure(Status.INVALID_REFERENCE, f"input rules: {e}"))
+        t_set = time.perf_counter()
         first = make_set(run, plan[0])
         if isinstance(first, Failure):
             return self._trace(solution, w, run, first)
+        t_set = time.perf_counter() - t_set
         wbytes = max(self.problem.workload_bytes(w), 1)
         k = cfg.n_slots(wbytes)
+        note = input_sets_notice(self.problem.name, w.uuid, len(plan), k, cfg, t_set,
+                                 sum(v.nbytes for v in first.values() if isinstance(v, torch.Tensor)),
+                                 late=1 + any(spec.profile == "stress_sparse" for spec in plan))
+        if note:
+            print(note, file=sys.stderr, flush=True)
         try:
             run.slots = SlotPool(self.problem, w, k, cfg.device, first)
         except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory

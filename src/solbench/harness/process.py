@@ -188,6 +188,16 @@ def become_subreaper() -> None:
         pass
 
 
+def own_helper(pid: int) -> None:
+    """Count ``pid``, a child this process started for itself (the CLI's watchdog), among the
+    children that were there before the first worker: started after it (a CLI command run
+    in a process that has evaluated before), it was taken for a stray of the candidate's
+    (``child_process``, REWARD_HACK) and could be killed with them."""
+    with _SPAWN_LOCK:
+        if _PRE_EXISTING is not None:
+            _PRE_EXISTING.add(int(pid))
+
+
 def stray_children() -> list[dict[str, Any]]:
     """Children of this process that are neither workers, nor runtime helpers, nor older than
     the first worker: processes a candidate left behind (re-parented to us)."""

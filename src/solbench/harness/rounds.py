@@ -42,6 +42,7 @@ import torch
 from ..errors import MissingBlobError, SpecError
 from ..inputs import differing_profiles, make_inputs, op_classes
 from ..inputs.generate import STRESS_PROFILES
+from ..spec.capability import runtime_need
 from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
 from . import guards, protocol
@@ -413,8 +414,24 @@ def make_set(run: WorkloadRun, spec: RoundSpec) -> dict | Failure:
     except SpecError as e:
         return Failure(Status.INVALID_REFERENCE, f"input generation failed ({round_name(spec)}): {e}")
     except Exception as e:  # noqa: BLE001
+        gap = _no_kernel_here(run, e)
+        if gap is not None:
+            return gap
         return Failure(Status.INVALID_REFERENCE,
                        f"input generation failed ({round_name(spec)}): {type(e).__name__}: {e}")
+
+
+def _no_kernel_here(run: WorkloadRun, e: BaseException) -> Failure | None:
+    """NOT_RUNNABLE (with the ``not_runnable`` finding) when the problem's own code raised
+    because an op has no kernel on this device (:func:`solbench.spec.capability.runtime_need`),
+    else None: that is no fault of the reference."""
+    need = runtime_need(e, run.cfg.device)
+    if need is None:
+        return None
+    line = f"not runnable on {run.cfg.device}: {need.reason}"
+    run.findings.append(finding("not_runnable", line, {"need": need.tag, "device": run.cfg.device,
+                                                       "reason": need.reason}))
+    return Failure(Status.NOT_RUNNABLE, line)
 
 
 def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: dict) -> tuple[Failure | None, Correctness | None]:
@@ -490,6 +507,9 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             if stress:
                 _stress_skipped(run, spec, f"the reference raised {type(e).__name__}: {e}", extra_rounds)
                 continue
+            gap = _no_kernel_here(run, e)
+            if gap is not None:
+                return gap, None
             return Failure(Status.INVALID_REFERENCE, f"reference failed: {type(e).__name__}: {e}"), None
         bad = oracle.check_reference(ref_out, slots)
         if bad:

@@ -6,8 +6,9 @@ SOL step (``solbench.sol.classify_against_sol``) adds a finding. Nothing else se
 
 Evidence, in the order it decides:
 
-1. ``failure`` of kind COMPILE_ERROR or INVALID_REFERENCE: nothing of the candidate's was
-   judged (it did not build, or the problem itself is broken); that status.
+1. ``failure`` of kind COMPILE_ERROR, INVALID_REFERENCE or NOT_RUNNABLE: nothing of the
+   candidate's was judged (it did not build, the problem itself is broken, or it cannot run
+   on this device or machine); that status.
 2. any finding of severity ``hack`` (:mod:`solbench.harness.checks`): REWARD_HACK, whatever
    else happened (a hack found before a crash or a wrong answer is still a hack).
 3. any other ``failure`` observed by the parent (the worker died, hung, replied garbage, the
@@ -48,7 +49,8 @@ class Failure:
 def decide(findings: Iterable[Finding], failure: Failure | None = None) -> Status:
     """The status of one evaluation (rules in the module doc). Pure."""
     findings = list(findings)
-    if failure is not None and failure.status in (Status.COMPILE_ERROR, Status.INVALID_REFERENCE):
+    if failure is not None and failure.status in (Status.COMPILE_ERROR, Status.INVALID_REFERENCE,
+                                                Status.NOT_RUNNABLE):
         return failure.status
     if any(f.severity == Severity.HACK.value for f in findings):
         return Status.REWARD_HACK

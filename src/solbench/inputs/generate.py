@@ -81,6 +81,78 @@ def seed_global(seed: int, device: str) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
+#: elements from which a CPU draw of independent values is made in chunks on a thread pool
+#: (:func:`_iid`); also the chunk's size. Fixed, so the values never depend on the number of
+#: threads or cores
+PARALLEL_CHUNK = 1 << 20
+_POOL: list = []
+
+
+#: environment variable: threads drawing a large input set (default: the cores this process
+#: may use, at most 16; 1: in the calling thread). The values do not depend on it.
+THREADS_ENV = "SOLBENCH_INPUT_THREADS"
+
+
+def _pool():
+    """The thread pool of :func:`_iid` (one per process, made at first use), or None for one
+    thread (``$SOLBENCH_INPUT_THREADS``). torch's CPU ``normal_`` / ``uniform_`` with a
+    generator run serially in the calling thread and release the GIL, so the threads work
+    side by side, and start no OpenMP team that could spin after the call."""
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+        if os.environ.get(THREADS_ENV, "").strip():
+            n = int(os.environ[THREADS_ENV])
+        n = max(1, min(16, n))
+        _POOL.append(ThreadPoolExecutor(max_workers=n, thread_name_prefix="solbench-inputs") if n > 1 else None)
+    return _POOL[0]
+
+
+def _chunk_seed(sub: int, j: int) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(f"{sub}:{j}".encode(), digest_size=8).digest(), "little")
+
+
+def _iid(shape, kind: str, g: torch.Generator, dev: torch.device, lo: float = 0.0,
+         hi: float = 1.0) -> torch.Tensor:
+    """float32 ``shape`` of independent standard normal (``kind`` "normal") or U(lo, hi)
+    ("uniform") values drawn with ``g``.
+
+    A CPU tensor of at least :data:`PARALLEL_CHUNK` elements is drawn in chunks of that many
+    on a thread pool, chunk j with its own generator seeded from (a 63-bit value drawn from
+    ``g``, j): about as many times faster as there are cores (input generation was most of a
+    large CPU evaluation, every timed call needing a fresh set). The values are as
+    unpredictable as ``g``'s: every chunk's seed derives from ``g``'s state, itself seeded
+    by the input set's secret seed. Smaller tensors and CUDA tensors are drawn with ``g``
+    directly, as before (the same values for the same seed)."""
+    n = math.prod(shape) if len(shape) else 1
+    if dev.type != "cpu" or n < PARALLEL_CHUNK:
+        if kind == "normal":
+            return torch.randn(shape, generator=g, device=dev)
+        return torch.rand(shape, generator=g, device=dev) * (hi - lo) + lo
+    sub = int(torch.randint(0, 2**62, (), generator=g).item())
+    out = torch.empty(shape, dtype=torch.float32)
+    flat = out.view(-1)
+
+    def fill(j: int) -> None:
+        gj = torch.Generator().manual_seed(_chunk_seed(sub, j))
+        c = flat[j * PARALLEL_CHUNK:(j + 1) * PARALLEL_CHUNK]
+        if kind == "normal":
+            c.normal_(generator=gj)
+        else:
+            c.uniform_(lo, hi, generator=gj)
+
+    chunks = range((n + PARALLEL_CHUNK - 1) // PARALLEL_CHUNK)
+    pool = _pool()
+    list(pool.map(fill, chunks) if pool is not None else map(fill, chunks))
+    return out
+
+
 def _generator(seed: int, device: str) -> torch.Generator:
     dev = torch.device(device)
     g = torch.Generator(device=dev if dev.type == "cuda" else "cpu")
@@ -254,10 +326,10 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
     r = rule.rule
 
     def randn():
-        return torch.randn(shape, generator=g, device=dev)
+        return _iid(shape, "normal", g, dev)
 
     def uniform(lo, hi):
-        return torch.rand(shape, generator=g, device=dev) * (hi - lo) + lo
+        return _iid(shape, "uniform", g, dev, lo, hi)
 
     if r == "bool_01":
         return torch.randint(0, 2, shape, generator=g, device=dev).bool()
@@ -280,7 +352,7 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
 
     strict = profile in ("strict",) + STRESS_PROFILES
     if r == "fp8_randn_clamped":
-        x = randn().clamp(-2, 2)
+        x = randn().clamp_(-2, 2)
     elif r == "causal_mask_additive":
         says_inf = "-inf" in (description or "").lower()
         fill = -math.inf if strict and says_inf else torch.finfo(dtype).min
@@ -288,14 +360,14 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
     elif r == "norm_weight_ones":
         x = uniform(0.5, 1.5) if strict else torch.ones(shape, device=dev)
     elif r == "norm_bias_zeros":
-        x = 0.5 * randn() if strict else torch.zeros(shape, device=dev)
+        x = randn().mul_(0.5) if strict else torch.zeros(shape, device=dev)
     elif r in ("binary_mask", "role_mask"):
         x = torch.randint(0, 2, shape, generator=g, device=dev).float()
     elif r in ("rope_cos", "rope_sin"):
         t = randn().clamp(-math.pi, math.pi)
         x = torch.cos(t) if r == "rope_cos" else torch.sin(t)
     elif r in ("positive", "role_positive"):
-        x = randn().abs() + 0.1
+        x = randn().abs_().add_(0.1)
     elif r == "ssm_a_cumsum":
         x = uniform(-0.1, 0.0).cumsum(dim=-1)
     elif r == "ssm_a_log":
@@ -307,7 +379,7 @@ def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, descripti
     elif r in ("softmax_rows", "sampling_probs"):
         x = torch.softmax(randn(), dim=-1)
     elif r in ("weight_fan_in", "role_scaled"):
-        x = randn() / math.sqrt(max(shape[-1], 1))
+        x = randn().div_(math.sqrt(max(shape[-1], 1)))
     elif r == "role_unit_interval":
         x = uniform(0.0, 1.0)
     elif r == "role_ones":

@@ -21,6 +21,7 @@ STATUS_STYLE = {
     Status.INCORRECT_SHAPE: "red", Status.INCORRECT_DTYPE: "red", Status.RUNTIME_ERROR: "magenta",
     Status.COMPILE_ERROR: "magenta",
     Status.TIMEOUT: "magenta", Status.REWARD_HACK: "bold red", Status.INVALID_REFERENCE: "yellow",
+    Status.NOT_RUNNABLE: "yellow",
 }
 
 #: printed under every table that holds a noise-marked speedup

@@ -35,6 +35,11 @@ class Status(str, Enum):
     TIMEOUT = "TIMEOUT"
     REWARD_HACK = "REWARD_HACK"
     INVALID_REFERENCE = "INVALID_REFERENCE"
+    #: solbench only: the workload cannot run here and nothing was judged: its reference needs
+    #: a device this one is not (``needs-cuda``), or its estimated memory exceeds what this
+    #: machine has (docs/harness.md, "Problems that cannot run here"); the finding
+    #: ``not_runnable`` carries the reason and the figures
+    NOT_RUNNABLE = "NOT_RUNNABLE"
 
 
 class _Model(BaseModel):

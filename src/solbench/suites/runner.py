@@ -55,6 +55,9 @@ class PairPlan:
 class RunPlan:
     pairs: list[PairPlan]
     problems_without_solutions: list[str] = field(default_factory=list)
+    #: (problem path, one-line reason) of each problem that did not load or whose workloads
+    #: could not be chosen: recorded and left out, the run goes on
+    invalid_problems: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def todo_workloads(self) -> int:
@@ -170,14 +173,16 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
 
     ``tags``: keep only workloads carrying all of these tags (e.g. ["cpu"]);
     ``exclude_tags``: drop workloads carrying any of these tags (e.g. ["cpu"] on a GPU, to
-    time only the model-size workloads);
+    time only the model-size workloads; ["needs-cuda"] on a CPU: a problem's capability tags
+    count as its workloads' tags);
     ``workload_limit``: keep the first N workloads of each problem (after tag filtering);
     ``shard``: (i, n) keeps the problems whose position in ``problem_paths`` is i mod n, so n
     processes (one per GPU) split a suite without overlap;
     ``select``: (problem, workloads after the tag filters) -> the workloads to keep (the CLI's
     ``--workloads/--limit/--max-bytes``); it may raise SpecError naming the problem.
-    Raises SpecError when a problem does not load or ``solutions_dir`` is not a directory;
-    ValueError when ``shard`` is not 0 <= i < n.
+    A problem that does not load (or whose ``select`` raises SpecError) is recorded in
+    ``invalid_problems`` and left out. Raises SpecError when ``solutions_dir`` is not a
+    directory; ValueError when ``shard`` is not 0 <= i < n.
     """
     if shard is not None:
         i, n = shard
@@ -189,13 +194,18 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
         raise SpecError(solutions_dir, "", "solutions directory not found")
     plan = RunPlan(pairs=[])
     for pp in problem_paths:
-        problem = load_problem(pp)
-        wls = [w for w in problem.workloads if all(t in (w.tags or []) for t in (tags or []))
-               and not any(t in (w.tags or []) for t in (exclude_tags or []))]
+        problem = load_or_record(pp, plan)
+        if problem is None:
+            continue
+        wls = [w for w in problem.workloads if workload_tags_match(problem, w, tags, exclude_tags)]
         if workload_limit is not None:
             wls = wls[:workload_limit]
         if select is not None:
-            wls = select(problem, wls)
+            try:
+                wls = select(problem, wls)
+            except SpecError as e:
+                plan.invalid_problems.append((str(pp), str(e)))
+                continue
         files = candidate_files(solutions_dir, problem)
         if not files:
             plan.problems_without_solutions.append(problem.name)
@@ -206,6 +216,51 @@ def plan_run(problem_paths: list[Path], solutions_dir: Path, done: set[tuple[str
             plan.pairs.append(PairPlan(problem=problem, candidate=cand, todo=todo,
                                        done=len(wls) - len(todo)))
     return plan
+
+
+def load_or_record(path: Path, plan: RunPlan) -> Problem | None:
+    """The problem at ``path``, or None after recording in ``plan.invalid_problems`` why it
+    did not load (a malformed definition or workload file, a KernelBench file that fails to
+    import or run on the CPU): one invalid problem never stops a run over a folder."""
+    try:
+        return load_problem(path)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - any failure of the problem's own code
+        msg = str(e) if isinstance(e, SolbenchError) else f"{type(e).__name__}: {e}"
+        plan.invalid_problems.append((str(path), " ".join(msg.split())[:500]))
+        return None
+
+
+def workload_tags_match(problem: Problem, w: Workload, tags: list[str] | None,
+                        exclude_tags: list[str] | None) -> bool:
+    """Whether ``w`` carries every tag of ``tags`` and none of ``exclude_tags``, its tags
+    being its own and its problem's capability tags (``needs-cuda``:
+    :func:`solbench.spec.capability.capability_tags`)."""
+    from ..spec.capability import capability_tags
+
+    have = set(w.tags or [])
+    if exclude_tags or tags:
+        have |= set(capability_tags(problem.definition))
+    return all(t in have for t in (tags or [])) and not any(t in have for t in (exclude_tags or []))
+
+
+def device_notes(plan: RunPlan, device: str) -> list[str]:
+    """One line per problem of ``plan`` that cannot run on ``device`` (its reference needs
+    another: :func:`solbench.spec.capability.unmet_need`), said before the run starts; its
+    workloads are recorded NOT_RUNNABLE without being run."""
+    from ..spec.capability import unmet_need
+
+    out, seen = [], set()
+    for p in plan.pairs:
+        if id(p.problem) in seen or not p.todo:
+            continue
+        seen.add(id(p.problem))
+        need = unmet_need(p.problem.definition, device)
+        if need is not None:
+            out.append(f"{p.problem.name}: {need.reason} (recorded NOT_RUNNABLE on {device}; "
+                       f"--exclude-tag {need.tag} leaves it out)")
+    return out
 
 
 # --- evaluation ---------------------------------------------------------------------------
