@@ -33,15 +33,14 @@ Environment: ``SOLBENCH_SANDBOX_MEM`` = the cap (bytes, or with a K/M/G/T suffix
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import subprocess
 import threading
 import time
 from typing import Any
 
-from .taskcap import PREFIX, parse_proc_cgroup
+from .taskcap import (PREFIX, _clean_stale, _read, _rmdir_when_empty, _write, check_join, join_argv,
+                      parse_mountinfo, parse_proc_cgroup)
 
 #: cgroups of this module are named ``<PREFIX>mem-<harness pid>-<n>``
 MEM_PREFIX = f"{PREFIX}mem-"
@@ -116,63 +115,13 @@ def gib(n: int) -> str:
 
 
 # ------------------------------------------------------------------ finding the hierarchy
-def _mounts() -> dict[str, str]:
-    """``{"v2": path, "v1:memory": path}`` from /proc/self/mountinfo (first mount of each)."""
-    out: dict[str, str] = {}
-    try:
-        with open("/proc/self/mountinfo") as f:
-            text = f.read()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        if not sep:
-            continue
-        f, r = left.split(), right.split()
-        if len(f) < 5 or len(r) < 3:
-            continue
-        mnt = f[4].replace("\\040", " ")
-        if r[0] == "cgroup2":
-            out.setdefault("v2", mnt)
-        elif r[0] == "cgroup" and "memory" in r[2].split(","):
-            out.setdefault("v1:memory", mnt)
-    return out
-
-
-def _own_memory_path() -> dict[str, str]:
-    """This process's cgroup path in the v2 and v1-memory hierarchies (/proc/self/cgroup)."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            text = f.read()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and "memory" in parts[1].split(","):
-            out["v1:memory"] = parts[2]
-    v2 = parse_proc_cgroup(text).get("v2")
-    if v2 is not None:
-        out["v2"] = v2
-    return out
-
-
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 def _base() -> tuple[str | None, str | None, str]:
     """(kind, directory, why): where this process may make memory cgroups, or why not."""
-    mounts, mine = _mounts(), _own_memory_path()
+    try:
+        mounts = parse_mountinfo(_read("/proc/self/mountinfo"), "memory")
+        mine = parse_proc_cgroup(_read("/proc/self/cgroup"), "memory")
+    except OSError as e:
+        return None, None, f"cannot read /proc/self: {e}"
     reasons = []
     if "v2" in mounts and "v2" in mine:
         d = os.path.normpath(os.path.join(mounts["v2"], mine["v2"].lstrip("/")))
@@ -230,59 +179,21 @@ def probe(refresh: bool = False) -> dict[str, Any]:
         kind, base, why = _base()
         res = {"mechanism": "rlimit", "base": None, "reason": why}
         if kind is not None:
-            _clean_stale(base)
+            _clean_stale(base, MEM_PREFIX)
             test = os.path.join(base, f"{MEM_PREFIX}{os.getpid()}-probe")
             try:
                 os.mkdir(test)
                 try:
                     _set_limit(test, kind, 256 << 20)
-                    r = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', os.path.join(test, "cgroup.procs")],
-                                       capture_output=True, text=True, timeout=10)
-                    if r.returncode != 0:
-                        raise PermissionError(errno.EACCES, "a process cannot join it: "
-                                              + (r.stderr.strip().splitlines() or ["sh failed"])[-1])
+                    check_join(test)
                 finally:
-                    _rmdir(test)
+                    _rmdir_when_empty(test)
                 res = {"mechanism": kind, "base": base, "reason": ""}
             except OSError as e:
                 res["reason"] = f"{kind} at {base}: cannot make a child cgroup ({e.strerror or e})"
     with _lock:
         _probe_cache[want] = res
     return dict(res)
-
-
-def _rmdir(path: str, timeout_s: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            os.rmdir(path)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError as e:
-            if e.errno != errno.EBUSY or time.monotonic() > deadline:
-                return False
-            time.sleep(0.02)
-
-
-def _clean_stale(base: str) -> None:
-    """Remove memory cgroups this module made for a harness that no longer runs."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return
-    for n in names:
-        if not n.startswith(MEM_PREFIX):
-            continue
-        try:
-            owner = int(n[len(MEM_PREFIX):].split("-")[0])
-        except ValueError:
-            continue
-        if owner != os.getpid() and not os.path.exists(f"/proc/{owner}"):
-            try:
-                os.rmdir(os.path.join(base, n))
-            except OSError:
-                pass
 
 
 def status() -> dict[str, Any]:
@@ -344,10 +255,7 @@ class MemCap:
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` launched by a shell that first moves itself into the cgroup, then execs it."""
-        if self.path is None:
-            return list(argv)
-        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"',
-                os.path.join(self.path, "cgroup.procs")] + list(argv)
+        return list(argv) if self.path is None else join_argv(self.path, argv)
 
     def oom_kills(self) -> int:
         """Processes the kernel's OOM killer ended inside this cgroup (0 without one)."""
@@ -412,6 +320,12 @@ class MemCap:
                     os.kill(q, signal.SIGKILL)
                 except OSError:
                     pass
-            if _rmdir(self.path, 0.0) or time.monotonic() > deadline:
+            try:
+                os.rmdir(self.path)
                 return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # a task not reaped yet: removed by a later harness (_clean_stale)
             time.sleep(0.02)
