@@ -218,15 +218,20 @@ def _toolchain_paths() -> list[str]:
 def code_paths() -> list[str]:
     """Host folders a worker sees read-only besides :data:`SYSTEM_PATHS`: the interpreter's
     prefixes and its own sys.path (:func:`_interpreter_sys_path`), the solbench package
-    root it imports, the build tools (:func:`_toolchain_paths`) and
-    ``$SOLBENCH_SANDBOX_BIND`` (extra folders, ``os.pathsep``-separated, for a host whose
-    runtime lives elsewhere). Real paths, outermost first, none inside another, never /."""
+    root it imports, the build tools (:func:`_toolchain_paths`), the folders of
+    ``$LD_LIBRARY_PATH`` and ``$SOLBENCH_SANDBOX_BIND`` (extra folders, ``os.pathsep``-separated,
+    for a host whose runtime lives elsewhere). Real paths, outermost first, none inside
+    another, never /."""
     import solbench
 
     want = [sys.prefix, sys.base_prefix, sys.exec_prefix,
             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
             os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))]
     want += _interpreter_sys_path() + _toolchain_paths() + _env_paths("SOLBENCH_SANDBOX_BIND")
+    # the folders the dynamic linker is told to search (a host's libcuda outside /usr), but
+    # never the home itself
+    home = os.path.realpath(os.path.expanduser("~"))
+    want += [p for p in _env_paths("LD_LIBRARY_PATH") if os.path.realpath(p) != home]
     real = sorted({os.path.realpath(p) for p in want if p and os.path.exists(p)}, key=len)
     out: list[str] = []
     system = [p for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
@@ -427,6 +432,7 @@ def release_uid(uid: int | None) -> None:
 ENV_ALLOWED = frozenset({
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "TERM",
     "HOME", "USER", "LOGNAME",  # replaced by the sandbox's own (sandbox_env); kept unsandboxed
+    "TMPDIR", "TMP", "TEMP",  # likewise
     "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",  # where a host keeps libcuda / CUDA headers
     "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
     "CUTLASS_DIR", "CUTLASS_HOME", "CUTLASS_PATH",
