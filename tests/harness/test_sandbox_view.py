@@ -201,10 +201,13 @@ def _tmp_entries(d: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_killed_workers_leave_nothing_in_tmp(tmp_path, solbench_cache, monkeypatch):
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_killed_workers_leave_nothing_in_tmp(tmp_path, solbench_cache, monkeypatch, mode):
     """RUNTIME_ERROR (os._exit), TIMEOUT (an endless first call) and REWARD_HACK (a patched
-    timer): the parent's temp folder holds exactly what it held before (each worker's log
-    was a 16 MiB-capped file left there)."""
+    timer), sandboxed or not: the parent's temp folder holds exactly what it held before (each
+    worker's log was a 16 MiB-capped file left there; unsandboxed, the worker's bytecode
+    folder too)."""
+    monkeypatch.setenv("SOLBENCH_SANDBOX", mode)
     host_tmp = tmp_path / "host-tmp"
     host_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(host_tmp))

@@ -358,8 +358,12 @@ class WorkerHandle:
         self.sandbox["memory"] = {"cap_bytes": self.memcap.cap, "mechanism": self.memcap.mechanism,
                                   "cgroup": self.memcap.path}
         self._memcap_reported = False
+        self._scratch: str | None = None
         if mode != "none":
             env = sandbox.sandbox_env(env, mode, self.uid)
+        else:  # no private tmpfs: a temp folder of its own, removed when it is killed
+            self._scratch = tempfile.mkdtemp(prefix="solbench-worker-")
+            env.update(TMPDIR=self._scratch, TMP=self._scratch, TEMP=self._scratch)
         env.update(WORKER_MALLOC_ENV)
         if build_out is not None:
             # an ahead-of-time build (harness/prebuild.py): the one host directory this worker
@@ -810,6 +814,11 @@ class WorkerHandle:
         mem = getattr(self, "memcap", None)
         if mem is not None:  # its OOM count is kept (MemCap.hit) for the trace made after
             mem.release()
+        if getattr(self, "_scratch", None):
+            import shutil
+
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
         # the log stays open (nameless) until close(): the trace's log is read after a kill
         for f in (getattr(self, "_fdchan", None), getattr(self, "_sock", None)):
             try:
