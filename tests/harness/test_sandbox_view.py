@@ -115,6 +115,11 @@ def test_bind_list_is_an_allow_list(monkeypatch):
     assert home not in binds
     monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", "/var/lib")
     assert "/var/lib" in sandbox._bwrap_args("uid", "cpu", "/bin/bwrap")
+    # a secret folder inside a bound one (the trace key kept under /usr/local, a cache in
+    # the venv) gets an empty tmpfs over it
+    monkeypatch.setenv("SOLBENCH_CACHE", "/usr/share")
+    a = sandbox._bwrap_args("uid", "cpu", "/bin/bwrap")
+    assert ("--tmpfs", "/usr/share") in list(zip(a, a[1:]))
 
 
 # ---------------------------------------------------------------- item 2: the seed

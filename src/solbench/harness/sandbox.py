@@ -314,8 +314,9 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
     for p in code_paths():
         if _under(p, [SCRATCH]) and p != SCRATCH:
             a += ["--ro-bind", p, p]
+    shown = code + [p for p in SYSTEM_PATHS + SYS_PATHS if os.path.isdir(p) and not os.path.islink(p)]
     for d in _hidden_dirs():  # inside something bound: an empty folder instead
-        if _under(d, code) and d not in code:
+        if _under(d, shown) and d not in shown:
             a += ["--tmpfs", d]
     shared = shared_build_cache()
     if shared:
