@@ -221,6 +221,9 @@ class Evaluator:
                 # killed at its task limit after its last reply of this workload: the worker
                 # is gone, so nothing it said stands
                 failure = Failure(Status.RUNTIME_ERROR, cap.describe())
+            mem = getattr(h, "memcap", None)
+            if failure is None and mem is not None and mem.hit() is not None:
+                failure = Failure(Status.RUNTIME_ERROR, mem.describe())  # likewise, at its memory cap
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 

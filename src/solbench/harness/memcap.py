@@ -39,8 +39,7 @@ import threading
 import time
 from typing import Any
 
-from .taskcap import (PREFIX, _clean_stale, _read, _rmdir_when_empty, _write, check_join, join_argv,
-                      parse_mountinfo, parse_proc_cgroup)
+from .taskcap import PREFIX, _clean_stale, _own_base, _read, _rmdir_when_empty, _write, check_join, join_argv
 
 #: cgroups of this module are named ``<PREFIX>mem-<harness pid>-<n>``
 MEM_PREFIX = f"{PREFIX}mem-"
@@ -114,37 +113,9 @@ def gib(n: int) -> str:
     return f"{n / (1 << 30):.3g} GiB" if n >= (1 << 30) else f"{n / (1 << 20):.3g} MiB"
 
 
-# ------------------------------------------------------------------ finding the hierarchy
 def _base() -> tuple[str | None, str | None, str]:
     """(kind, directory, why): where this process may make memory cgroups, or why not."""
-    try:
-        mounts = parse_mountinfo(_read("/proc/self/mountinfo"), "memory")
-        mine = parse_proc_cgroup(_read("/proc/self/cgroup"), "memory")
-    except OSError as e:
-        return None, None, f"cannot read /proc/self: {e}"
-    reasons = []
-    if "v2" in mounts and "v2" in mine:
-        d = os.path.normpath(os.path.join(mounts["v2"], mine["v2"].lstrip("/")))
-        try:
-            ctrl = _read(os.path.join(d, "cgroup.controllers")).split()
-            if "memory" not in ctrl:
-                reasons.append(f"cgroup2 at {d}: no memory controller")
-            else:
-                if "memory" not in _read(os.path.join(d, "cgroup.subtree_control")).split():
-                    _write(os.path.join(d, "cgroup.subtree_control"), "+memory")
-                return "cgroup_v2", d, ""
-        except OSError as e:
-            reasons.append(f"cgroup2 at {d}: memory not delegated ({e.strerror or e})")
-    else:
-        reasons.append("no cgroup2 mount")
-    if "v1:memory" in mounts and "v1:memory" in mine:
-        d = os.path.normpath(os.path.join(mounts["v1:memory"], mine["v1:memory"].lstrip("/")))
-        if os.path.isfile(os.path.join(d, "memory.limit_in_bytes")):
-            return "cgroup_v1", d, ""
-        reasons.append(f"cgroup v1 memory at {d}: not visible")
-    else:
-        reasons.append("no cgroup v1 memory hierarchy")
-    return None, None, "; ".join(reasons)
+    return _own_base("memory", "memory.limit_in_bytes")
 
 
 def _limit_files(kind: str) -> list[tuple[str, bool]]:

@@ -125,39 +125,42 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _own_base() -> tuple[str | None, str | None, str]:
-    """(kind, directory, why): the directory under which this process may make pids cgroups
-    (its own cgroup in the pids hierarchy), or (None, None, the reason there is none)."""
+def _own_base(controller: str = "pids", v1_file: str = "cgroup.procs") -> tuple[str | None, str | None, str]:
+    """(kind, directory, why): the directory under which this process may make cgroups of
+    ``controller`` (its own cgroup in that hierarchy: v2 with the controller enabled for
+    its children, else v1 where ``v1_file`` is visible), or (None, None, the reason)."""
     try:
-        mounts = parse_mountinfo(_read("/proc/self/mountinfo"))
-        mine = parse_proc_cgroup(_read("/proc/self/cgroup"))
+        mounts = parse_mountinfo(_read("/proc/self/mountinfo"), controller)
+        mine = parse_proc_cgroup(_read("/proc/self/cgroup"), controller)
     except OSError as e:
         return None, None, f"cannot read /proc/self: {e}"
     reasons = []
+    v1 = f"v1:{controller}"
     if "v2" in mounts and "v2" in mine:
         d = os.path.normpath(os.path.join(mounts["v2"], mine["v2"].lstrip("/")))
         try:
             ctrl = _read(os.path.join(d, "cgroup.controllers")).split()
-            if "pids" not in ctrl:
-                reasons.append(f"cgroup2 at {d}: no pids controller (controllers: {' '.join(ctrl) or 'none'})")
+            if controller not in ctrl:
+                reasons.append(f"cgroup2 at {d}: no {controller} controller (controllers: {' '.join(ctrl) or 'none'})")
             else:
                 sub = _read(os.path.join(d, "cgroup.subtree_control")).split()
-                if "pids" not in sub:
+                if controller not in sub:
                     # enabling it fails with EBUSY while this cgroup holds processes and is not
                     # the root (cgroup-v2.rst, "no internal process constraint")
-                    _write(os.path.join(d, "cgroup.subtree_control"), "+pids")
+                    _write(os.path.join(d, "cgroup.subtree_control"), f"+{controller}")
                 return "cgroup_v2", d, ""
         except OSError as e:
-            reasons.append(f"cgroup2 at {d}: pids not delegated ({errno.errorcode.get(e.errno, e.errno)}: {e.strerror})")
+            reasons.append(f"cgroup2 at {d}: {controller} not delegated "
+                           f"({errno.errorcode.get(e.errno, e.errno)}: {e.strerror})")
     else:
         reasons.append("no cgroup2 mount")
-    if "v1:pids" in mounts and "v1:pids" in mine:
-        d = os.path.normpath(os.path.join(mounts["v1:pids"], mine["v1:pids"].lstrip("/")))
-        if os.path.isfile(os.path.join(d, "cgroup.procs")):
+    if v1 in mounts and v1 in mine:
+        d = os.path.normpath(os.path.join(mounts[v1], mine[v1].lstrip("/")))
+        if os.path.isfile(os.path.join(d, v1_file)):
             return "cgroup_v1", d, ""
-        reasons.append(f"cgroup v1 pids at {d}: not visible")
+        reasons.append(f"cgroup v1 {controller} at {d}: not visible")
     else:
-        reasons.append("no cgroup v1 pids hierarchy")
+        reasons.append(f"no cgroup v1 {controller} hierarchy")
     return None, None, "; ".join(reasons)
 
 
