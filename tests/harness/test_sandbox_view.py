@@ -291,3 +291,15 @@ def test_cap_setting():
         memcap.parse_bytes("lots")
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert memcap.MIN_DEFAULT_BYTES <= memcap.default_cap() <= max(total, memcap.MIN_DEFAULT_BYTES)
+
+
+def test_manifest_never_holds_the_base_seed():
+    """The manifest is written while the run goes on: its command line carries the base
+    seed's fingerprint, in both spellings of the option."""
+    from solbench.harness.seeds import fingerprint
+    from solbench.store.manifest import redact_seed_argv
+
+    argv = ["solbench", "eval", "p", "--seed", "0x5eed", "-o", "r.jsonl"]
+    assert redact_seed_argv(argv) == ["solbench", "eval", "p", "--seed", fingerprint(0x5EED), "-o", "r.jsonl"]
+    assert redact_seed_argv(["solbench", "run", "--seed=24301"]) == ["solbench", "run", "--seed=" + fingerprint(24301)]
+    assert fingerprint(24301) == fingerprint(0x5EED) != fingerprint(24302)
