@@ -7,6 +7,16 @@ denials hold, and worker start-up costs so much with and without the sandbox.
 
 Prints a table; writes JSON to --out (after every stage). On CUDA it also tries the net
 namespace (SOLBENCH_SANDBOX_NET=1, the default since this showed CUDA IPC works with it).
+
+Issue 30 stages: ``view`` prints what the worker is shown (the bwrap binds, device nodes,
+memory cap) and runs :data:`TOOLCHAIN` inside the device's sandbox, step by step, each
+under its own timeout (torch and the device, nvidia-smi, a Triton kernel: gcc, Python
+headers and libcuda for its launcher, torch.compile/inductor, nvcc and ninja, the absence of
+the host's home and work dir); the hostile cases ``cand_sandbox_walk`` (a results file and a
+problem planted in a work dir outside /tmp), ``cand_env_dump`` (a token exported),
+``cand_mem_grow`` (a 2 GiB cap) and an honest compile under the RLIMIT_DATA fallback
+(``SOLBENCH_SANDBOX_MEM_CGROUP=0``: does CUDA start under a DATA limit?). A bind a host
+lacks: ``SOLBENCH_SANDBOX_BIND`` / ``SOLBENCH_SANDBOX_DEV_BIND`` (docs/isolation.md).
 Stages run most important first and stop at ``--budget-s`` (default 80 s): a stage that
 would start past it is recorded as skipped. Every case records why it ended as it did
 (``reason``: the hack findings, the failed correctness check, or the log's last lines).
@@ -89,7 +99,9 @@ def evaluate_case(device: str, cand: str, env: dict[str, str]) -> dict:
             (t,) = evaluate(p, s, EvalConfig(device=device, iters=4, rounds=2))
             ev = t.evaluation
             return {"candidate": cand, "env": env, "status": ev.status.value,
-                    "leaks": [ln for ln in (ev.log or "").splitlines() if "LEAK" in ln][:3],
+                    "leaks": [ln[:600] for ln in (ev.log or "").splitlines()
+                              if "LEAK" in ln or "tok-probe-7f3a" in ln or "NO CAP" in ln][:3],
+                    "memory": [f.message for f in ev.findings if f.check == "memory_limit"][:1],
                     "checks": sorted({f.check for f in ev.findings if f.severity == "hack"}),
                     "reason": _reason(ev),
                     "seconds": round(time.perf_counter() - t0, 2)}
@@ -119,6 +131,83 @@ def _reason(ev) -> str:
     if tail:
         parts.append(f"log: {tail[-1200:]}")
     return "; ".join(parts)
+
+
+#: steps run inside the sandbox by the ``view`` stage: (name, Python source); each prints one
+#: line starting with OK or FAIL (a step that raises prints its exception)
+TOOLCHAIN = [
+    ("torch", "import torch; print('OK', torch.__version__)"),
+    ("device", "import torch, sys; d = sys.argv[1]\n"
+               "x = torch.ones(1024, device=d); y = (x * 2).sum().item(); "
+               "print('OK' if y == 2048 else 'FAIL', d, torch.cuda.get_device_name(0) if d.startswith('cuda') else '')"),
+    ("nvidia-smi", "import subprocess, shutil, sys\n"
+                   "if not sys.argv[1].startswith('cuda'): print('OK skipped on cpu'); raise SystemExit\n"
+                   "r = subprocess.run(['nvidia-smi', '-L'], capture_output=True, text=True, timeout=60)\n"
+                   "print('OK' if r.returncode == 0 else 'FAIL', (r.stdout + r.stderr).strip()[:300])"),
+    ("triton", "import sys, torch\n"
+               "if not sys.argv[1].startswith('cuda'): print('OK skipped on cpu'); raise SystemExit\n"
+               "import triton, triton.language as tl\n"
+               "@triton.jit\n"
+               "def k(x, y, n, B: tl.constexpr):\n"
+               "    i = tl.program_id(0) * B + tl.arange(0, B); m = i < n\n"
+               "    tl.store(y + i, tl.load(x + i, mask=m) * 3, mask=m)\n"
+               "x = torch.arange(4096, device='cuda', dtype=torch.float32); y = torch.empty_like(x)\n"
+               "k[(4,)](x, y, 4096, B=1024); torch.cuda.synchronize()\n"
+               "print('OK' if torch.equal(y, x * 3) else 'FAIL', 'triton', triton.__version__)"),
+    ("torch.compile", "import sys, torch\n"
+                      "f = torch.compile(lambda a: torch.relu(a) * 2 + 1)\n"
+                      "a = torch.randn(4096, device=sys.argv[1])\n"
+                      "print('OK' if torch.allclose(f(a), torch.relu(a) * 2 + 1) else 'FAIL', 'inductor')"),
+    ("nvcc+ninja", "import shutil, subprocess\n"
+                   "out = []\n"
+                   "for t in ('nvcc', 'ninja', 'cc', 'c++'):\n"
+                   "    w = shutil.which(t)\n"
+                   "    v = subprocess.run([w, '--version'], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()[-1:] if w else ['absent']\n"
+                   "    out.append(f'{t}: {v}')\n"
+                   "print('OK', '; '.join(out))"),
+    ("hidden", "import os, sys\n"
+               "# a folder above a bound one exists, empty but for the way down: a file in it is a leak\n"
+               "seen = {p: sorted(os.listdir(p)) for p in sys.argv[2:] if os.path.isdir(p)}\n"
+               "leak = {p: [e for e in v if not os.path.isdir(os.path.join(p, e))] for p, v in seen.items()}\n"
+               "leak = {p: v for p, v in leak.items() if v}\n"
+               "print(('FAIL files shown: ' + repr(leak)) if leak else 'OK only folders on the way to bound code: ' + repr(seen), "
+               "'| / holds', sorted(os.listdir('/')))"),
+]
+
+
+def view(device: str, step_timeout_s: float = 240.0) -> dict:
+    """What a worker of ``device`` is shown, and whether the toolchain runs inside it."""
+    import subprocess
+
+    from solbench.harness import memcap, sandbox
+
+    mode = sandbox.resolve_mode(device)[0]
+    out: dict = {"mode": mode, "memory": memcap.status(), "device_nodes": sandbox.device_paths(device),
+                 "code_paths": sandbox.code_paths(), "steps": {}}
+    if mode == "none":
+        out["error"] = "no sandbox on this host"
+        return out
+    args = sandbox._bwrap_args(mode, device, sandbox.bwrap_path())
+    out["binds"] = [" ".join(args[i:i + 3]) for i, x in enumerate(args)
+                    if x in ("--ro-bind", "--bind", "--dev-bind", "--symlink")]
+    import solbench
+
+    env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))
+    hidden = [os.path.expanduser("~"), os.getcwd(), str(ROOT)]
+    for name, src in TOOLCHAIN:
+        cmd = sandbox.wrap([sys.executable, "-c", src, device] + hidden, device, mode, None)
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=step_timeout_s, env=env,
+                               stdin=subprocess.DEVNULL)
+            text = (r.stdout.strip().splitlines() or [""])[-1] if r.returncode == 0 else \
+                f"FAIL exit {r.returncode}: " + " | ".join((r.stdout + r.stderr).strip().splitlines()[-6:])
+        except subprocess.TimeoutExpired:
+            text = f"FAIL timed out after {step_timeout_s:.0f} s"
+        out["steps"][name] = {"result": text[:1500], "seconds": round(time.perf_counter() - t0, 1)}
+        print(f"  in the sandbox: {name:14s} {text[:400]} ({out['steps'][name]['seconds']} s)", flush=True)
+    return out
 
 
 def ipc_roundtrip(device: str) -> dict:
@@ -205,7 +294,33 @@ def main() -> None:
     print(f"DPS buffers through the sandbox (sandboxed worker writes the parent's output "
           f"buffers): {res['ipc_dps']['status']} {res['ipc_dps'].get('reason', '')[-400:]}", flush=True)
     save()
+    if room("view", 60.0):
+        print(f"what the worker sees ({a.device}):", flush=True)
+        res["view"] = view(a.device)
+        v = res["view"]
+        print(f"  memory cap: {v['memory']}\n  device nodes: {v['device_nodes']}\n"
+              f"  binds: {v.get('binds')}", flush=True)
+        save()
     print(f"{'candidate':30s} {'env':44s} {'status':14s} leaks / hack checks", flush=True)
+    # issue 30: a candidate that walks the host (a work dir with a results file and a problem
+    # planted outside /tmp), one that prints its environment with a token exported, one that
+    # allocates until it dies under a 2 GiB cap, and an honest compile under RLIMIT_DATA alone
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="solbench-probe-", dir="/var/tmp"))
+    os.chmod(work, 0o755)
+    (work / "results.jsonl").write_text('{"evaluation": {"status": "PASSED"}}\n')
+    (work / "definition.json").write_text("{}")
+    planted = json.dumps({"results file": str(work / "results.jsonl"),
+                          "problem definition": str(work / "definition.json")})
+    case("cand_sandbox_walk.py", {"SOLBENCH_SANDBOX": "auto", "SOLBENCH_TEST_PLANTED": planted})
+    case("cand_env_dump.py", {"SOLBENCH_SANDBOX": "auto", "MY_API_TOKEN": "tok-probe-7f3a"})
+    case("cand_mem_grow.py", {"SOLBENCH_SANDBOX": "auto", "SOLBENCH_SANDBOX_MEM": "2G",
+                              "SOLBENCH_TEST_MEM_CEILING": str(6 << 30)})
+    case("cand_sandbox_compile.py", {"SOLBENCH_SANDBOX": "auto", "SOLBENCH_SANDBOX_MEM_CGROUP": "0"})
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
     case("cand_sandbox_escape.py", {"SOLBENCH_SANDBOX": "auto"})
     case("cand_threadpool_per_call.py", {"SOLBENCH_SANDBOX": "auto"})
     case("cand_sandbox_compile.py", {"SOLBENCH_SANDBOX": "auto"})

@@ -253,10 +253,22 @@ def test_candidate_cannot_append_to_the_results_file(tmp_path, solbench_cache):
     assert not [x for x in lines if "forged_by" in x], log
 
 
-def test_cuda_command_keeps_host_shm_and_cuts_the_network(monkeypatch):
-    """The CUDA worker's bwrap command: the host's /dev/shm (legacy CUDA IPC fails behind a
-    private one: bench/sandbox_ipc_matrix.py on the H200), a net namespace by default, and
-    every other layer as on CPU. Built, not run (no GPU here)."""
+def _pairs(a, flag):
+    return [(a[i + 1], a[i + 2]) for i, x in enumerate(a) if x == flag]
+
+
+def test_cuda_command_binds_the_driver_and_keeps_host_shm(monkeypatch, tmp_path):
+    """The CUDA worker's bwrap command: bwrap's minimal /dev plus the driver's device nodes
+    (found by CUDA_DEVICE_GLOBS, and $SOLBENCH_SANDBOX_DEV_BIND for a host that keeps them
+    elsewhere), the host's /dev/shm (legacy CUDA IPC fails behind a private one:
+    bench/sandbox_ipc_matrix.py on the H200), a net namespace by default, and every other
+    layer as on CPU. Built, not run (no GPU here; bench/sandbox_device.py runs it there)."""
+    for name in ("nvidiactl", "nvidia0", "nvidia-uvm"):
+        (tmp_path / name).write_text("")
+    extra = tmp_path / "extra-node"
+    extra.write_text("")
+    monkeypatch.setattr(sandbox, "CUDA_DEVICE_GLOBS", (str(tmp_path / "nvidia*"),))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_DEV_BIND", f"{extra}{os.pathsep}/nonexistent/node")
     monkeypatch.delenv("SOLBENCH_SANDBOX_NET", raising=False)
     cuda = sandbox._bwrap_args("userns", "cuda", "/bin/bwrap")
     cpu = sandbox._bwrap_args("userns", "cpu", "/bin/bwrap")
@@ -265,11 +277,15 @@ def test_cuda_command_keeps_host_shm_and_cuts_the_network(monkeypatch):
         return {a[i + 1] for i, x in enumerate(a) if x == "--tmpfs"}
 
     assert "/dev/shm" in tmpfs_targets(cpu) and "/dev/shm" not in tmpfs_targets(cuda)
+    assert ("/dev/shm", "/dev/shm") in _pairs(cuda, "--bind") and ("/dev/shm", "/dev/shm") not in _pairs(cpu, "--bind")
     assert tmpfs_targets(cpu) - {"/dev/shm"} == tmpfs_targets(cuda)  # /tmp, hidden dirs
+    want = sorted([(str(tmp_path / n),) * 2 for n in ("nvidia-uvm", "nvidia0", "nvidiactl")] + [(str(extra),) * 2])
+    assert sorted(_pairs(cuda, "--dev-bind")) == want and _pairs(cpu, "--dev-bind") == []
+    for a in (cuda, cpu):  # never the host's whole /dev or /
+        assert ("/dev", "/dev") not in _pairs(a, "--dev-bind") and ("/", "/") not in _pairs(a, "--ro-bind")
     for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-user",
                  "--disable-userns", "--die-with-parent", "--new-session"):
         assert flag in cuda and flag in cpu
-    assert ["--dev-bind", "/dev", "/dev"] == cuda[cuda.index("--dev-bind"):cuda.index("--dev-bind") + 3]
     monkeypatch.setenv("SOLBENCH_SANDBOX_NET", "0")
     assert "--unshare-net" not in sandbox._bwrap_args("userns", "cuda", "/bin/bwrap")
 

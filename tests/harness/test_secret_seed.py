@@ -5,6 +5,7 @@ fails when it is secret, which is the default."""
 from pathlib import Path
 
 from solbench.harness import EvalConfig, evaluate
+from solbench.harness.seeds import fingerprint
 from solbench.spec import Status, load_problem, load_solution
 
 ADV = Path(__file__).resolve().parents[1] / "adversarial"
@@ -15,7 +16,7 @@ def test_known_seed_is_exploitable_secret_seed_is_not(solbench_cache):
     s = load_solution(ADV / "hostile" / "seed_predict.py", p)
     known = evaluate(p, s, EvalConfig(device="cpu", seed=0, iters=4))
     assert [t.evaluation.status for t in known] == [Status.PASSED]  # the attack is real
-    assert known[0].evaluation.input_seed == "0"
+    assert known[0].evaluation.input_seed == fingerprint(0)  # the base itself is never written
     secret = evaluate(p, s, EvalConfig(device="cpu", iters=4))
     assert secret[0].evaluation.status == Status.INCORRECT_NUMERICAL
     again = evaluate(p, load_solution(ADV / "honest" / "eager_gelu_functional.py", p),
@@ -56,7 +57,7 @@ def test_each_input_set_seed_is_drawn_when_the_set_is_made(solbench_cache, monke
     assert bool((a == make_inputs(p, w, drawn[1], "cpu")["x"]).all())
     drawn.clear()
     (k,) = evaluate(p, s, EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False, seed=7))
-    assert drawn == [] and k.evaluation.input_seed == "7"
+    assert drawn == [] and k.evaluation.input_seed == fingerprint(7)
     # the rounds' sets in the order they ran (round 0 first, the rest shuffled under the seed)
     order = k.evaluation.correctness.extra["round_order"]
     assert order[0] == 0 and sorted(order)[:3] == [0, 1, 2]

@@ -40,9 +40,10 @@ def register(app: typer.Typer) -> None:
                                                help="SOL hardware spec id or spec.toml (default: from the GPU name; 'none' disables)"),
         sol_model: str = typer.Option("refined", "--sol-model", help="refined or solar"),
         seed: Optional[str] = typer.Option(None, "--seed",
-                                           help="base seed of the inputs (int or 0x-hex, as in a "
-                                                "trace's input_seed) to reproduce a run; default "
-                                                "a secret random seed per evaluation"),
+                                           help="base seed of the inputs (int or 0x-hex) to "
+                                                "reproduce a run (traces record only its "
+                                                "fingerprint: keep it, and make it unguessable); "
+                                                "default a secret random seed per input set"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines"),
         timeout: Optional[float] = typer.Option(None, "--timeout",
                                                 help="seconds any one call may take, the first "
@@ -113,8 +114,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _parse_seed(seed: str | None) -> int | None:
-    """``--seed``: decimal or 0x-hex (a trace's ``input_seed`` is hex without the prefix, so a
-    bare hex string is accepted too). Raises typer.BadParameter otherwise."""
+    """``--seed``: decimal or 0x-hex (a bare hex string is accepted too). Raises
+    typer.BadParameter otherwise."""
     if seed is None:
         return None
     s = seed.strip().lower()

@@ -185,7 +185,7 @@ def environment(device: str) -> Environment:
 
     st = sandbox_status(device)
     box = {"mode": st["mode"], "namespaces": st["namespaces"], "seccomp": st["seccomp"],
-           "warning": st["warning"], "tasks": st["tasks"]}
+           "warning": st["warning"], "tasks": st["tasks"], "memory": st["memory"]}
     return Environment(hardware=hw, libs=libs, sandbox=box)
 
 

@@ -45,7 +45,7 @@ from .config import EvalConfig, environment, select_workloads
 from .evidence import CandidateError, WorkloadRun, guard_findings
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .rounds import Oracle, round_plan, run_rounds, make_set
-from .seeds import InputSeeds
+from .seeds import InputSeeds, fingerprint
 from .slots import FlushBuffers, SlotPool
 from .telemetry import Telemetry
 from .timed import TimedBlocks
@@ -270,7 +270,7 @@ class Evaluator:
                 solution_hash=solution.content_hash(), device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,
                 build_cache=getattr(self, "_build_cache", None) if run is not None else None,
-                input_seed=format(self.cfg.seed, "x") if self.cfg.seed is not None else None,
+                input_seed=fingerprint(self.cfg.seed) if self.cfg.seed is not None else None,
                 input_seeds=seeds.record() if seeds is not None and seeds.used else None,
             ),
         )
@@ -319,6 +319,9 @@ class Evaluator:
                 # killed at its task limit after its last reply of this workload: the worker
                 # is gone, so nothing it said stands
                 failure = Failure(Status.RUNTIME_ERROR, cap.describe())
+            mem = getattr(h, "memcap", None)
+            if failure is None and mem is not None and mem.hit() is not None:
+                failure = Failure(Status.RUNTIME_ERROR, mem.describe())  # likewise, at its memory cap
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 

@@ -13,6 +13,7 @@ import time
 import weakref
 from typing import Any
 
+from .memcap import MemCap
 from .taskcap import TaskCap
 
 #: largest reply the parent accepts from a worker (bytes of JSON)
@@ -345,8 +346,10 @@ class WorkerHandle:
         self.device = device
         self.alive = False
         self.uid: int | None = None
-        fd, self.log_path = tempfile.mkstemp(prefix="solbench-worker-", suffix=".log")
-        os.close(fd)
+        # the worker's log: a file with no name (O_TMPFILE, or unlinked at once), so nothing of
+        # it is left in the host's temp folder however the worker or this process ends; read
+        # by offset, kept open until the handle is closed or collected
+        self._logf = tempfile.TemporaryFile(prefix="solbench-worker-", suffix=".log")
         self._log_offset = 0
         mode, warning = sandbox.resolve_mode(device)
         self.uid = sandbox.take_uid() if mode == "uid" else None
@@ -368,18 +371,30 @@ class WorkerHandle:
         self.tids_hello: set[int] = set()
         self.harness_op_cap_s: float | None = None
         self._sent_fds: set[str] = set()
-        env = dict(os.environ)
-        env.pop("SOLBENCH_WORKER_AUTHKEY", None)
+        # an allow-list of the harness's variables (a token the user exported never reaches
+        # the candidate, whose output goes to the trace's log: sandbox.worker_env)
+        env = sandbox.worker_env(os.environ)
         # the worker imports the same solbench as this process (an installed copy elsewhere
-        # must never stand in for it)
+        # must never stand in for it), and nothing else through PYTHONPATH
         import solbench
 
-        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))
-        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))
+        env["PYTHONUNBUFFERED"] = "1"
         env["SOLBENCH_SANDBOX_MODE"] = mode
+        # the memory bound (harness/memcap.py): a cgroup the launcher joins, else the worker's
+        # own RLIMIT_DATA; the worker is told the parent's cap (its own default would differ)
+        self.memcap = MemCap()
+        env["SOLBENCH_SANDBOX_MEM"] = str(self.memcap.cap)
+        env["SOLBENCH_SANDBOX_MEM_RLIMIT"] = "1" if self.memcap.mechanism == "rlimit" else "0"
+        self.sandbox["memory"] = {"cap_bytes": self.memcap.cap, "mechanism": self.memcap.mechanism,
+                                  "cgroup": self.memcap.path}
+        self._memcap_reported = False
+        self._scratch: str | None = None
         if mode != "none":
             env = sandbox.sandbox_env(env, mode, self.uid)
+        else:  # no private tmpfs: a temp folder of its own, removed when it is killed
+            self._scratch = tempfile.mkdtemp(prefix="solbench-worker-")
+            env.update(TMPDIR=self._scratch, TMP=self._scratch, TEMP=self._scratch)
         env.update(WORKER_MALLOC_ENV)
         if build_out is not None:
             # an ahead-of-time build (harness/prebuild.py): the one host directory this worker
@@ -395,14 +410,13 @@ class WorkerHandle:
         # root-uid worker: userns mode on a root harness): the launcher joins its cgroup
         # before it execs bwrap, so no task of the sandbox is ever outside it
         self.taskcap = TaskCap()
-        cmd = self.taskcap.wrap(cmd)
+        cmd = self.memcap.wrap(self.taskcap.wrap(cmd))
         self.sandbox["tasks"] = {"limit": self.taskcap.limit, "mechanism": self.taskcap.mechanism,
                                  "cgroup": self.taskcap.path}
         self._taskcap_reported = False
         passed = [theirs.fileno(), fd_theirs.fileno()] + ([info_w] if info_w is not None else [])
 
         become_subreaper()
-        self._logf = open(self.log_path, "ab")
         self.log_dropped = 0
         try:
             with _SPAWN_LOCK:
@@ -415,6 +429,7 @@ class WorkerHandle:
         except BaseException:
             sandbox.release_uid(self.uid)
             self.taskcap.release()
+            self.memcap.release()
             for f in (info_r, info_w):
                 if f is not None:
                     os.close(f)
@@ -652,6 +667,10 @@ class WorkerHandle:
         if self.taskcap.hit is not None and not self._taskcap_reported:
             self._taskcap_reported = True
             out.append(finding("task_limit", self.taskcap.describe(), dict(self.taskcap.hit)))
+        mem_hit = self.memcap.hit() if not self._memcap_reported else None
+        if mem_hit is not None:
+            self._memcap_reported = True
+            out.append(finding("memory_limit", self.memcap.describe(), mem_hit))
         if self.contradictions:
             c = self.contradictions[0]
             out.append(finding("reply_contradiction", f"{c['op']} reply: {c['reason']}",
@@ -714,6 +733,8 @@ class WorkerHandle:
         self.alive = False
         if self.taskcap.hit is not None:  # killed at its task limit: the reason says so
             during = f"{during} ({self.taskcap.describe()})"
+        if self.memcap.hit() is not None:  # killed at its memory cap: the reason says so
+            during = f"{during} ({self.memcap.describe()})"
         raise WorkerDied(self._exitcode(), during)
 
     def request(self, op: str, payload: dict | None = None, timeout_s: float = 120) -> tuple[str, dict]:
@@ -756,14 +777,13 @@ class WorkerHandle:
         if self.proc.poll() is not None:  # exited: let the drain thread copy its last output
             self._drain.join(timeout=2)
         try:
-            size = os.path.getsize(self.log_path)
-            with open(self.log_path, "rb") as f:
-                start = max(self._log_offset, size - cap)
-                f.seek(start)
-                data = f.read(size - start)
+            fd = self._logf.fileno()
+            size = os.fstat(fd).st_size
+            start = max(self._log_offset, size - cap)
+            data = os.pread(fd, size - start, start)
             skipped = start - self._log_offset
             self._log_offset = size
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the handle was closed
             return ""
         text = data.decode(errors="replace")
         if self.log_dropped:
@@ -822,7 +842,16 @@ class WorkerHandle:
         self.uid = None
         if not _SHUTTING_DOWN:
             kill_strays()
-        for f in (getattr(self, "_fdchan", None), getattr(self, "_sock", None), self._logf):
+        mem = getattr(self, "memcap", None)
+        if mem is not None:  # its OOM count is kept (MemCap.hit) for the trace made after
+            mem.release()
+        if getattr(self, "_scratch", None):
+            import shutil
+
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+        # the log stays open (nameless) until close(): the trace's log is read after a kill
+        for f in (getattr(self, "_fdchan", None), getattr(self, "_sock", None)):
             try:
                 f.close()
             except Exception:  # noqa: BLE001
@@ -857,6 +886,6 @@ class WorkerHandle:
         except Exception:  # noqa: BLE001
             pass
         try:
-            os.unlink(self.log_path)
-        except OSError:
+            self._logf.close()
+        except Exception:  # noqa: BLE001
             pass

@@ -37,7 +37,7 @@ import sys
 import threading
 from typing import Any
 
-from . import taskcap
+from . import memcap, taskcap
 from .taskcap import default_limit
 
 #: first uid/gid of the pool the ``uid`` mode hands to workers (UID_BASE+1 .. UID_BASE+UID_COUNT)
@@ -101,9 +101,11 @@ def namespaces(mode: str, device: str) -> list[str]:
 
 
 def _hidden_dirs() -> list[str]:
-    """Host folders a worker must not see: the harness user's home (its keys, its caches,
-    its results) and /root, solbench's trace-key folder wherever the store keeps it
-    (store.auth.key_dir), and the solution/build cache ($SOLBENCH_CACHE)."""
+    """Host folders a worker must not see even where they lie inside a folder it is shown
+    (a venv inside the user's home, a cache under a bound prefix): the harness user's home
+    and /root, solbench's trace-key folder wherever the store keeps it (store.auth.key_dir),
+    and the solution/build caches ($SOLBENCH_CACHE, $SOLBENCH_BUILD_CACHE). Each gets an
+    empty tmpfs over it when it lies under a bound folder."""
     out = []
     for d in (os.path.expanduser("~"), "/root"):
         if d and d != "/" and os.path.isdir(d):
@@ -143,57 +145,179 @@ def _under(path: str, dirs: list[str]) -> bool:
     return any(path == d or path.startswith(d + os.sep) for d in dirs)
 
 
-def _code_paths(hidden: list[str]) -> list[str]:
-    """Folders the worker's interpreter needs that lie under a hidden folder (a pyenv under
-    /root, a checkout under $HOME): bound back read-only, nothing else of those folders."""
-    import solbench
+# ------------------------------------------------------------------ what a worker is shown
+#: host system folders every worker sees read-only (a symlink, as on merged-/usr systems,
+#: is made a symlink again): the C library, the compilers (gcc for Triton's launcher and
+#: inductor, c++ and ninja for C++ builds), nvcc under /usr/local/cuda, the driver's
+#: user-space libraries (libcuda, libnvidia-ml) in /usr/lib/<triplet>
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: files of /etc the dynamic linker, the compilers' alternatives and the C library read;
+#: nothing of the host's accounts, keys or network configuration
+ETC_PATHS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+             "/etc/localtime", "/etc/os-release", "/etc/nsswitch.conf")
+#: kernel views the runtimes read (CPU topology for OpenMP and os.cpu_count, PCI devices
+#: for the driver and NVML, transparent huge pages for the allocators); not /sys/fs
+#: (cgroupfs) nor /sys/kernel/security, /sys/firmware
+SYS_PATHS = ("/sys/devices", "/sys/bus", "/sys/class", "/sys/dev", "/sys/module", "/sys/kernel/mm")
+#: device nodes a CUDA worker gets besides bwrap's minimal /dev (null, zero, random, tty...):
+#: the driver's control, per-GPU, UVM and MIG capability nodes (glob patterns)
+CUDA_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/nvidia-caps-imex-channels")
+#: host paths a CUDA worker also sees read-only where they exist (persistence daemon socket,
+#: the driver's application profiles)
+CUDA_PATHS = ("/run/nvidia-persistenced", "/etc/nvidia", "/usr/share/nvidia")
 
-    want = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    want.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
-    want.add(os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__))))
-    for p in sys.path + os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        if p and os.path.isdir(p):
-            want.add(os.path.realpath(p))
-    keep = sorted((p for p in want if _under(p, hidden) and p not in hidden), key=len)
-    out: list[str] = []
-    for p in keep:  # a folder inside one already bound comes with it
-        if not _under(p, out):
-            out.append(p)
+
+def _env_paths(var: str) -> list[str]:
+    return [p for p in os.environ.get(var, "").split(os.pathsep) if p.strip()]
+
+
+_interp_cache: dict[str, list[str]] = {}
+
+
+def _interpreter_sys_path() -> list[str]:
+    """The folders a fresh interpreter of this Python (the worker's) puts on sys.path by
+    itself: the standard library, site-packages and what their .pth files add (an editable
+    install's source folder). Asked of the interpreter once, with no PYTHONPATH and from /,
+    so neither the parent's working directory nor its own sys.path additions (pytest's test
+    folders, the user's PYTHONPATH) are shown to the worker."""
+    with _lock:
+        if sys.executable in _interp_cache:
+            return list(_interp_cache[sys.executable])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    try:
+        out = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path))"],
+                             capture_output=True, text=True, timeout=60, cwd="/", env=env,
+                             stdin=subprocess.DEVNULL)
+        import json
+
+        paths = [p for p in json.loads(out.stdout.strip().splitlines()[-1]) if isinstance(p, str)]
+    except Exception:  # noqa: BLE001 - fall back on the prefixes alone
+        paths = []
+    with _lock:
+        _interp_cache[sys.executable] = paths
+    return list(paths)
+
+
+def _toolchain_paths() -> list[str]:
+    """Folders of the build tools a candidate's build runs in the worker where they live
+    outside the system folders: the CUDA toolkit torch's extension builder would use
+    (CUDA_HOME / CUDA_PATH / nvcc on PATH), CUTLASS (CUTLASS_DIR / CUTLASS_HOME /
+    CUTLASS_PATH) and the compilers named by CC / CXX."""
+    out = []
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUTLASS_DIR", "CUTLASS_HOME", "CUTLASS_PATH"):
+        v = os.environ.get(var)
+        if v and os.path.isdir(v):
+            out.append(v)
+    for tool in ("nvcc", "ninja", os.environ.get("CC", "cc"), os.environ.get("CXX", "c++")):
+        w = shutil.which(tool) if tool else None
+        if w:  # <prefix>/bin/tool: the prefix holds its headers and libraries
+            out.append(os.path.dirname(os.path.dirname(os.path.realpath(w))))
     return out
 
 
+def code_paths() -> list[str]:
+    """Host folders a worker sees read-only besides :data:`SYSTEM_PATHS`: the interpreter's
+    prefixes and its own sys.path (:func:`_interpreter_sys_path`), the solbench package
+    root it imports, the build tools (:func:`_toolchain_paths`), the folders of
+    ``$LD_LIBRARY_PATH`` and ``$SOLBENCH_SANDBOX_BIND`` (extra folders, ``os.pathsep``-separated,
+    for a host whose runtime lives elsewhere). Real paths, outermost first, none inside
+    another, never /."""
+    import solbench
+
+    want = [sys.prefix, sys.base_prefix, sys.exec_prefix,
+            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+            os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))]
+    want += _interpreter_sys_path() + _toolchain_paths() + _env_paths("SOLBENCH_SANDBOX_BIND")
+    # the folders the dynamic linker is told to search (a host's libcuda outside /usr), but
+    # never the home itself
+    home = os.path.realpath(os.path.expanduser("~"))
+    want += [p for p in _env_paths("LD_LIBRARY_PATH") if os.path.realpath(p) != home]
+    real = sorted({os.path.realpath(p) for p in want if p and os.path.exists(p)}, key=len)
+    out: list[str] = []
+    system = [p for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    for p in real:
+        if p == "/" or _under(p, out) or _under(p, system):
+            continue
+        out.append(p)
+    return out
+
+
+def device_paths(device: str) -> list[str]:
+    """Device nodes (and folders of them) bound into a worker of ``device`` beyond bwrap's
+    minimal /dev: on CUDA those of :data:`CUDA_DEVICE_GLOBS` and
+    ``$SOLBENCH_SANDBOX_DEV_BIND``; none on CPU."""
+    if not _is_cuda(device):
+        return []
+    import glob
+
+    found = {p for g in CUDA_DEVICE_GLOBS for p in glob.glob(g)}
+    found |= {p for p in _env_paths("SOLBENCH_SANDBOX_DEV_BIND") if os.path.exists(p)}
+    return sorted(found)
+
+
+def _bind_with_parents(a: list[str], path: str, made: set[str], how: str = "--ro-bind") -> None:
+    """Bind ``path`` at the same place, first making each missing folder above it traversable
+    (bwrap would copy the host's mode: /root is 0700, and the ``uid`` mode's worker could
+    not reach a venv under it)."""
+    parts, cur = [], os.path.dirname(path)
+    while cur not in made and cur != "/":
+        parts.append(cur)
+        cur = os.path.dirname(cur)
+    for d in reversed(parts):
+        a += ["--perms", "0755", "--dir", d]
+        made.add(d)
+    a += [how, path, path]
+    made.add(path)
+
+
 def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None) -> list[str]:
+    """The bwrap command line of a worker: an empty root holding only what the worker needs
+    to run (an allow-list, docs/isolation.md "What the worker sees"), read-only, with a
+    private tmpfs /tmp (HOME, TMPDIR, caches) and, on CPU, /dev/shm."""
     cuda = _is_cuda(device)
-    a = [bwrap, "--ro-bind", "/", "/"]
-    # the driver's device nodes on CUDA, a minimal /dev otherwise. On CPU a private
-    # world-writable /dev/shm (POSIX semaphores: multiprocessing's locks, a ThreadPool's). On
-    # CUDA the host's /dev/shm stays: legacy CUDA IPC fails to open the parent's buffers
-    # behind a private one (bench/sandbox_ipc_matrix.py on the H200: every other layer can
-    # stay; docs/isolation.md says what that exposes and why it is bounded)
-    a += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
-    if not cuda:
-        a += ["--perms", "1777", "--size", str(1 << 30), "--tmpfs", "/dev/shm"]
+    mem = memcap.cap_bytes()
+    tmp_size = min(TMPFS_BYTES, mem) if mem else TMPFS_BYTES
+    a = [bwrap]
+    made: set[str] = {"/"}
+    for p in SYSTEM_PATHS:
+        if os.path.islink(p):
+            a += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            a += ["--ro-bind", p, p]
+        made.add(p)
+    for p in ETC_PATHS + SYS_PATHS + (CUDA_PATHS if cuda else ()):
+        if os.path.exists(p):
+            _bind_with_parents(a, p, made)
+    # a minimal /dev (null, zero, full, random, urandom, tty, pts, shm), then on CUDA the
+    # driver's nodes. On CPU a private world-writable /dev/shm (POSIX semaphores:
+    # multiprocessing's locks, a ThreadPool's). On CUDA the host's /dev/shm: legacy CUDA IPC
+    # fails to open the parent's buffers behind a private one (bench/sandbox_ipc_matrix.py on
+    # the H200; docs/isolation.md says what that exposes and why it is bounded)
+    a += ["--dev", "/dev"]
+    for p in device_paths(device):
+        a += ["--dev-bind", p, p]
+    if cuda:
+        a += ["--bind", "/dev/shm", "/dev/shm"]
+    else:
+        shm = min(1 << 30, mem) if mem else 1 << 30
+        a += ["--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
     a += ["--proc", "/proc"]
-    hidden = _hidden_dirs()
-    for d in hidden:
-        a += ["--tmpfs", d]
     # the scratch is written by the worker's uid (not root's in ``uid`` mode): world-writable
-    # inside a tmpfs only this worker's processes see. Mounted before the code paths are bound
-    # back, so packages the harness imports from under /tmp (a --target install) stay visible
-    a += ["--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", SCRATCH]
-    covered = sorted(set(hidden) | {SCRATCH}, key=len)
-    made: set[str] = set(covered)
-    for p in _code_paths(covered):
-        # the folders between a hidden folder and what is bound back must be traversable by
-        # the worker's uid (bwrap would create them 0700)
-        parts, cur = [], os.path.dirname(p)
-        while cur not in made and _under(cur, covered):
-            parts.append(cur)
-            cur = os.path.dirname(cur)
-        for d in reversed(parts):
-            a += ["--perms", "0755", "--dir", d]
-            made.add(d)
-        a += ["--ro-bind", p, p]
+    # inside a tmpfs only this worker's processes see
+    a += ["--perms", "1777", "--size", str(tmp_size), "--tmpfs", SCRATCH]
+    made.add(SCRATCH)
+    code = [p for p in code_paths() if not _under(p, [SCRATCH])]
+    for p in code:
+        _bind_with_parents(a, p, made)
+    # a package under /tmp (a --target install the harness imports from) comes back over the
+    # private scratch
+    for p in code_paths():
+        if _under(p, [SCRATCH]) and p != SCRATCH:
+            a += ["--ro-bind", p, p]
+    shown = code + [p for p in SYSTEM_PATHS + SYS_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    for d in _hidden_dirs():  # inside something bound: an empty folder instead
+        if _under(d, shown) and d not in shown:
+            a += ["--tmpfs", d]
     shared = shared_build_cache()
     if shared:
         a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
@@ -261,7 +385,8 @@ def sandbox_status(device: str = "cpu") -> dict[str, Any]:
     ``{"mode": "uid"|"userns"|"none", "uid": host uid of the worker (pool's first uid in uid
     mode, else the harness's), "namespaces": [...], "warning": str|None, "bwrap": path,
     "seccomp": bool, "tasks": {"limit", "bound_by", "kernel_enforced", "cgroup_unavailable"}}``
-    (``tasks``: what bounds the sandbox's processes and threads, :func:`taskcap.status`)."""
+    (``tasks``: what bounds the sandbox's processes and threads, :func:`taskcap.status`;
+    ``memory``: what bounds its memory, :func:`memcap.status`)."""
     mode, warning = resolve_mode(device)
     uid = UID_BASE + 1 if mode == "uid" else os.geteuid()
     if warning and warning not in _warned:  # once per process on stderr; every call returns it
@@ -269,7 +394,8 @@ def sandbox_status(device: str = "cpu") -> dict[str, Any]:
         print(f"solbench: WARNING: {warning}", file=sys.stderr)
     return {"mode": mode, "uid": uid, "namespaces": namespaces(mode, device), "warning": warning,
             "bwrap": bwrap_path() if mode != "none" else None,
-            "seccomp": mode != "none" and _seccomp_available(), "tasks": taskcap.status(mode)}
+            "seccomp": mode != "none" and _seccomp_available(), "tasks": taskcap.status(mode),
+            "memory": memcap.status()}
 
 
 def _seccomp_available() -> bool:
@@ -300,6 +426,37 @@ def take_uid() -> int:
 def release_uid(uid: int | None) -> None:
     with _lock:
         _uids_in_use.discard(uid)
+
+
+#: variables a worker inherits from the harness's environment, by exact name: the locale,
+#: the search path, the GPU the executor chose, the build tools' settings
+ENV_ALLOWED = frozenset({
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "TERM",
+    "HOME", "USER", "LOGNAME",  # replaced by the sandbox's own (sandbox_env); kept unsandboxed
+    "TMPDIR", "TMP", "TEMP",  # likewise
+    "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",  # where a host keeps libcuda / CUDA headers
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAX_JOBS",
+    "CUTLASS_DIR", "CUTLASS_HOME", "CUTLASS_PATH",
+})
+#: prefixes of variables a worker inherits: solbench's own settings, and those of the
+#: runtimes a candidate runs on (CUDA, cuBLAS, cuDNN, NCCL, torch, inductor, Triton,
+#: OpenMP/MKL/OpenBLAS threading, glibc malloc tuning)
+ENV_ALLOWED_PREFIXES = ("SOLBENCH_", "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", "NCCL_", "NVIDIA_",
+                        "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "TRITON_", "OMP_", "KMP_", "MKL_",
+                        "OPENBLAS_", "GOMP_", "MALLOC_")
+#: never passed on, whatever the prefix: solbench's secrets (the worker never needs them)
+ENV_DENIED = frozenset({"SOLBENCH_WORKER_AUTHKEY", "SOLBENCH_TRACE_KEY"})
+
+
+def worker_env(parent: dict[str, str] | os._Environ) -> dict[str, str]:
+    """The part of the harness's environment a worker starts from: the names of
+    :data:`ENV_ALLOWED` and the prefixes of :data:`ENV_ALLOWED_PREFIXES`, nothing else. A
+    token the user exported (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``HF_TOKEN``,
+    ``MY_API_TOKEN``) never reaches the candidate, whose output is stored in the trace's
+    log. PYTHON* variables are not inherited: the caller sets PYTHONPATH to the package
+    root (process.WorkerHandle)."""
+    return {k: v for k, v in parent.items()
+            if (k in ENV_ALLOWED or k.startswith(ENV_ALLOWED_PREFIXES)) and k not in ENV_DENIED}
 
 
 def sandbox_env(env: dict[str, str], mode: str, uid: int | None) -> dict[str, str]:
@@ -345,7 +502,8 @@ def wrap(argv: list[str], device: str, mode: str, info_fd: int | None,
 def limits(device: str) -> dict[str, tuple[int, int]]:
     """Resource limits the worker sets on itself before any candidate code exists (soft =
     hard, so they cannot be raised again without CAP_SYS_RESOURCE). RLIMIT_AS only on CPU:
-    the CUDA driver reserves far more address space than memory."""
+    the CUDA driver reserves far more address space than memory. RLIMIT_DATA = the memory
+    cap (:mod:`solbench.harness.memcap`) only where no memory cgroup holds it."""
     import resource
 
     out = {"RLIMIT_NPROC": (NPROC, NPROC), "RLIMIT_FSIZE": (TMPFS_BYTES, TMPFS_BYTES),
@@ -358,6 +516,10 @@ def limits(device: str) -> dict[str, tuple[int, int]]:
         if mem:
             cap = int(os.environ.get("SOLBENCH_SANDBOX_AS_BYTES", str(mem + (8 << 30))))
             out["RLIMIT_AS"] = (cap, cap)
+    if os.environ.get("SOLBENCH_SANDBOX_MEM_RLIMIT") == "1":  # set by the parent: no cgroup
+        cap = memcap.cap_bytes()
+        if cap:
+            out["RLIMIT_DATA"] = (cap, cap)
     return {k: v for k, v in out.items() if hasattr(resource, k)}
 
 

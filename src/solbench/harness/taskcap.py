@@ -74,10 +74,10 @@ def default_limit() -> int:
 
 
 # ------------------------------------------------------------------ finding the hierarchy
-def parse_mountinfo(text: str) -> dict[str, str]:
+def parse_mountinfo(text: str, controller: str = "pids") -> dict[str, str]:
     """Mount points of the cgroup hierarchies in ``/proc/self/mountinfo`` text:
-    ``{"v2": path}`` for cgroup2, ``{"v1:pids": path}`` for a v1 hierarchy holding the pids
-    controller (proc(5): field 5 is the mount point, the super options follow ``-`` and
+    ``{"v2": path}`` for cgroup2, ``{"v1:<controller>": path}`` for a v1 hierarchy holding
+    ``controller`` (proc(5): field 5 is the mount point, the super options follow ``-`` and
     the fstype). The first mount of each wins."""
     out: dict[str, str] = {}
     for line in text.splitlines():
@@ -90,15 +90,15 @@ def parse_mountinfo(text: str) -> dict[str, str]:
         mnt = f[4].replace("\\040", " ")
         if r[0] == "cgroup2":
             out.setdefault("v2", mnt)
-        elif r[0] == "cgroup" and "pids" in r[2].split(","):
-            out.setdefault("v1:pids", mnt)
+        elif r[0] == "cgroup" and controller in r[2].split(","):
+            out.setdefault(f"v1:{controller}", mnt)
     return out
 
 
-def parse_proc_cgroup(text: str) -> dict[str, str]:
+def parse_proc_cgroup(text: str, controller: str = "pids") -> dict[str, str]:
     """The process's cgroup paths from ``/proc/self/cgroup`` text: ``{"v2": "/a/b"}`` from the
-    ``0::`` line, ``{"v1:pids": "/x"}`` from the line whose controllers include pids
-    (cgroups(7), "/proc/[pid]/cgroup")."""
+    ``0::`` line, ``{"v1:<controller>": "/x"}`` from the line whose controllers include
+    ``controller`` (cgroups(7), "/proc/[pid]/cgroup")."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         parts = line.split(":", 2)
@@ -107,8 +107,8 @@ def parse_proc_cgroup(text: str) -> dict[str, str]:
         hid, ctrls, path = parts
         if hid == "0" and ctrls == "":
             out["v2"] = path
-        elif "pids" in ctrls.split(","):
-            out["v1:pids"] = path
+        elif controller in ctrls.split(","):
+            out[f"v1:{controller}"] = path
     return out
 
 
@@ -125,54 +125,58 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _own_base() -> tuple[str | None, str | None, str]:
-    """(kind, directory, why): the directory under which this process may make pids cgroups
-    (its own cgroup in the pids hierarchy), or (None, None, the reason there is none)."""
+def _own_base(controller: str = "pids", v1_file: str = "cgroup.procs") -> tuple[str | None, str | None, str]:
+    """(kind, directory, why): the directory under which this process may make cgroups of
+    ``controller`` (its own cgroup in that hierarchy: v2 with the controller enabled for
+    its children, else v1 where ``v1_file`` is visible), or (None, None, the reason)."""
     try:
-        mounts = parse_mountinfo(_read("/proc/self/mountinfo"))
-        mine = parse_proc_cgroup(_read("/proc/self/cgroup"))
+        mounts = parse_mountinfo(_read("/proc/self/mountinfo"), controller)
+        mine = parse_proc_cgroup(_read("/proc/self/cgroup"), controller)
     except OSError as e:
         return None, None, f"cannot read /proc/self: {e}"
     reasons = []
+    v1 = f"v1:{controller}"
     if "v2" in mounts and "v2" in mine:
         d = os.path.normpath(os.path.join(mounts["v2"], mine["v2"].lstrip("/")))
         try:
             ctrl = _read(os.path.join(d, "cgroup.controllers")).split()
-            if "pids" not in ctrl:
-                reasons.append(f"cgroup2 at {d}: no pids controller (controllers: {' '.join(ctrl) or 'none'})")
+            if controller not in ctrl:
+                reasons.append(f"cgroup2 at {d}: no {controller} controller (controllers: {' '.join(ctrl) or 'none'})")
             else:
                 sub = _read(os.path.join(d, "cgroup.subtree_control")).split()
-                if "pids" not in sub:
+                if controller not in sub:
                     # enabling it fails with EBUSY while this cgroup holds processes and is not
                     # the root (cgroup-v2.rst, "no internal process constraint")
-                    _write(os.path.join(d, "cgroup.subtree_control"), "+pids")
+                    _write(os.path.join(d, "cgroup.subtree_control"), f"+{controller}")
                 return "cgroup_v2", d, ""
         except OSError as e:
-            reasons.append(f"cgroup2 at {d}: pids not delegated ({errno.errorcode.get(e.errno, e.errno)}: {e.strerror})")
+            reasons.append(f"cgroup2 at {d}: {controller} not delegated "
+                           f"({errno.errorcode.get(e.errno, e.errno)}: {e.strerror})")
     else:
         reasons.append("no cgroup2 mount")
-    if "v1:pids" in mounts and "v1:pids" in mine:
-        d = os.path.normpath(os.path.join(mounts["v1:pids"], mine["v1:pids"].lstrip("/")))
-        if os.path.isfile(os.path.join(d, "cgroup.procs")):
+    if v1 in mounts and v1 in mine:
+        d = os.path.normpath(os.path.join(mounts[v1], mine[v1].lstrip("/")))
+        if os.path.isfile(os.path.join(d, v1_file)):
             return "cgroup_v1", d, ""
-        reasons.append(f"cgroup v1 pids at {d}: not visible")
+        reasons.append(f"cgroup v1 {controller} at {d}: not visible")
     else:
-        reasons.append("no cgroup v1 pids hierarchy")
+        reasons.append(f"no cgroup v1 {controller} hierarchy")
     return None, None, "; ".join(reasons)
 
 
-def _clean_stale(base: str) -> None:
-    """Remove cgroups this module made for a harness that no longer runs (SIGKILLed before it
-    could): empty by then (the pid namespace died with its init), so rmdir succeeds."""
+def _clean_stale(base: str, prefix: str = PREFIX) -> None:
+    """Remove cgroups named ``<prefix><harness pid>-...`` made for a harness that no longer
+    runs (SIGKILLed before it could): empty by then (the pid namespace died with its init),
+    so rmdir succeeds."""
     try:
         names = os.listdir(base)
     except OSError:
         return
     for n in names:
-        if not n.startswith(PREFIX):
+        if not n.startswith(prefix):
             continue
         try:
-            owner = int(n[len(PREFIX):].split("-")[0])
+            owner = int(n[len(prefix):].split("-")[0])
         except ValueError:
             continue
         if owner != os.getpid() and not os.path.exists(f"/proc/{owner}"):
@@ -180,6 +184,24 @@ def _clean_stale(base: str) -> None:
                 os.rmdir(os.path.join(base, n))
             except OSError:
                 pass
+
+
+def check_join(path: str) -> None:
+    """A real join of cgroup ``path``, as a launcher does it (a shell writes its pid to
+    ``cgroup.procs``): a writable-looking cgroup.procs can still refuse a move (a v2
+    hierarchy's delegation rules, a container's read-only view), and a launcher that cannot
+    join would fail every worker's start. Raises PermissionError saying why."""
+    r = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', os.path.join(path, "cgroup.procs")],
+                       capture_output=True, text=True, timeout=10)
+    if r.returncode != 0:
+        raise PermissionError(errno.EACCES, "a process cannot join it: "
+                              + (r.stderr.strip().splitlines() or ["sh failed"])[-1])
+
+
+def join_argv(path: str, argv: list[str]) -> list[str]:
+    """``argv`` launched by a shell that first moves itself into cgroup ``path``, then execs
+    it (the same process: its pid, fds and parent-death signal are the launcher's)."""
+    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(path, "cgroup.procs")] + list(argv)
 
 
 def probe(refresh: bool = False) -> dict[str, Any]:
@@ -204,15 +226,7 @@ def probe(refresh: bool = False) -> dict[str, Any]:
                 os.mkdir(test)
                 try:
                     _write(os.path.join(test, "pids.max"), "64")
-                    # a real join, as TaskCap.wrap's launcher does it: a writable-looking
-                    # cgroup.procs can still refuse a move (a v2 hierarchy's delegation rules,
-                    # a container's read-only view), and a launcher that cannot join would
-                    # fail every worker's start
-                    r = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', os.path.join(test, "cgroup.procs")],
-                                       capture_output=True, text=True, timeout=10)
-                    if r.returncode != 0:
-                        raise PermissionError(errno.EACCES, "a process cannot join it: "
-                                              + (r.stderr.strip().splitlines() or ["sh failed"])[-1])
+                    check_join(test)
                 finally:
                     _rmdir_when_empty(test)
                 res = {"mechanism": kind, "base": base, "reason": ""}
@@ -300,10 +314,7 @@ class TaskCap:
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` launched by a shell that first moves itself into the cgroup, then execs it
         (the same process: its pid, fds and parent-death signal are the launcher's)."""
-        if self.path is None:
-            return list(argv)
-        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"',
-                os.path.join(self.path, "cgroup.procs")] + list(argv)
+        return list(argv) if self.path is None else join_argv(self.path, argv)
 
     def watch(self, *pids: int) -> None:
         """Start watching: ``pids`` are launched processes (children of this process): the

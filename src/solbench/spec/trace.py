@@ -193,9 +193,11 @@ class Evaluation(_Model):
     #: shared build cache, built ahead of time in its own sandboxed worker), "private" (the
     #: worker's own cache), "built" (compiled in the worker); None for Python languages
     build_cache: str | None = None
-    #: base seed of this evaluation's inputs (hex) when one was given (``--seed``): every
-    #: input set's seed derives from it, so ``--seed 0x...`` reproduces the run. None when
-    #: each input set's seed was drawn from the OS's random source (the default).
+    #: fingerprint of the base seed of this evaluation's inputs when one was given
+    #: (``--seed``; ``solbench.harness.seeds.fingerprint``): every input set's seed derives
+    #: from the base, so ``--seed BASE`` reproduces the run, but the base itself is never
+    #: written (a candidate reading the results file would derive later inputs from it).
+    #: None when each input set's seed was drawn from the OS's random source (the default).
     input_seed: str | None = None
     #: the seed of every input set of this workload, in the order they were made (hex;
     #: correctness rounds first, then the timed sets); recorded after the evaluation, so

@@ -99,6 +99,38 @@ def gpus() -> list[dict[str, Any]] | dict[str, str]:
     return out
 
 
+def _seed_fingerprint(value: Any) -> str:
+    from ..harness.seeds import fingerprint
+
+    try:
+        if isinstance(value, int):
+            return fingerprint(value)
+        v = str(value).strip().lower()
+        return fingerprint(int(v, 16) if v.startswith("0x") else int(v))
+    except ValueError:
+        try:
+            return fingerprint(int(str(value), 16))
+        except ValueError:
+            return "redacted"
+
+
+def redact_seed_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the value of ``--seed`` replaced by its fingerprint
+    (:func:`solbench.harness.seeds.fingerprint`): the base seed is the run's secret, and the
+    manifest is written while the run goes on (docs/inputs.md)."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--seed" and i + 1 < len(out):
+            out[i + 1] = _seed_fingerprint(out[i + 1])
+        elif a.startswith("--seed="):
+            out[i] = "--seed=" + _seed_fingerprint(a.split("=", 1)[1])
+    return out
+
+
+def _redact_seed_config(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_seed_fingerprint(v) if k == "seed" and v is not None else v) for k, v in config.items()}
+
+
 def collect(config: dict[str, Any] | None = None) -> dict[str, Any]:
     """A fresh manifest entry for this process (``run_id`` a new random UUID)."""
     from .. import __version__
@@ -113,9 +145,9 @@ def collect(config: dict[str, Any] | None = None) -> dict[str, Any]:
         "run_id": uuid.uuid4().hex,
         "started": datetime.now(timezone.utc).isoformat(),
         "solbench": {"version": __version__, **git_commit()},
-        "argv": list(sys.argv),
+        "argv": redact_seed_argv(sys.argv),
         "cwd": os.getcwd(),
-        "config": config or {},
+        "config": _redact_seed_config(config or {}),
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(),
                  "machine": platform.machine(), "cpu_count": os.cpu_count(),
                  "python": platform.python_version()},

@@ -3,17 +3,30 @@ the input sets solbench would generate if its base seed were public (0, the defa
 2026-11-30), with solbench's own seed derivation and input generator, tabulates the answers,
 and answers every call from the table (zeros on a miss, no computation). Only a secret base
 seed defeats it."""
+import json
+import tempfile
 from pathlib import Path
 
 import torch
 
-import solbench
 from solbench.harness.seeds import derived_seed as _seed
 from solbench.inputs import make_inputs
 from solbench.spec import load_problem
 
-_P = load_problem(Path(solbench.__file__).resolve().parents[2] / "tests" / "adversarial"
-                  / "problems" / "gelu_f32")
+# the problem, as its author was given it (the sandbox shows the worker no problem folder)
+_DIR = Path(tempfile.mkdtemp())
+(_DIR / "definition.json").write_text(json.dumps({
+    "name": "gelu_f32", "op_type": "test",
+    "axes": {"m": {"type": "var"}, "k": {"type": "const", "value": 256}},
+    "inputs": {"x": {"shape": ["m", "k"], "dtype": "float32"}},
+    "outputs": {"out": {"shape": ["m", "k"], "dtype": "float32"}},
+    "reference": "import math\nimport torch\n\n\n@torch.no_grad()\ndef run(x):\n"
+                 "    c = math.sqrt(2.0 / math.pi)\n"
+                 "    return 0.5 * x * (1.0 + torch.tanh(c * (x + 0.044715 * x * x * x)))\n"}))
+(_DIR / "workload.jsonl").write_text(json.dumps({
+    "uuid": "2d6cff0c-bb3e-5fff-bc69-284d14d85d68", "axes": {"m": 64}, "inputs": {"x": {"type": "random"}},
+    "tolerance": {"max_atol": 0.01, "max_rtol": 0.01, "required_matched_ratio": 0.99}, "tags": ["cpu"]}) + "\n")
+_P = load_problem(_DIR)
 _TABLE = {}
 _SETS = [(r, "upstream") for r in list(range(8)) + list(range(1001, 1001 + 80))]
 # the strict and stress rounds' sets, and the sparse stress set of the re-check after timing

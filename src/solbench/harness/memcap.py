@@ -1,0 +1,302 @@
+"""A bound on the host memory of one worker's sandbox (issue 30, item 6).
+
+Without one, a candidate that allocates without end (or fills its tmpfs /tmp and /dev/shm,
+which are host RAM) pushes the whole host into the kernel's OOM killer, and the victim may
+be the harness, the reference's worker or another user's job.
+
+Mechanisms, strongest first (:func:`probe` says which one this host gets; every trace's
+``environment.sandbox["memory"]`` carries it):
+
+- ``cgroup_v2`` / ``cgroup_v1``: a child cgroup of the harness's own in the memory hierarchy,
+  ``memory.max`` (v2; ``memory.swap.max`` 0) or ``memory.limit_in_bytes`` (v1; with
+  ``memory.memsw.limit_in_bytes`` where swap accounting exists) = the cap
+  (Documentation/admin-guide/cgroup-v2.rst, "Memory"; cgroup-v1/memory.rst). The launcher
+  joins it before it execs bwrap, so every page the sandbox touches (anonymous memory,
+  the tmpfs /tmp and /dev/shm it writes, page cache) is charged to it; past the cap the
+  kernel reclaims what it can and then OOM-kills inside that cgroup only, never outside.
+  The kill is read back from ``memory.events`` (v2) or ``memory.oom_control`` (v1), both
+  counting ``oom_kill``.
+- ``rlimit``: where no memory cgroup can be made, the worker sets ``RLIMIT_DATA`` = the cap on
+  itself (``sandbox.limits``): private writable mappings and the heap past it fail with
+  ENOMEM, which torch reports as an allocation error in the call. Never ``RLIMIT_AS`` on
+  CUDA: the driver reserves far more address space than it uses. The tmpfs /tmp and
+  /dev/shm of the sandbox are sized at most the cap either way.
+
+The status is decided by :mod:`solbench.harness.verdict` from the failure this causes (the
+worker died: RUNTIME_ERROR, its reason naming the cap), with the advisory finding
+``memory_limit`` carrying the evidence.
+
+Environment: ``SOLBENCH_SANDBOX_MEM`` = the cap (bytes, or with a K/M/G/T suffix; ``0`` or
+``off``: none); default :func:`default_cap`. ``SOLBENCH_SANDBOX_MEM_CGROUP`` = ``auto``
+(default) | ``0`` (never make a cgroup: the rlimit alone, for tests and diagnosis).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from .taskcap import PREFIX, _clean_stale, _own_base, _read, _rmdir_when_empty, _write, check_join, join_argv
+
+#: cgroups of this module are named ``<PREFIX>mem-<harness pid>-<n>``
+MEM_PREFIX = f"{PREFIX}mem-"
+#: share of MemAvailable (read once, at the first worker) one worker may hold by default
+DEFAULT_SHARE = 0.5
+#: the default cap is never below this (torch alone needs a few hundred MiB)
+MIN_DEFAULT_BYTES = 1 << 30
+
+_lock = threading.Lock()
+_probe_cache: dict[str, dict[str, Any]] = {}
+_default: list[int] = []
+_seq = 0
+
+
+def parse_bytes(text: str) -> int:
+    """``"512M"``, ``"8G"``, ``"1.5G"``, ``"123456"`` -> bytes (binary units). Raises
+    ValueError naming the text."""
+    s = text.strip().upper().removesuffix("IB").removesuffix("B")
+    mult = 1
+    for i, suffix in enumerate("KMGT"):
+        if s.endswith(suffix):
+            mult, s = 1 << (10 * (i + 1)), s[:-1]
+            break
+    try:
+        v = float(s) * mult
+    except ValueError:
+        raise ValueError(f"SOLBENCH_SANDBOX_MEM: {text!r} is not a size (bytes, or 512M, 8G)") from None
+    if v < 0:
+        raise ValueError(f"SOLBENCH_SANDBOX_MEM: {text!r} is negative")
+    return int(v)
+
+
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (proc(5)); None when unreadable."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_cap() -> int:
+    """The cap of one worker when ``SOLBENCH_SANDBOX_MEM`` is unset: :data:`DEFAULT_SHARE`
+    of MemAvailable when the first worker of this process starts (the candidate's and the
+    reference's workers are alive together, so two of them leave the host its other half
+    at worst), at least :data:`MIN_DEFAULT_BYTES`. Read once per process, so every worker
+    of a run has the same cap."""
+    with _lock:
+        if not _default:
+            avail = mem_available()
+            _default.append(max(MIN_DEFAULT_BYTES, int(DEFAULT_SHARE * avail)) if avail else 0)
+        return _default[0]
+
+
+def cap_bytes() -> int:
+    """The memory cap of one worker in bytes (0: none). Raises ValueError on a bad
+    ``SOLBENCH_SANDBOX_MEM``."""
+    env = os.environ.get("SOLBENCH_SANDBOX_MEM")
+    if env is not None and env.strip():
+        if env.strip().lower() in ("off", "none", "no"):
+            return 0
+        return parse_bytes(env)
+    return default_cap()
+
+
+def gib(n: int) -> str:
+    """``n`` bytes as ``"1.5 GiB"`` / ``"512 MiB"``."""
+    return f"{n / (1 << 30):.3g} GiB" if n >= (1 << 30) else f"{n / (1 << 20):.3g} MiB"
+
+
+def _base() -> tuple[str | None, str | None, str]:
+    """(kind, directory, why): where this process may make memory cgroups, or why not."""
+    return _own_base("memory", "memory.limit_in_bytes")
+
+
+def _limit_files(kind: str) -> list[tuple[str, bool]]:
+    """(file, required) written with the cap, in order: v1 needs memory.limit_in_bytes set
+    before memory.memsw.limit_in_bytes (which must stay >= it)."""
+    if kind == "cgroup_v2":
+        return [("memory.max", True), ("memory.swap.max", False)]
+    return [("memory.limit_in_bytes", True), ("memory.memsw.limit_in_bytes", False)]
+
+
+def _set_limit(path: str, kind: str, cap: int) -> None:
+    for name, required in _limit_files(kind):
+        value = "0" if name == "memory.swap.max" else str(cap)
+        try:
+            _write(os.path.join(path, name), value)
+        except OSError:
+            if required:
+                raise
+
+
+def probe(refresh: bool = False) -> dict[str, Any]:
+    """Can this process make a memory cgroup for a worker? Makes one, joins a shell to it and
+    removes it (cached). ``{"mechanism": "cgroup_v2"|"cgroup_v1"|"rlimit", "base": dir|None,
+    "reason": why no cgroup ("" when there is one)}``."""
+    want = os.environ.get("SOLBENCH_SANDBOX_MEM_CGROUP", "auto").strip().lower()
+    with _lock:
+        if want in _probe_cache and not refresh:
+            return dict(_probe_cache[want])
+    if want in ("0", "off", "no"):
+        res = {"mechanism": "rlimit", "base": None, "reason": "SOLBENCH_SANDBOX_MEM_CGROUP=0"}
+    else:
+        kind, base, why = _base()
+        res = {"mechanism": "rlimit", "base": None, "reason": why}
+        if kind is not None:
+            _clean_stale(base, MEM_PREFIX)
+            test = os.path.join(base, f"{MEM_PREFIX}{os.getpid()}-probe")
+            try:
+                os.mkdir(test)
+                try:
+                    _set_limit(test, kind, 256 << 20)
+                    check_join(test)
+                finally:
+                    _rmdir_when_empty(test)
+                res = {"mechanism": kind, "base": base, "reason": ""}
+            except OSError as e:
+                res["reason"] = f"{kind} at {base}: cannot make a child cgroup ({e.strerror or e})"
+    with _lock:
+        _probe_cache[want] = res
+    return dict(res)
+
+
+def status() -> dict[str, Any]:
+    """The memory bound of a worker on this host, for the trace: ``{"cap_bytes": N (0: none),
+    "bound_by": "cgroup_v2 memory.max" | "cgroup_v1 memory.limit_in_bytes" | "RLIMIT_DATA" |
+    None, "cgroup_unavailable": str|None}``."""
+    cap = cap_bytes()
+    if not cap:
+        return {"cap_bytes": 0, "bound_by": None, "cgroup_unavailable": None}
+    p = probe()
+    by = {"cgroup_v2": "cgroup_v2 memory.max", "cgroup_v1": "cgroup_v1 memory.limit_in_bytes"}
+    return {"cap_bytes": cap, "bound_by": by.get(p["mechanism"], "RLIMIT_DATA"),
+            "cgroup_unavailable": p["reason"] or None}
+
+
+def uses_rlimit() -> bool:
+    """Whether the worker must bound itself with RLIMIT_DATA (a cap, and no cgroup here)."""
+    return bool(cap_bytes()) and probe()["mechanism"] == "rlimit"
+
+
+# ------------------------------------------------------------------ one worker's bound
+class MemCap:
+    """The memory bound of one worker's sandbox (made before the worker is launched).
+
+    Use: ``cmd = cap.wrap(cmd)`` before the spawn; ``cap.oom_kills()`` / :meth:`hit` after
+    the worker died; ``cap.release()`` after it is killed. ``mechanism`` is ``cgroup_v2``,
+    ``cgroup_v1``, ``rlimit`` (the worker bounds itself) or ``none`` (no cap)."""
+
+    def __init__(self, cap: int | None = None):
+        global _seq
+        self.cap = int(cap if cap is not None else cap_bytes())
+        self.path: str | None = None
+        self.reason: str | None = None
+        self._released = False
+        self._final: dict[str, Any] | None = None
+        if not self.cap:
+            self.mechanism = "none"
+            return
+        p = probe()
+        self.mechanism = p["mechanism"]
+        self.reason = p["reason"] or None
+        if p["base"] is None:
+            return
+        with _lock:
+            _seq += 1
+            n = _seq
+        path = os.path.join(p["base"], f"{MEM_PREFIX}{os.getpid()}-{n}")
+        try:
+            os.mkdir(path)
+            _set_limit(path, self.mechanism, self.cap)
+            self.path = path
+        except OSError as e:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            self.mechanism = "rlimit"
+            self.reason = f"could not make {path}: {e}"
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """``argv`` launched by a shell that first moves itself into the cgroup, then execs it."""
+        return list(argv) if self.path is None else join_argv(self.path, argv)
+
+    def oom_kills(self) -> int:
+        """Processes the kernel's OOM killer ended inside this cgroup (0 without one)."""
+        if self.path is None:
+            return 0
+        name = "memory.events" if self.mechanism == "cgroup_v2" else "memory.oom_control"
+        try:
+            for line in _read(os.path.join(self.path, name)).splitlines():
+                k, _, v = line.partition(" ")
+                if k == "oom_kill":
+                    return int(v)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def peak(self) -> int | None:
+        """Most bytes charged at once (v2 memory.peak, v1 memory.max_usage_in_bytes)."""
+        if self.path is None:
+            return None
+        name = "memory.peak" if self.mechanism == "cgroup_v2" else "memory.max_usage_in_bytes"
+        try:
+            return int(_read(os.path.join(self.path, name)))
+        except (OSError, ValueError):
+            return None
+
+    def hit(self) -> dict[str, Any] | None:
+        """The evidence when the cap was reached and the kernel killed in the sandbox, else
+        None: ``{"mechanism", "cap_bytes", "oom_kills", "peak_bytes"}`` (kept from the
+        moment of :meth:`release`, which removes the cgroup)."""
+        if self._released:
+            return self._final
+        n = self.oom_kills()
+        if not n:
+            return None
+        return {"mechanism": self.mechanism, "cap_bytes": self.cap, "oom_kills": n, "peak_bytes": self.peak()}
+
+    def describe(self) -> str:
+        """One line on the hit (empty when none)."""
+        ev = self.hit()
+        if ev is None:
+            return ""
+        return (f"the worker exceeded its memory cap of {gib(self.cap)} (the kernel's OOM killer "
+                f"ended {ev['oom_kills']} process(es) in its {self.mechanism} memory cgroup)")
+
+    def release(self, timeout_s: float = 5.0) -> None:
+        """Kill what is left in the cgroup and remove it (idempotent). Pages it still holds
+        (tmpfs files of a dead mount namespace are freed with it) move to the parent cgroup."""
+        if self._released:
+            return
+        self._final = self.hit()
+        self._released = True
+        if self.path is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                procs = [int(x) for x in _read(os.path.join(self.path, "cgroup.procs")).split()]
+            except (OSError, ValueError):
+                procs = []
+            for q in procs:
+                try:
+                    os.kill(q, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # a task not reaped yet: removed by a later harness (_clean_stale)
+            time.sleep(0.02)
