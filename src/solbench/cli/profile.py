@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
 
 from .common import check_device, clean_errors, console, err_console
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
 
 from .common import clean_errors, console, err_console
 

@@ -87,7 +87,7 @@ def query_cmd(
         w.writerow(cols)
         w.writerows(rows)
     else:
-        from rich.table import Table
+        from ..report.markup import TextTable as Table
 
         t = Table()
         for c in cols:

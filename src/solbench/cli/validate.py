@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .common import clean_message, console, err_console
+from .common import clean_message, console, err_console, escape_markup
 
 
 def _kind(path: Path) -> str:
@@ -216,6 +216,11 @@ def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
         if kind == "problem":
             prob = load_problem(path.parent if path.name in ("definition.json", "workload.jsonl") else path,
                                 strict=strict)
+            from ..spec.problem import reference_signature_issue
+
+            issue = reference_signature_issue(prob.definition)
+            if issue:
+                return [(False, f"{prob.path / 'definition.json'}: reference: {issue}")]
             missing = prob.missing_blobs()
             line = f"OK {prob.name}: {len(prob.workloads)} workloads"
             if prob.notes:
@@ -251,8 +256,8 @@ def register(app: typer.Typer) -> None:
         if not quiet:
             for ok, line in results:
                 if ok:
-                    console.print(line, highlight=False, soft_wrap=True)
+                    console.print(line, highlight=False, soft_wrap=True, markup=False)
         for line in bad:
-            err_console.print(f"[red]INVALID[/red] {line}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]INVALID[/red] {escape_markup(line)}", highlight=False, soft_wrap=True)
         console.print(f"{len(results) - len(bad)} valid, {len(bad)} invalid", highlight=False)
         raise typer.Exit(1 if bad else 0)
