@@ -76,4 +76,4 @@ def register(app: typer.Typer) -> None:
             print(json.dumps({"solutions": [str(p) for p in written]}))
         else:
             for p in written:
-                console.print(f"wrote {p}", highlight=False)
+                console.print(f"wrote {p}", highlight=False, markup=False)

@@ -11,7 +11,7 @@ import typer
 from ..report.markup import TextTable as Table
 from ..report.markup import styled
 
-from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
+from .common import (escape_markup, LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
                      console, err_console, parse_bytes)
 
 
@@ -256,7 +256,7 @@ def register(app: typer.Typer) -> None:
                         raise res
                 failed += 1
                 res = str(res)
-                err_console.print(f"[red]error:[/red] {res}", highlight=False, soft_wrap=True)
+                err_console.print(f"[red]error:[/red] {escape_markup(res)}", highlight=False, soft_wrap=True)
                 if as_json:
                     typer.echo(json.dumps({"problem": str(path), "error": res, "workloads": []}))
                 continue

@@ -234,10 +234,10 @@ def register(app: typer.Typer) -> None:
                 f"{len(paths)} problems, {len(plan.pairs)} problem x solution pairs, "
                 f"{plan.todo_workloads} workloads to evaluate on {dev}"
                 + (f", {plan.skipped_workloads} already in {out}" if plan.skipped_workloads else ""),
-                highlight=False)
+                highlight=False, markup=False)
             if plan.problems_without_solutions:
-                console.print(f"[yellow]{len(plan.problems_without_solutions)} problems have no "
-                              f"solution in {solutions}[/yellow]", highlight=False)
+                console.print(f"{len(plan.problems_without_solutions)} problems have no "
+                              f"solution in {solutions}", style="yellow", highlight=False, markup=False)
         run_and_report(plan, out, dev, opts, previous, unit=unit, json_out=json_out, executor=ex)
 
 
@@ -339,8 +339,10 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
     cols = ("candidate", "units", "correct", "win rate", "median speedup", "geomean speedup",
             "fast_0", "fast_1", "fast_1.5", "fast_2", "in noise (not in fast_1)", "mean SOL score",
             "speedups in noise ~ / unstable !")
+    width = max([len(str(lab)) for lab in summaries] + [9])
     for col in cols:
-        s.add_column(col)
+        # nothing cut: a long label keeps its width, the figures fold
+        s.add_column(col, overflow="fold", min_width=width if col == "candidate" else None)
     by_label: dict = defaultdict(list)
     for (_, lab), ts in groups.items():
         by_label[lab].extend(ts)

@@ -182,7 +182,13 @@ def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
     KernelBench file, or a directory searched for problem dirs and solution files.
     ``strict``: upstream quirks the loader otherwise accepts with a warning are invalid."""
     if not path.exists():
-        return [(False, f"{path}: no such file or directory")]
+        from ..suites import resolve_problem
+
+        bundled = Path(resolve_problem(path))  # l1/relu_fp32, as every other command takes it
+        if not bundled.exists():
+            return [(False, f"{path}: no such file or directory (nor a bundled suite problem "
+                            "such as l1/relu_fp32)")]
+        path = bundled
     kind = _kind(path)
     if kind in ("kernelbench_problem", "kernelbench_candidate"):
         try:

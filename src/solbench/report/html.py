@@ -84,6 +84,13 @@ LEADER_COLS = ["rank", "candidate", "problems", "coverage", "correct", "incorrec
                "raw fast_1", "fast_1.5", "fast_2", "geomean speedup", "median speedup", "mean h",
                "workloads p/i/h"]
 
+#: the leaderboard columns a terminal shows (the rest would fold every header)
+TERMINAL_COLS = ["rank", "candidate", "problems", "correct", "incorrect", "hack", "SOL score", "raw SOL score",
+                 "fast_0", "fast_1", "in noise (not in fast_1)", "fast_2", "geomean speedup", "workloads p/i/h"]
+
+_SHORT = {"in noise (not in fast_1)": "in noise", "geomean speedup": "geomean speedup",
+          "workloads p/i/h": "p/i/h"}
+
 #: under every leaderboard: what the noise column means
 NOISE_NOTE = ("fast_p counts a speedup above p only when the low end of its noise interval (reference "
               "Q1 / candidate Q3) is above p too; 'in noise' = correct problems whose speedup is above 1 "
@@ -134,12 +141,17 @@ def render_terminal(rs: ResultSet, fmt: str) -> str | Any:
     from .markup import TextTable as Table
 
     tables = []
+    keep = [LEADER_COLS.index(c) for c in TERMINAL_COLS]
     for (s, hw), cs in lbs.items():
-        t = Table(title=f"{s} on {hw}", caption=f"ranked: {RANKING}. {NOISE_NOTE}")
-        for i, col in enumerate(LEADER_COLS):
-            t.add_column(col, justify="left" if i == 1 else "right", overflow="fold")
+        t = Table(title=f"{s} on {hw}", caption=f"ranked: {RANKING}. {NOISE_NOTE}. All columns: "
+                  "--format markdown|json or the HTML report")
+        width = max([len(c.label) for c in cs] + [9])
+        for col in TERMINAL_COLS:
+            t.add_column(_SHORT.get(col, col), justify="left" if col == "candidate" else "right", overflow="fold",
+                         min_width=width if col == "candidate" else None)
         for c in cs:
-            t.add_row(*(str(x) for x in leader_cells(c)))
+            cells = leader_cells(c)
+            t.add_row(*(str(cells[i]) for i in keep))
         tables.append(t)
     return tables
 
@@ -210,7 +222,9 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
                      f"{r.timing_method or '-'} n={r.n_samples or 0}", r.provenance,
                      _why_cell(r), Html(fcell) if fcell else "-"])
     legend = (f"<p class=muted>{escape(UNRESOLVED_LEGEND)}</p>" if any(r.unresolved_side for r in rows) else "")
-    us = units(rows)
+    # correct candidates first (as every leaderboard ranks), then by score and speedup
+    us = sorted(units(rows), key=lambda u: (not u.correct, -(u.sol_score or 0.0), u.speedup is None,
+                                            -(u.speedup or 0.0), u.label))
     summ = _table(["candidate", "workloads", "passed", "incorrect", "hack", "SOL score", "raw SOL score", "speedup (geomean)"],
                   [[u.label, u.workloads, u.passed, u.failed, u.hacked, _f(u.sol_score), _f(u.raw_sol_score), _f(u.speedup)]
                    for u in us])
