@@ -173,6 +173,10 @@ def test_failure_reason_in_run_summary_table_and_html(gelu_run, keys):
     page = (wd / "rep4" / "problems" / "gelu_fp32.html").read_text()
     assert "failure log" in page and "correctness round" in page
     assert "only 0.0000% of the output was written" in page
+    summ = page.split("<h2>candidates</h2>")[1].split("</table>")[0]
+    assert summ.index("gelu_honest") < summ.index("gelu_cache")  # correct candidates first
+    cache = next(r for r in rs.rows if r.label == "gelu_cache")
+    assert cache.max_abs_error is None and cache.rel_l2 is None  # the SQL view's too
 
 
 # --- item 8: rich markup never eats text ------------------------------------------------------
