@@ -32,7 +32,7 @@ def test_help_text_keeps_brackets():
 
 
 def test_validate_messages_keep_brackets(tmp_path):
-    d = tmp_path / "p[1]"
+    d = tmp_path / "p[draft]"
     d.mkdir()
     (d / "definition.json").write_text("{not json")
     r = _cli("validate", str(d))

@@ -51,3 +51,21 @@ def test_fast0_is_the_correct_share_when_times_are_unresolved():
     rows, _ = rows_from_traces(ts, Path("x/results.jsonl"), labels={})
     (c,) = leaderboards(rows)[("x", "NVIDIA H200")]
     assert c.fast_p["0"] == 1.0 and c.fast_p["1"] == 0.0
+
+
+def test_no_sol_score_ranks_correct_count_then_speedup_and_failures_last():
+    """CPU-like traces (no SOL block): an output cache (INCORRECT), a hack timed at 3x and two
+    honest candidates. Before, the failures' score 0 outranked the honest ones' "no score"."""
+    from solbench.report.html import _top_text
+    from solbench.spec.trace import Status
+
+    ts = [mk("p1", "p1__cache", "w1", status=Status.INCORRECT_NUMERICAL),
+          mk("p1", "p1__hack", "w1", status=Status.REWARD_HACK, t_k=1.0, t_ref=3.0),
+          mk("p1", "p1__honest", "w1", t_k=1.0, t_ref=1.2, t_sol=None),
+          mk("p1", "p1__two", "w1", t_k=1.0, t_ref=1.1, t_sol=None),
+          mk("p2", "p2__two", "w1", t_k=1.0, t_ref=1.1, t_sol=None)]
+    rows, _ = rows_from_traces(ts, Path("x/results.jsonl"), labels={})
+    lb = leaderboards(rows)[("x", "NVIDIA H200")]
+    assert [c.label for c in lb] == ["two", "honest", "cache", "hack"]
+    assert _top_text(lb[0]) == "two (2/2 correct, geomean speedup 1.1x)"
+    assert _top_text(lb[2]) == "none correct"
