@@ -337,8 +337,7 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
     s = Table(title="summary (unit: %s)" % next(iter(summaries.values())).unit
               if summaries else "summary")
     cols = ("candidate", "units", "correct", "win rate", "median speedup", "geomean speedup",
-            "fast_0", "fast_1", "fast_1.5", "fast_2", "in noise (not in fast_1)", "mean SOL score",
-            "speedups in noise ~ / unstable !")
+            "fast_0", "fast_1", "fast_1.5", "fast_2", "in noise", "mean SOL score", "~ / !")
     width = max([len(str(lab)) for lab in summaries] + [9])
     for col in cols:
         # nothing cut: a long label keeps its width, the figures fold
@@ -355,7 +354,8 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
                   _noise_cell(by_label.get(lab, []), within_noise, timing_unstable))
     s.caption = ("fast_0 = correct share; fast_p (p > 0) counts a speedup above p only when the low end "
                  "of its noise interval (reference Q1 / candidate Q3) is above p too; 'in noise' = "
-                 "correct units faster than 1 by their medians but left out of fast_1 and the win rate")
+                 "correct units faster than 1 by their medians but left out of fast_1 and the win rate; "
+                 "~ / ! = speedups within the run's noise / timed on an unquiet machine, of those timed")
     console.print(s)
 
 
