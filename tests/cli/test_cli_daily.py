@@ -469,12 +469,13 @@ def test_7_baseline_eager_and_compile_distinct_files_and_labels(prob, tmp_path):
     from solbench.suites.runner import candidate_files, load_candidate
 
     sols = tmp_path / "sols"
-    r1 = CliRunner().invoke(app, ["baseline", str(prob), "--eager", "-o", str(sols / "add2")])
-    r2 = CliRunner().invoke(app, ["baseline", str(prob), "--compile", "--backend", "eager", "-o", str(sols / "add2")])
-    r3 = CliRunner().invoke(app, ["baseline", str(prob), "--compile", "-o", str(sols / "add2")])
+    r1 = CliRunner().invoke(app, ["baseline", str(prob), "--eager", "-o", str(sols)])
+    r2 = CliRunner().invoke(app, ["baseline", str(prob), "--compile", "--backend", "eager", "-o", str(sols)])
+    r3 = CliRunner().invoke(app, ["baseline", str(prob), "--compile", "-o", str(sols)])
     assert r1.exit_code == r2.exit_code == r3.exit_code == 0, r1.output + r2.output + r3.output
+    # the layout `solbench run --solutions sols` takes: sols/<problem>/<label>.json
     names = sorted(p.name for p in (sols / "add2").iterdir())
-    assert names == ["solution_compile.json", "solution_compile_eager.json", "solution_eager.json"]
+    assert names == ["compile.json", "compile_eager.json", "eager.json"]
     p = load_problem(prob)
     labels = sorted(load_candidate(f, p).label for f in candidate_files(sols, p))
     assert labels == ["compile", "compile_eager", "eager"]

@@ -103,7 +103,7 @@ def test_report_marks_legacy_and_excludes_forged(tmp_path, results):
 def test_terminal_formats(results):
     rs = load([results])
     md = render_terminal(rs, "markdown")
-    assert "### x on NVIDIA H200" in md and "| fast | 4 | 57.1% | 2 | 1 | 1 | 0.326 | 0.516 | 0.651 | 50.0% | 75.0% |" in md
+    assert "### x on NVIDIA H200" in md and "| fast | 4 | 57.1% | 2 | 1 | 1 | 0.326 | 0.516 | 0.651 | 50.0% | 50.0% | 0 | 75.0% |" in md
     js = json.loads(render_terminal(rs, "json"))
     fast = [c for c in js["leaderboards"][0]["candidates"] if c["label"] == "fast"][0]
     assert fast["hack"] == 1 and fast["workloads_hack"] == 1

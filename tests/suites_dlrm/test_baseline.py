@@ -107,7 +107,7 @@ def test_cli_baseline_writes_solutions(tmp_path):
     r = runner.invoke(app, ["baseline", str(one), "--compile", "-o", str(tmp_path / "a"),
                             "--backend", "eager"])
     assert r.exit_code == 0, r.output
-    assert load_solution(tmp_path / "a" / "solution_compile_eager.json").definition == one.name
+    assert load_solution(tmp_path / "a" / one.name / "compile_eager.json").definition == one.name
     two = [str(DLRM_DIR / "dlrm05_sparse_sgd_update"), str(DLRM_DIR / "dlrm12_kjt_preprocess")]
     r = runner.invoke(app, ["baseline", *two, "--compile", "-o", str(tmp_path / "b"), "--json"])
     assert r.exit_code == 0, r.output

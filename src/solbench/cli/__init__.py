@@ -72,12 +72,19 @@ def _click_exceptions():
 def _tidy(cmd) -> None:
     """Help as a user reads it: flags show no value placeholder (Typer 0.2x prints
     ``<bool>`` for them, the help flag included) and docstring lines within a paragraph are
-    joined (rich would keep their hard line breaks)."""
+    joined (rich would keep their hard line breaks); and every help text is escaped for rich
+    markup (``pip install 'solbench[ray]'`` would print as ``'solbench'``), so help strings are
+    written as plain text."""
     import re
+
+    from ..report.markup import escape_markup
 
     def plain(p) -> None:
         if getattr(p, "is_flag", False):
             p.metavar = ""
+        if getattr(p, "help", None) and not getattr(p, "_solbench_escaped", False):
+            p.help = escape_markup(p.help)
+            p._solbench_escaped = True
 
     for p in getattr(cmd, "params", []):
         plain(p)
@@ -90,8 +97,12 @@ def _tidy(cmd) -> None:
         return opt
 
     cmd.get_help_option = get_help_option
-    if cmd.help:
-        cmd.help = re.sub(r"(?<!\n)\n(?!\n)\s*", " ", cmd.help.strip())
+    if cmd.help and not getattr(cmd, "_solbench_escaped", False):
+        cmd.help = escape_markup(re.sub(r"(?<!\n)\n(?!\n)\s*", " ", cmd.help.strip()))
+        cmd._solbench_escaped = True
+    if getattr(cmd, "short_help", None) and not getattr(cmd, "_solbench_short_escaped", False):
+        cmd.short_help = escape_markup(cmd.short_help)
+        cmd._solbench_short_escaped = True
     for sub in getattr(cmd, "commands", {}).values():
         _tidy(sub)
 

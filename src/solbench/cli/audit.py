@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from .common import (LIMIT_HELP, WORKLOADS_HELP, check_device, check_file, choose_workloads,
+from .common import (escape_markup, styled, LIMIT_HELP, WORKLOADS_HELP, check_device, check_file, choose_workloads,
                      clean_errors, console, err_console, fail, parse_bytes, resolve_problem_arg)
 
 
@@ -100,10 +100,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_findings(name: str, findings) -> None:
-    from rich.table import Table
+    from ..report.markup import TextTable as Table
 
     if not findings:
-        console.print(f"[green]{name}: no static-audit findings[/green]")
+        console.print(f"{name}: no static-audit findings", style="green", markup=False)
         return
     t = Table(title=f"static audit of {name} (advisory)")
     for col in ("rule", "file:line", "snippet", "message"):
@@ -115,10 +115,10 @@ def _print_findings(name: str, findings) -> None:
 
 
 def _print_screen(res) -> None:
-    from rich.table import Table
+    from ..report.markup import TextTable as Table
 
     verdict = "[red]DEGENERATE[/red]" if res.degenerate else "[green]not degenerate[/green]"
-    console.print(f"{res.problem}: {verdict}; admits precision downgrade: "
+    console.print(f"{escape_markup(res.problem)}: {verdict}; admits precision downgrade: "
                   f"{'[yellow]yes[/yellow] (' + ', '.join(res.downgrade_dtypes) + ')' if res.admits_downgrade else 'no'}")
     for uuid, wd in res.details.get("workloads", {}).items():
         t = Table(title=f"workload {uuid} axes={wd['axes']}")
@@ -151,5 +151,5 @@ def _print_screen(res) -> None:
                       markup=False)
 
 
-def _yn(v: bool) -> str:
-    return "[red]passes[/red]" if v else "fails"
+def _yn(v: bool):
+    return styled("passes", "red") if v else "fails"

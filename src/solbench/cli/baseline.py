@@ -1,5 +1,8 @@
 """`solbench baseline PROBLEM... --compile|--eager [-o DIR]`: write baseline candidates (the
-reference through torch.compile, or the reference itself as the eager candidate)."""
+reference through torch.compile, or the reference itself as the eager candidate) in the
+layout `solbench run --solutions DIR` takes: ``DIR/<problem>/<label>.json``, the label being
+the one name every command gives that baseline (``eager``, ``compile``; see
+``solbench.report.records.canonical_label``)."""
 
 from __future__ import annotations
 
@@ -12,14 +15,19 @@ import typer
 from .common import clean_errors, console, fail, resolve_problem_arg
 
 
-def baseline_filename(eager: bool, backend: str = "inductor", mode: str | None = None) -> str:
-    """``solution_eager.json``; ``solution_compile.json`` for the default torch.compile
-    (inductor, default mode), ``solution_compile_<backend>[_<mode>].json`` otherwise: each
-    kind of baseline its own file, labelled by ``solbench run`` as what follows ``solution_``."""
+def baseline_label(eager: bool, backend: str = "inductor", mode: str | None = None) -> str:
+    """``eager``; ``compile`` for the default torch.compile (inductor, default mode),
+    ``compile_<backend>[_<mode>]`` otherwise: each kind of baseline its own label, which
+    ``run``, ``report`` and ``compare`` all show."""
     if eager:
-        return "solution_eager.json"
-    parts = ["compile"] + ([backend] if backend != "inductor" else []) + ([mode] if mode else [])
-    return "solution_" + "_".join(parts) + ".json"
+        return "eager"
+    return "_".join(["compile"] + ([backend] if backend != "inductor" else []) + ([mode] if mode else []))
+
+
+def baseline_filename(eager: bool, backend: str = "inductor", mode: str | None = None) -> str:
+    """``<label>.json`` (:func:`baseline_label`): ``solbench run`` labels a candidate by its
+    file name."""
+    return baseline_label(eager, backend, mode) + ".json"
 
 
 def register(app: typer.Typer) -> None:
@@ -32,17 +40,16 @@ def register(app: typer.Typer) -> None:
                                    help="the reference itself, as the eager candidate"),
         out: Optional[Path] = typer.Option(
             None, "-o", "--out",
-            help="output dir: DIR/<file> for one problem, DIR/<problem>/<file> for several "
-                 "(default: ./baselines/<problem>/<file>); <file> is solution_eager.json or "
-                 "solution_compile[_<backend>][_<mode>].json, so `solbench run --solutions DIR` "
-                 "labels them eager and compile"),
+            help="solutions dir (default ./baselines): writes DIR/<problem>/eager.json or "
+                 "DIR/<problem>/compile[_<backend>][_<mode>].json, the layout `solbench run "
+                 "--solutions DIR` takes; run, report and compare label them eager and compile"),
         backend: str = typer.Option("inductor", help="torch.compile backend "
                                     "(inductor; eager/aot_eager for CPU smoke tests)"),
         mode: Optional[str] = typer.Option(None, help="torch.compile mode"),
-        json_out: bool = typer.Option(False, "--json", help="print {\"solutions\": \\[paths]}"),
+        json_out: bool = typer.Option(False, "--json", help="print {\"solutions\": [paths]}"),
     ) -> None:
-        """Write a baseline candidate for each PROBLEM: solution_eager.json (--eager) or
-        solution_compile.json (--compile), side by side in the problem's folder."""
+        """Write a baseline candidate for each PROBLEM as DIR/<problem>/eager.json (--eager) or
+        DIR/<problem>/compile.json (--compile), ready for `solbench run --solutions DIR`."""
         from ..spec import load_problem
         from ..suites.baseline import BACKENDS, MODES, compile_baseline, write_solution
 
@@ -63,10 +70,10 @@ def register(app: typer.Typer) -> None:
                     sol = reference_solution(prob)
                 else:
                     sol = compile_baseline(prob, backend=backend, mode=mode)
-                d = base if len(loaded) == 1 and out is not None else base / prob.name
+                d = base / prob.name
                 written.append(write_solution(sol, d, baseline_filename(eager, backend, mode)))
         if json_out:
             print(json.dumps({"solutions": [str(p) for p in written]}))
         else:
             for p in written:
-                console.print(f"wrote {p}", highlight=False)
+                console.print(f"wrote {p}", highlight=False, markup=False)

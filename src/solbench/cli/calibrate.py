@@ -44,4 +44,4 @@ def register(app: typer.Typer) -> None:
         else:
             console.print(text, highlight=False, markup=False)
             if output:
-                err_console.print(f"wrote {output}")
+                err_console.print(f"wrote {output}", markup=False)

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from ..errors import SolbenchError
+from ..report.markup import escape_markup, styled  # noqa: F401 - the CLI's one markup helper
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..spec import Problem, Trace, Workload

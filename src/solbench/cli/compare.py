@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .common import clean_errors, console, err_console
+from .common import clean_errors, console, fail
 
 FORMATS = ("table", "json", "markdown")
 
@@ -37,8 +37,7 @@ def register(app: typer.Typer) -> None:
         from ..report.records import load
 
         if fmt not in FORMATS:
-            err_console.print(f"[red]error:[/red] --format: {fmt!r} not in {list(FORMATS)}")
-            raise typer.Exit(2)
+            fail(f"--format: {fmt!r} not in {list(FORMATS)}")
         with clean_errors():
             ra = load([a], include_unverified=include_unverified)
             rb = load([b], include_unverified=include_unverified)
@@ -64,7 +63,8 @@ def register(app: typer.Typer) -> None:
             for c in shown:
                 print("| " + " | ".join(cells(c)) + " |")
         else:
-            from rich.table import Table
+            from ..report.markup import TextTable as Table
+            from ..report.markup import styled
 
             t = Table(title=f"B = {b} against A = {a} (medians in ms; B/A < 1: B faster)")
             for h in head:
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
                 row = cells(c)
                 st = style.get(c.verdict)
                 if st:
-                    row[-1] = f"[{st}]{row[-1]}[/]"
+                    row[-1] = styled(row[-1], st)
                 t.add_row(*row)
             console.print(t)
         print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +

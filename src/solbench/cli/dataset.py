@@ -256,6 +256,6 @@ def _announce(plan, n_problems: int, dev: str, out: Path, json_out: bool, note: 
         f"{n_problems} problems, {len(plan.pairs)} problem x solution pairs, "
         f"{plan.todo_workloads} workloads to evaluate on {dev}"
         + (f", {plan.skipped_workloads} already in {out}" if plan.skipped_workloads else ""),
-        highlight=False)
+        highlight=False, markup=False)
     if note and (plan.problems_without_solutions or "match no problem" in note):
         console.print(note, style="yellow", highlight=False, markup=False)

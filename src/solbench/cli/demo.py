@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .common import EvalProgress, check_device, check_output, clean_errors, console, trace_appender
+from .common import escape_markup, EvalProgress, check_device, check_output, clean_errors, console, trace_appender
 
 #: spare workers the CUDA demo keeps started ahead (each one is a process with torch, a CUDA
 #: context and a warm profiler; stopped while anything is timed): the demo's 11 pairs need
@@ -79,8 +79,8 @@ def register(app: typer.Typer) -> None:
         for j, ok, got in verdicts:
             mark = "[green]as expected[/green]" if ok else "[red]UNEXPECTED[/red]"
             want = j.expect if j.expect == "PASSED" else f"caught ({' or '.join(j.caught_by)})"
-            console.print(f"  {j.problem.name} / {j.solution.name}: expected {want}, got "
-                          f"{', '.join(sorted(set(got))) or 'nothing'} -> {mark}", highlight=False)
+            console.print(escape_markup(f"  {j.problem.name} / {j.solution.name}: expected {want}, got "
+                                        f"{', '.join(sorted(set(got))) or 'nothing'} -> ") + mark, highlight=False)
         if output:
-            console.print(f"traces appended to {output}", highlight=False)
+            console.print(f"traces appended to {output}", highlight=False, markup=False)
         raise typer.Exit(1 if bad else 0)

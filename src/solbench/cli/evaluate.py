@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
             console.print(trace_table(traces, title=f"{prob.name}: {sol.name} on {dev}"))
             n_ok = sum(t.evaluation.status == Status.PASSED for t in traces)
             console.print(f"{n_ok}/{len(traces)} workloads PASSED"
-                          + (f"; traces appended to {output}" if output else ""), highlight=False)
+                          + (f"; traces appended to {output}" if output else ""), highlight=False, markup=False)
         raise typer.Exit(0 if traces and all(t.evaluation.status == Status.PASSED for t in traces) else 1)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
 
 from .common import clean_errors, console
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
 
-from .common import check_device, clean_errors, console, err_console
+from .common import escape_markup, check_device, clean_errors, console, err_console
 
 
 def _default_device() -> str:
@@ -62,7 +62,7 @@ def print_report(r: dict[str, Any], top: int = 10) -> None:
                   f"{k['share_wall']:.1%}", str(k["shapes"][:1])[:60])
     console.print(t)
     for w in r.get("warnings", []):
-        err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err_console.print(f"[yellow]warning:[/yellow] {escape_markup(w)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -147,4 +147,4 @@ def register(app: typer.Typer) -> None:
                           *(f"{af[k]:.1%}" for k in ("strict_busy", "strict_wall", "loose_busy", "loose_wall")))
             console.print(t)
         if out is not None:
-            console.print(f"wrote {out}", highlight=False)
+            console.print(f"wrote {out}", highlight=False, markup=False)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
 
-from .common import clean_errors, console, err_console
+from .common import escape_markup, clean_errors, console, err_console
 
 FRACTIONS = ("strict_wall", "loose_wall", "strict_busy", "loose_busy")
 
@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
                       "yes" if r["won"] else "no", f"{r['share_wall']:.2%}", f"{r['time_saved']:.2%}")
         console.print(t)
         if res["unmapped"]:
-            err_console.print(f"[yellow]not in the problem map (not projected):[/yellow] {', '.join(res['unmapped'])}",
+            err_console.print(f"[yellow]not in the problem map (not projected):[/yellow] {escape_markup(', '.join(res['unmapped']))}",
                               highlight=False)
         a, s = res["amdahl_mapped"], res["study_simple"]
         t = Table(title="end-to-end projection")

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console, err_console
+from .common import clean_errors, console, err_console, escape_markup, fail
 
 FORMATS = ("table", "json", "markdown")
 
@@ -28,28 +28,31 @@ def register(app: typer.Typer) -> None:
                                             "<results>.verify.jsonl (read by default)"),
         verified_only: bool = typer.Option(False, "--verified-only", help="the per-model table with fast_p "
                                            "counting verified speedups only (implies --by-model)"),
+        label: list[str] = typer.Option([], "--label", help="only this candidate label (repeatable), "
+                                        "e.g. --label eager --label compile"),
     ) -> None:
-        """Leaderboards (candidates ranked by mean SOL score), per-problem pages and figures."""
+        """Leaderboards (candidates with a correct problem first, then by mean SOL score, or
+        without one by correct problems and speedup), per-problem pages and figures."""
         from ..report.html import build_report, render_terminal
-        from ..report.records import load
+        from ..report.records import load, select_labels
 
         if fmt not in FORMATS:
-            err_console.print(f"[red]error:[/red] --format: {fmt!r} not in {list(FORMATS)}")
-            raise typer.Exit(2)
+            fail(f"--format: {fmt!r} not in {list(FORMATS)}")
         with clean_errors():
             try:
                 rs = load(results, include_unverified=include_unverified)
+                if label:
+                    rs = select_labels(rs, label)
             except ValueError as e:  # a malformed typed block (store.blocks.BlockError)
                 from ..errors import SolbenchError
 
                 raise SolbenchError(str(e)) from None
         if not rs.rows:
-            err_console.print("[red]error:[/red] no accepted traces in " + ", ".join(map(str, results)))
-            raise typer.Exit(2)
+            fail("no accepted traces in " + ", ".join(map(str, results)))
         if out is not None:
             data = build_report(rs, out, title=title)
             f = data["figures"]
-            err_console.print(f"wrote {out / 'index.html'} ({len(rs.rows)} traces); speedup vs SOL distance "
+            err_console.print(f"wrote {escape_markup(out / 'index.html')} ({len(rs.rows)} traces); speedup vs SOL distance "
                               f"r = {_r(f['speedup_vs_sol_distance']['pearson_r_log'])}, SOL score vs headroom "
                               f"r = {_r(f['score_vs_headroom']['pearson_r'])}", highlight=False)
         if by_model or verified_only:

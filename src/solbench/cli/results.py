@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from .common import clean_errors, console, err_console
+from .common import escape_markup, clean_errors, console, err_console
 
 results_app = typer.Typer(help="Results store: verify, query (SQL), merge shards, export.",
                           no_args_is_help=True)
@@ -50,9 +50,9 @@ def verify_cmd(
             c = o["counts"]
             state = "unauthenticated (legacy)" if o["state"] == "legacy" else "authenticated"
             console.print(f"{o['file']}: {state}; verified {c.get('verified', 0)}, legacy {c.get('legacy', 0)}, "
-                          f"rejected {c.get('rejected', 0)}", highlight=False)
+                          f"rejected {c.get('rejected', 0)}", highlight=False, markup=False)
             for x in o["rejected"]:
-                console.print(f"  [red]line {x['line']}[/red] ({x['state']}): {x['reason']}", highlight=False)
+                console.print(f"  [red]line {x['line']}[/red] ({escape_markup(x['state'])}): {escape_markup(x['reason'])}", highlight=False)
             for run, seqs in o["gaps"].items():
                 console.print(f"  [red]run {run[:8]}[/red]: missing seq {seqs[:10]}", highlight=False)
     if bad:
@@ -87,7 +87,7 @@ def query_cmd(
         w.writerow(cols)
         w.writerows(rows)
     else:
-        from rich.table import Table
+        from ..report.markup import TextTable as Table
 
         t = Table()
         for c in cols:
@@ -133,7 +133,7 @@ def merge_cmd(
     console.print(f"{out}: {res['written']} traces from {len(shards)} shards"
                   + (f", {res['duplicates']} duplicates dropped" if res["duplicates"] else ""), highlight=False)
     for line in res["left_out"]:
-        err_console.print(f"[yellow]left out:[/yellow] {line}", highlight=False)
+        err_console.print(f"[yellow]left out:[/yellow] {escape_markup(line)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

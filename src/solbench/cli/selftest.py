@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import (LIMIT_HELP, MAX_BYTES_HELP, check_device, check_output, choose_workloads,
+from .common import (escape_markup, LIMIT_HELP, MAX_BYTES_HELP, check_device, check_output, choose_workloads,
                      clean_errors, console, err_console, fail, parse_bytes)
 
 
@@ -92,8 +92,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print(report) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from ..report.markup import TextTable as Table
 
     from ..selftest import AA_MAX_WIDTH, KD_EXPECTED, _fmt, _fmt_iv
 
@@ -116,8 +115,8 @@ def _print(report) -> None:
         ag = "-" if r.agree is None else (f"{_fmt(r.fresh_ms, '.4g')} / {_fmt(r.reused_ms, '.4g')} ms, A/A "
                                           f"{_fmt(r.fresh_speedup)} / {_fmt(r.reused_speedup)} "
                                           + ("ok" if r.agree else "FAIL"))
-        t.add_row(escape(r.problem), escape(r.workload), aa, _fmt_iv(r.aa_interval), _fmt(r.ref_ms, ".4g"),
-                  kd, ag, escape(", ".join(r.findings)))
+        t.add_row(r.problem, r.workload, aa, _fmt_iv(r.aa_interval), _fmt(r.ref_ms, ".4g"),
+                  kd, ag, ", ".join(r.findings))
     t.caption = (f"~ : the A/A speedup lies within the run's noise (speedup interval from the two "
                  f"latency interquartile ranges holds 1.0); too noisy: its interval spans more than "
                  f"{AA_MAX_WIDTH:g}x and tests nothing; known difference expected {KD_EXPECTED:.0f}x "
@@ -128,14 +127,14 @@ def _print(report) -> None:
                 "A/A", "known difference", "fresh vs reused", "result"):
         s.add_column(col)
     for x in report.suites:
-        s.add_row(escape(x.suite), str(x.n), _fmt(x.p5, ".3f"), _fmt(x.p50, ".3f"), _fmt(x.p95, ".3f"),
+        s.add_row(x.suite, str(x.n), _fmt(x.p5, ".3f"), _fmt(x.p50, ".3f"), _fmt(x.p95, ".3f"),
                   f"{x.within_noise}/{x.n}", f"{x.conclusive}/{x.n}", _fmt_iv(x.geomean_interval), "ok" if x.aa_ok else "FAIL",
                   f"{x.kd_ok}/{x.kd_n}", f"{x.agree_ok}/{x.agree_n}", x.result.upper())
     console.print(s)
     for f in report.failures:
-        console.print(f"[red]FAIL[/red] {escape(f)}", highlight=False)
+        console.print(f"[red]FAIL[/red] {escape_markup(f)}", highlight=False)
     for f in report.inconclusive:
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] {escape(f)}", highlight=False)
+        console.print(f"[yellow]INCONCLUSIVE[/yellow] {escape_markup(f)}", highlight=False)
     if report.outcome == "fail":
         console.print(f"{len(report.failures)} check(s) failed", highlight=False)
     elif report.outcome == "inconclusive":

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
+from ..report.markup import styled
 
-from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
+from .common import (escape_markup, LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, choose_workloads, clean_errors,
                      console, err_console, parse_bytes)
 
 
@@ -50,7 +51,7 @@ def _table(res: dict) -> Table:
     for j, r in enumerate(res["workloads"]):
         i = r.get("index", j)
         if r.get("sol_ms") is None:
-            t.add_row(str(i), json.dumps(r["axes"]), f"[red]{r['error'][:80]}[/red]", *["-"] * 10)
+            t.add_row(str(i), json.dumps(r["axes"]), styled(r['error'][:80], "red"), *["-"] * 10)
             continue
         terms = r["terms_ms"]
         fl = ", ".join(f"{k} {_fmt_num(v)}" for k, v in r["flops"].items()) or "-"
@@ -265,7 +266,7 @@ def register(app: typer.Typer) -> None:
                         raise res
                 failed += 1
                 res = str(res)
-                err_console.print(f"[red]error:[/red] {res}", highlight=False, soft_wrap=True)
+                err_console.print(f"[red]error:[/red] {escape_markup(res)}", highlight=False, soft_wrap=True)
                 if as_json:
                     typer.echo(json.dumps({"problem": str(path), "error": res, "workloads": []}))
                 continue

@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
                 {"name": s.name, "path": str(s.path), "problems": s.problems,
                  "workloads": s.workloads, "cpu_workloads": s.cpu_workloads} for s in suites]}))
             return
-        from rich.table import Table
+        from ..report.markup import TextTable as Table
 
         t = Table(title="solbench suites")
         for col in ("suite", "problems", "workloads", "cpu workloads", "path"):
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps({"suite": name, "path": str(info.path), "problems": rows}))
             return
-        from rich.table import Table
+        from ..report.markup import TextTable as Table
 
         t = Table(title=f"suite {name}: {len(rows)} problems ({info.path})")
         for col in ("problem", "op type", "workloads", "cpu workloads"):
@@ -236,10 +236,10 @@ def register(app: typer.Typer) -> None:
                 f"{len(paths)} problems, {len(plan.pairs)} problem x solution pairs, "
                 f"{plan.todo_workloads} workloads to evaluate on {dev}"
                 + (f", {plan.skipped_workloads} already in {out}" if plan.skipped_workloads else ""),
-                highlight=False)
+                highlight=False, markup=False)
             if plan.problems_without_solutions:
-                console.print(f"[yellow]{len(plan.problems_without_solutions)} problems have no "
-                              f"solution in {solutions}[/yellow]", highlight=False)
+                console.print(f"{len(plan.problems_without_solutions)} problems have no "
+                              f"solution in {solutions}", style="yellow", highlight=False, markup=False)
         run_and_report(plan, out, dev, opts, previous, unit=unit, json_out=json_out, executor=ex)
 
 
@@ -324,7 +324,7 @@ def _run_with(ex, plan, out, dev, opts, on_trace):
 def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
     from collections import defaultdict
 
-    from rich.table import Table
+    from ..report.markup import TextTable as Table
 
     from ..report.tables import NOISE_LEGEND, geomean_interval_text, timing_unstable, within_noise
 
@@ -332,7 +332,7 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
     for t in traces:
         groups[(t.definition, (label_of or (lambda x: x.solution))(t))].append(t)
     t = Table(title="per problem")
-    for col in ("problem", "candidate", "passed", "speedup (geomean)", "SOL score", "statuses"):
+    for col in ("problem", "candidate", "passed", "speedup (geomean)", "SOL score", "statuses", "why"):
         t.add_column(col, overflow="fold")
     marked = False
     for r in sorted(rows, key=lambda r: (r.definition, r.label)):
@@ -340,16 +340,18 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
         sp = geomean_interval_text(groups.get((r.definition, r.label), []), r.speedup)
         marked = marked or sp.endswith(("~", "!"))
         t.add_row(r.definition, r.label, f"{r.passed}/{r.workloads}", sp,
-                  _fmt(r.sol_score), st or "")
+                  _fmt(r.sol_score), st or "", _short(r.reason))
     if marked:
         t.caption = NOISE_LEGEND
     console.print(t)
     s = Table(title="summary (unit: %s)" % next(iter(summaries.values())).unit
               if summaries else "summary")
     cols = ("candidate", "units", "correct", "win rate", "median speedup", "geomean speedup",
-            "fast_0", "fast_1", "fast_1.5", "fast_2", "mean SOL score", "speedups in noise ~ / unstable !")
+            "fast_0", "fast_1", "fast_1.5", "fast_2", "in noise", "mean SOL score", "~ / !")
+    width = max([len(str(lab)) for lab in summaries] + [9])
     for col in cols:
-        s.add_column(col)
+        # nothing cut: a long label keeps its width, the figures fold
+        s.add_column(col, overflow="fold", min_width=width if col == "candidate" else None)
     by_label: dict = defaultdict(list)
     for (_, lab), ts in groups.items():
         by_label[lab].extend(ts)
@@ -357,9 +359,20 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
         s.add_row(lab, str(x.units), _fmt(x.correct_rate, pct=True), _fmt(x.win_rate, pct=True),
                   _fmt(x.median_speedup), geomean_interval_text(by_label.get(lab, []), x.geomean_speedup),
                   *(_fmt(x.fast_p.get(k), pct=True) for k in ("0", "1", "1.5", "2")),
+                  str(x.fast_p_left_out.get("1", 0)),
                   _fmt(x.mean_sol_score) + (f" (n={x.sol_units})" if x.sol_units else ""),
                   _noise_cell(by_label.get(lab, []), within_noise, timing_unstable))
+    s.caption = ("fast_0 = correct share; fast_p (p > 0) counts a speedup above p only when the low end "
+                 "of its noise interval (reference Q1 / candidate Q3) is above p too; 'in noise' = "
+                 "correct units faster than 1 by their medians but left out of fast_1 and the win rate; "
+                 "~ / ! = speedups within the run's noise / timed on an unquiet machine, of those timed")
     console.print(s)
+
+
+def _short(reason: str, n: int = 200) -> str:
+    """A failure reason for a table cell: its first line, at most ``n`` characters."""
+    line = reason.strip().splitlines()[0] if reason.strip() else ""
+    return line if len(line) <= n else line[: n - 3] + "..."
 
 
 def _noise_cell(traces, within_noise, timing_unstable) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .common import clean_message, console, err_console
+from .common import clean_message, console, err_console, escape_markup
 
 
 def _kind(path: Path) -> str:
@@ -182,7 +182,13 @@ def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
     KernelBench file, or a directory searched for problem dirs and solution files.
     ``strict``: upstream quirks the loader otherwise accepts with a warning are invalid."""
     if not path.exists():
-        return [(False, f"{path}: no such file or directory")]
+        from ..suites import resolve_problem
+
+        bundled = Path(resolve_problem(path))  # l1/relu_fp32, as every other command takes it
+        if not bundled.exists():
+            return [(False, f"{path}: no such file or directory (nor a bundled suite problem "
+                            "such as l1/relu_fp32)")]
+        path = bundled
     kind = _kind(path)
     if kind in ("kernelbench_problem", "kernelbench_candidate"):
         try:
@@ -216,6 +222,11 @@ def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
         if kind == "problem":
             prob = load_problem(path.parent if path.name in ("definition.json", "workload.jsonl") else path,
                                 strict=strict)
+            from ..spec.problem import reference_signature_issue
+
+            issue = reference_signature_issue(prob.definition)
+            if issue:
+                return [(False, f"{prob.path / 'definition.json'}: reference: {issue}")]
             missing = prob.missing_blobs()
             line = f"OK {prob.name}: {len(prob.workloads)} workloads"
             if prob.notes:
@@ -251,8 +262,8 @@ def register(app: typer.Typer) -> None:
         if not quiet:
             for ok, line in results:
                 if ok:
-                    console.print(line, highlight=False, soft_wrap=True)
+                    console.print(line, highlight=False, soft_wrap=True, markup=False)
         for line in bad:
-            err_console.print(f"[red]INVALID[/red] {line}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]INVALID[/red] {escape_markup(line)}", highlight=False, soft_wrap=True)
         console.print(f"{len(results) - len(bad)} valid, {len(bad)} invalid", highlight=False)
         raise typer.Exit(1 if bad else 0)

@@ -408,7 +408,8 @@ def summarize(results: list[Outcome], seconds: float = 0.0) -> dict[str, Any]:
 
 def _print_table(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
+    from ..report.markup import TextTable as Table
+    from ..report.markup import styled
 
     con = Console()
     t = Table(title=f"adversarial corpus on {report['device']}")
@@ -419,9 +420,9 @@ def _print_table(report: dict[str, Any]) -> None:
         ev = ", ".join(sorted({h["check"] for h in r["hack_findings"]})) or (r["detail"] or "")[:80]
         st = ",".join(x.removeprefix("audit.") for x in r["static_rules"]) or "-"
         if r["static_verdict"] != "ok":
-            st = f"[red]{st} ({r['static_verdict']})[/red]"
+            st = styled(f"{st} ({r['static_verdict']})", "red")
         c = colours.get(r["verdict"], "white")
-        t.add_row(r["file"], r["kind"], r["cls"], r["status"], f"[{c}]{r['verdict']}[/{c}]", ev, st,
+        t.add_row(r["file"], r["kind"], r["cls"], r["status"], styled(r['verdict'], c), ev, st,
                   f"{r['seconds']:.1f}")
     con.print(t)
     s = report["summary"]

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
 from .records import TraceRow
-from .summary import fast_p, geomean
+from .summary import fast_p, fast_p_left_out, geomean, unit_low
 
 DEFAULT_PS = (0.0, 0.5, 1.0, 1.5, 2.0)
 
@@ -66,6 +66,9 @@ class Unit:
     sol_score: float | None
     raw_sol_score: float | None
     headroom: list[float] = field(default_factory=list)
+    #: low ends of the speedups' noise intervals (``report.summary.unit_low``)
+    speedup_low: float | None = None
+    raw_speedup_low: float | None = None
 
 
 def units(rows: Iterable[TraceRow]) -> list[Unit]:
@@ -96,7 +99,9 @@ def units(rows: Iterable[TraceRow]) -> list[Unit]:
             raw_score = None
         out.append(Unit(suite, hw, d, lab, len(rs), passed, hacked, failed, correct, hacked > 0,
                         speed, raw_speed, score, raw_score,
-                        headroom=[r.headroom for r in rs if correct and r.headroom is not None]))
+                        headroom=[r.headroom for r in rs if correct and r.headroom is not None],
+                        speedup_low=unit_low([r.speedup_low for r in rs]) if speed is not None else None,
+                        raw_speedup_low=unit_low([r.raw_speedup_low for r in rs]) if raw_speed is not None else None))
     return out
 
 
@@ -123,6 +128,9 @@ class CandidateRow:
     fast_p: dict[str, float | None]
     raw_fast_p: dict[str, float | None]
     mean_headroom: float | None
+    #: p -> correct units with a point speedup above p that fast_p leaves out as within the
+    #: run's noise (``report.summary.fast_p``)
+    fast_p_left_out: dict[str, int] = field(default_factory=dict)
     #: problems attempted / problems of the (suite, hardware) group (the means are over attempted)
     coverage: float | None = None
 
@@ -137,6 +145,10 @@ def _mean(xs):
 
 def candidate_row(us: Sequence[Unit], label: str, ps: Sequence[float] = DEFAULT_PS) -> CandidateRow:
     corr = [u.correct for u in us]
+    sp = [u.speedup for u in us]
+    lows = [u.speedup_low for u in us]
+    raw_sp = [u.raw_speedup for u in us]
+    raw_lows = [u.raw_speedup_low for u in us]
     good = [u.speedup for u in us if u.correct and u.speedup is not None]
     raw_ok = [u.raw_speedup is not None for u in us]
     hr = [h for u in us for h in u.headroom]
@@ -150,15 +162,30 @@ def candidate_row(us: Sequence[Unit], label: str, ps: Sequence[float] = DEFAULT_
         mean_sol_score_correct=_mean(u.sol_score for u in us if u.correct),
         scored_problems=sum(1 for u in us if u.sol_score is not None),
         geomean_speedup=geomean(good), median_speedup=statistics.median(good) if good else None,
-        fast_p={f"{p:g}": fast_p(corr, [u.speedup for u in us], p) for p in ps},
-        raw_fast_p={f"{p:g}": fast_p(raw_ok, [u.raw_speedup for u in us], p) for p in ps},
+        fast_p={f"{p:g}": fast_p(corr, sp, p, lows) for p in ps},
+        raw_fast_p={f"{p:g}": fast_p(raw_ok, raw_sp, p, raw_lows) for p in ps},
         mean_headroom=(sum(hr) / len(hr)) if hr else None,
+        fast_p_left_out={f"{p:g}": fast_p_left_out(corr, sp, p, lows) for p in ps},
     )
 
 
+#: how a leaderboard is ordered, for table titles and the report's text
+RANKING = ("candidates with no correct problem last; then mean SOL score (incorrect and hacked "
+           "problems score 0); without a SOL score, correct problems, then geomean speedup")
+
+
+def rank_key(c: CandidateRow) -> tuple:
+    """The leaderboard order (:data:`RANKING`): a candidate with no correct problem never ranks
+    above one with a correct problem, whatever its SOL score or speedup (a wrong or hacked
+    kernel's numbers are not a result); among the rest the hack-adjusted mean SOL score, then
+    the number of correct problems, then the geomean speedup of the correct ones, then the
+    name."""
+    return (c.correct == 0, c.mean_sol_score is None, -(c.mean_sol_score or 0.0), -c.correct,
+            c.geomean_speedup is None, -(c.geomean_speedup or 0.0), c.label)
+
+
 def leaderboards(rows: Iterable[TraceRow], ps: Sequence[float] = DEFAULT_PS) -> dict[tuple[str, str], list[CandidateRow]]:
-    """(suite, hardware) -> candidates ranked by mean SOL score (hack-adjusted; ties and
-    unscored candidates after, by fast_1 then name)."""
+    """(suite, hardware) -> candidates ranked by :func:`rank_key`."""
     by: dict[tuple[str, str], dict[str, list[Unit]]] = defaultdict(lambda: defaultdict(list))
     for u in units(rows):
         by[(u.suite, u.hardware)][u.label].append(u)
@@ -168,8 +195,7 @@ def leaderboards(rows: Iterable[TraceRow], ps: Sequence[float] = DEFAULT_PS) -> 
         n_prob = len({u.definition for us in labs.values() for u in us})
         for c in cands:
             c.coverage = c.problems / n_prob if n_prob else None
-        cands.sort(key=lambda c: (c.mean_sol_score is None, -(c.mean_sol_score or 0.0),
-                                  -(c.fast_p.get("1") or 0.0), c.label))
+        cands.sort(key=rank_key)
         for i, c in enumerate(cands, 1):
             c.rank = i
         out[key] = cands
@@ -180,8 +206,9 @@ def fast_p_curve(us: Sequence[Unit], ps: Sequence[float], raw: bool = False) -> 
     """fast_p at each p over the units (adjusted, or raw)."""
     if raw:
         ok = [u.raw_speedup is not None for u in us]
-        return [fast_p(ok, [u.raw_speedup for u in us], p) for p in ps]
-    return [fast_p([u.correct for u in us], [u.speedup for u in us], p) for p in ps]
+        return [fast_p(ok, [u.raw_speedup for u in us], p, [u.raw_speedup_low for u in us]) for p in ps]
+    return [fast_p([u.correct for u in us], [u.speedup for u in us], p, [u.speedup_low for u in us])
+            for p in ps]
 
 
 def speedup_vs_distance(rows: Iterable[TraceRow]) -> tuple[list[float], list[float], float | None]:

@@ -151,6 +151,12 @@ def compare(a: ResultSet, b: ResultSet, alpha: float = 0.01, threshold: float = 
             out[k] = r
         return out
 
+    from .records import check_labels
+
+    if label_a is not None:
+        check_labels([label_a], (r.label for r in a.rows), "A: ")
+    if label_b is not None:
+        check_labels([label_b], (r.label for r in b.rows), "B: ")
     ia, ib = index(a, "A"), index(b, "B")
     out = []
     for k in sorted(set(ia) | set(ib)):

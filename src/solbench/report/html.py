@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import figures as F
-from .aggregate import CandidateRow, leaderboards, units
+from .aggregate import RANKING, CandidateRow, leaderboards, units
 from .records import ResultSet, TraceRow
 from .tables import UNRESOLVED_LEGEND
 
@@ -80,14 +80,27 @@ def _table(head: list[str], rows: list[list[Any]], left: int = 1, cls: str = "")
 
 
 LEADER_COLS = ["rank", "candidate", "problems", "coverage", "correct", "incorrect", "hack", "SOL score",
-               "raw SOL score", "SOL score (correct)", "fast_1", "raw fast_1", "fast_1.5",
-               "fast_2", "geomean speedup", "median speedup", "mean h", "workloads p/i/h"]
+               "raw SOL score", "SOL score (correct)", "fast_0", "fast_1", "in noise (not in fast_1)",
+               "raw fast_1", "fast_1.5", "fast_2", "geomean speedup", "median speedup", "mean h",
+               "workloads p/i/h"]
+
+#: the leaderboard columns a terminal shows (the rest would fold every header)
+TERMINAL_COLS = ["rank", "candidate", "problems", "correct", "incorrect", "hack", "SOL score", "raw SOL score",
+                 "fast_0", "fast_1", "in noise (not in fast_1)", "fast_2", "geomean speedup", "workloads p/i/h"]
+
+_SHORT = {"in noise (not in fast_1)": "in noise", "geomean speedup": "geomean speedup",
+          "workloads p/i/h": "p/i/h"}
+
+#: under every leaderboard: what the noise column means
+NOISE_NOTE = ("fast_p counts a speedup above p only when the low end of its noise interval (reference "
+              "Q1 / candidate Q3) is above p too; 'in noise' = correct problems whose speedup is above 1 "
+              "but within the run's timing noise, left out of fast_1 (docs/reports.md)")
 
 
 def leader_cells(c: CandidateRow) -> list[Any]:
     return [c.rank, c.label, c.problems, _pct(c.coverage), c.correct, c.incorrect, c.hack, _f(c.mean_sol_score),
-            _f(c.raw_mean_sol_score), _f(c.mean_sol_score_correct), _pct(c.fast_p.get("1")),
-            _pct(c.raw_fast_p.get("1")), _pct(c.fast_p.get("1.5")), _pct(c.fast_p.get("2")),
+            _f(c.raw_mean_sol_score), _f(c.mean_sol_score_correct), _pct(c.fast_p.get("0")),
+            _pct(c.fast_p.get("1")), c.fast_p_left_out.get("1", 0), _pct(c.raw_fast_p.get("1")), _pct(c.fast_p.get("1.5")), _pct(c.fast_p.get("2")),
             _f(c.geomean_speedup), _f(c.median_speedup), _f(c.mean_headroom),
             f"{c.workloads_passed}/{c.workloads_incorrect}/{c.workloads_hack}"]
 
@@ -122,16 +135,23 @@ def render_terminal(rs: ResultSet, fmt: str) -> str | Any:
             for c in cs:
                 out.append("| " + " | ".join(str(x) for x in leader_cells(c)) + " |")
             out.append("")
+        if lbs:
+            out.append(f"Ranked: {RANKING}. {NOISE_NOTE}.")
         return "\n".join(out)
-    from rich.table import Table
+    from .markup import TextTable as Table
 
     tables = []
+    keep = [LEADER_COLS.index(c) for c in TERMINAL_COLS]
     for (s, hw), cs in lbs.items():
-        t = Table(title=f"{s} on {hw} (ranked by mean SOL score; incorrect and hacked problems score 0)")
-        for i, col in enumerate(LEADER_COLS):
-            t.add_column(col, justify="left" if i == 1 else "right", overflow="fold")
+        t = Table(title=f"{s} on {hw}", caption=f"ranked: {RANKING}. {NOISE_NOTE}. All columns: "
+                  "--format markdown|json or the HTML report")
+        width = max([len(c.label) for c in cs] + [9])
+        for col in TERMINAL_COLS:
+            t.add_column(_SHORT.get(col, col), justify="left" if col == "candidate" else "right", overflow="fold",
+                         min_width=width if col == "candidate" else None)
         for c in cs:
-            t.add_row(*(str(x) for x in leader_cells(c)))
+            cells = leader_cells(c)
+            t.add_row(*(str(cells[i]) for i in keep))
         tables.append(t)
     return tables
 
@@ -160,6 +180,18 @@ def _sources_html(rs: ResultSet) -> str:
                                     "runs (manifest)"], rows)
 
 
+def _why_cell(r: TraceRow) -> str | Html:
+    """The deciding check or finding of a trace that did not pass, with its log folded
+    under it (``report.tables.failure_reason``); "-" for a PASSED trace."""
+    if r.status == "PASSED":
+        return "-"
+    reason = escape(r.reason or r.status)
+    if not r.log.strip():
+        return Html(reason)
+    log = r.log if len(r.log) <= 20000 else r.log[:10000] + "\n...\n" + r.log[-10000:]
+    return Html(f"{reason}<details><summary>failure log</summary><pre>{escape(log)}</pre></details>")
+
+
 def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
     rows = sorted(rows, key=lambda r: (r.workload, r.label))
     ref = {}
@@ -167,7 +199,7 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
         if r.reference_latency_ms is not None:
             ref.setdefault(r.workload, []).append(r.reference_latency_ms)
     head = ["workload", "axes", "candidate", "status", "latency ms", "reference ms", "T_SOL ms", "speedup",
-            "SOL distance", "SOL score", "headroom h", "bottleneck", "timing", "provenance", "findings"]
+            "SOL distance", "SOL score", "headroom h", "bottleneck", "timing", "provenance", "why", "findings"]
     body = []
     for r in rows:
         fs = finds_by.get((r.file, r.line), [])
@@ -187,9 +219,12 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
                      (r.speedup_bound or f"unres. ({r.unresolved_side})") if r.unresolved_side else _f(r.speedup),
                      _f(r.sol_distance), _f(r.sol_score),
                      _f(r.headroom), r.bottleneck or "-",
-                     f"{r.timing_method or '-'} n={r.n_samples or 0}", r.provenance, Html(fcell) if fcell else "-"])
+                     f"{r.timing_method or '-'} n={r.n_samples or 0}", r.provenance,
+                     _why_cell(r), Html(fcell) if fcell else "-"])
     legend = (f"<p class=muted>{escape(UNRESOLVED_LEGEND)}</p>" if any(r.unresolved_side for r in rows) else "")
-    us = units(rows)
+    # correct candidates first (as every leaderboard ranks), then by score and speedup
+    us = sorted(units(rows), key=lambda u: (not u.correct, -(u.sol_score or 0.0), u.speedup is None,
+                                            -(u.speedup or 0.0), u.label))
     summ = _table(["candidate", "workloads", "passed", "incorrect", "hack", "SOL score", "raw SOL score", "speedup (geomean)"],
                   [[u.label, u.workloads, u.passed, u.failed, u.hacked, _f(u.sol_score), _f(u.raw_sol_score), _f(u.speedup)]
                    for u in us])
@@ -199,6 +234,18 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
                  "eager reference timed in the same run; T_SOL from the SOL model named in each trace</p>"
                  f"<h2>candidates</h2>{summ}<h2>workloads</h2>"
                  + _table(head, body, left=4) + legend, up="<p><a href='../index.html'>&larr; report</a></p>")
+
+
+def _top_text(best: CandidateRow | None) -> str:
+    """The headline's top candidate: ``name (SOL score 0.71)`` or, without SOL scores,
+    ``name (3/4 correct, 1.8x)``; ``none correct`` when no candidate has a correct problem
+    (an incorrect or hacked candidate is never named top)."""
+    if best is None or best.correct == 0:
+        return "none correct"
+    if best.mean_sol_score is not None:
+        return f"{best.label} (SOL score {_f(best.mean_sol_score)})"
+    sp = f", geomean speedup {_f(best.geomean_speedup)}x" if best.geomean_speedup is not None else ""
+    return f"{best.label} ({best.correct}/{best.problems} correct{sp})"
 
 
 def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench report") -> dict[str, Any]:
@@ -231,21 +278,20 @@ def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench repo
     for (s, hw), cs in lbs.items():
         best = cs[0] if cs else None
         n_prob = len({u.definition for u in us if u.suite == s and u.hardware == hw})
-        head_rows.append([f"{s} on {hw}", len(cs), n_prob,
-                          f"{best.label} ({_f(best.mean_sol_score)})" if best else "-"])
+        head_rows.append([f"{s} on {hw}", len(cs), n_prob, _top_text(best)])
     head_rows.append(["speedup vs SOL distance: Pearson r (log-log)", "", figs["speedup_vs_sol_distance"]["n"],
                       _f(figs["speedup_vs_sol_distance"]["pearson_r_log"])])
     head_rows.append(["SOL score vs headroom reclaimed: Pearson r", "", figs["score_vs_headroom"]["n"],
                       _f(figs["score_vs_headroom"]["pearson_r"])])
-    parts.append("<h2>headline</h2>" + _table(["", "candidates", "problems / points", "top (mean SOL score) / r"],
+    parts.append("<h2>headline</h2>" + _table(["", "candidates", "problems / points", "top (leaderboard rank 1) / r"],
                                               head_rows, cls="headline"))
     parts.append("<h2>sources</h2>" + _sources_html(rs))
     for (s, hw), cs in lbs.items():
         parts.append(f"<h2 id='lb-{slug(s + '_' + hw)}'>leaderboard: {escape(s)} on {escape(hw)}</h2>"
-                     "<p class=muted>ranked by mean SOL score over the problems each candidate attempted (coverage: "
-                     "attempted / all problems of the suite here), an incorrect or hacked problem scoring 0; raw = as "
+                     f"<p class=muted>ranked: {escape(RANKING)}. The mean SOL score is over the problems each "
+                     "candidate attempted (coverage: attempted / all problems of the suite here); raw = as "
                      "the candidates' own timings claim, before reward-hack verdicts; p/i/h = passed / incorrect / "
-                     "hack workloads. Definitions: docs/reports.md.</p>"
+                     f"hack workloads. {escape(NOISE_NOTE)}. Definitions: docs/reports.md.</p>"
                      + _table(LEADER_COLS, [leader_cells(c) for c in cs], left=2))
     parts.append("<h2>figures</h2><div class=figs>")
     parts.append("<img src='figures/speedup_vs_sol_distance.png' alt='speedup vs SOL distance'>"

@@ -33,8 +33,8 @@ from ..errors import SpecError
 from ..spec.trace import Status, Trace
 from ..store import StoreRead, read_store, warn_unverified
 from ..store.blocks import BlockError, sol_of
-from .summary import trace_speedup
-from .tables import bound_text, unresolved_side, unresolved_text
+from .summary import speedup_low, trace_speedup
+from .tables import bound_text, error_figures, failure_reason, unresolved_side, unresolved_text
 
 @lru_cache(maxsize=1)
 def _bundled_suites() -> dict[str, str]:
@@ -123,6 +123,16 @@ class TraceRow:
     max_abs_error: float | None
     rel_l2: float | None
     timestamp: str | None
+    #: low end of the speedup's noise interval (``report.summary.speedup_low``): fast_p counts
+    #: a speedup above p only when this is above p too; ``raw_speedup_low`` likewise for the raw
+    #: speedup of a timed REWARD_HACK
+    speedup_low: float | None = None
+    raw_speedup_low: float | None = None
+    #: the deciding check, finding or log line of a trace that did not pass
+    #: (``report.tables.failure_reason``); "" for a PASSED trace
+    reason: str = ""
+    #: the log of a trace that did not pass (the HTML problem page shows it), else ""
+    log: str = field(default="", repr=False)
     #: raw timing samples of candidate and reference (not exported to tables)
     samples_ms: list[float] = field(default_factory=list, repr=False)
     ref_samples_ms: list[float] = field(default_factory=list, repr=False)
@@ -178,12 +188,34 @@ def _labels_beside(path: Path) -> dict[str, str]:
     return {}
 
 
+#: solution-name suffixes of solbench's own baselines -> the one label every command shows
+#: (``solbench baseline`` and ``run`` call them eager and compile; traces of ``solbench eval``
+#: of the reference, and older runs, name them ``<problem>__reference`` / ``__torch_compile``)
+BASELINE_ALIASES = {"reference": "eager", "torch_compile": "compile"}
+
+
+def canonical_label(name: str) -> str:
+    """The label of a candidate family named ``name`` (a solution name's suffix after
+    ``__``): ``reference`` -> ``eager``, ``torch_compile[_X]`` -> ``compile[_X]``; any other
+    name unchanged."""
+    if name in BASELINE_ALIASES:
+        return BASELINE_ALIASES[name]
+    if name.startswith("torch_compile_"):
+        return "compile_" + name[len("torch_compile_"):]
+    return name
+
+
 def label_for(trace: Trace, labels: dict[str, str]) -> str:
+    """The candidate label of a trace: the one its suite run recorded (``evaluation.label``);
+    else a legacy ``labels.json`` entry; else the solution name's suffix after ``__``
+    (:func:`canonical_label`); else the solution name."""
+    if trace.evaluation.label:
+        return trace.evaluation.label
     h = trace.evaluation.solution_hash or ""
     if h in labels:
         return labels[h]
     if "__" in trace.solution:
-        return trace.solution.rsplit("__", 1)[1]
+        return canonical_label(trace.solution.rsplit("__", 1)[1])
     return trace.solution
 
 
@@ -245,8 +277,14 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             raw_lat = raw_ref = None
         label = label_for(t, labels)
         bound = s.bound if s else None
+        low = speedup_low(t)
+        raw_low = low
+        if ev.status == Status.REWARD_HACK and raw_sp:
+            from .tables import speedup_interval
+
+            iv = speedup_interval(t)
+            raw_low = min(iv[0], raw_sp) if iv else None
         hacks = [f for f in ev.findings if f.severity == "hack"]
-        corr = ev.correctness
         rows.append(TraceRow(
             file=str(path), line=ln, provenance=pv, suite=suite_of(t.definition, path),
             hardware=_hardware(t), definition=t.definition, solution=t.solution, label=label,
@@ -269,9 +307,12 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             bottleneck=bound.bottleneck if bound else None,
             sol_model=s.model if s else None, sol_hardware=s.hardware if s else None,
             findings=len(ev.findings), hack_findings=len(hacks),
-            max_abs_error=corr.max_absolute_error if corr else None,
-            rel_l2=_num(corr.extra.get("rel_l2")) if corr else None,
+            # None for an output never fully written: its error figures measure nothing
+            max_abs_error=error_figures(t)[0], rel_l2=_num(error_figures(t)[1]),
             timestamp=ev.timestamp,
+            speedup_low=low, raw_speedup_low=raw_low,
+            reason="" if ev.status == Status.PASSED else failure_reason(t),
+            log="" if ev.status == Status.PASSED else ev.log,
             samples_ms=[x for x in (ev.timing.samples_ms if ev.timing else []) if x is not None],
             ref_samples_ms=[x for x in (ev.reference_timing.samples_ms if ev.reference_timing else [])
                             if x is not None],
@@ -281,6 +322,30 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
                                     ev.status.value, f.check, f.severity, f.message,
                                     json.dumps(f.evidence, default=str, sort_keys=True)))
     return rows, finds
+
+
+def check_labels(wanted: Iterable[str], present: Iterable[str], where: str = "") -> None:
+    """Raise ValueError when a wanted candidate label is not among ``present``, naming it and
+    listing the labels there are (a filter that matches nothing is a mistake, never an empty
+    table)."""
+    have = sorted(set(present))
+    missing = [w for w in wanted if w not in have]
+    if missing:
+        raise ValueError(f"{where}no candidate labelled {', '.join(map(repr, missing))}; labels there are: "
+                         + (", ".join(have) if have else "none"))
+
+
+def select_labels(rs: ResultSet, labels: Sequence[str]) -> ResultSet:
+    """``rs`` with only the traces of these candidate labels. Raises ValueError
+    (:func:`check_labels`) for a label not in ``rs``."""
+    check_labels(labels, (r.label for r in rs.rows))
+    keep = set(labels)
+    idx = [i for i, r in enumerate(rs.rows) if r.label in keep]
+    rows = [rs.rows[i] for i in idx]
+    kept = {(r.file, r.line) for r in rows}
+    finds = [f for f in rs.findings if (f.file, f.line) in kept]
+    traces = [rs.traces[i] for i in idx] if len(rs.traces) == len(rs.rows) else rs.traces
+    return ResultSet(rows, finds, rs.reads, traces)
 
 
 def load(paths: Iterable[str | Path], include_unverified: bool = False, quiet: bool = False) -> ResultSet:

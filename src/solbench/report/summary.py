@@ -18,8 +18,14 @@ out by hand):
   is the geometric mean of its workloads' speedups. Unit ``"workload"``: one unit per trace.
 * correct rate = correct units / all units.
 * fast_p = share of ALL units that are correct AND have speedup > p (KernelBench, Ouyang et
-  al. 2025, "fast_p"); fast_0 equals the correct rate.
-* win rate against eager = fast_1 (correct and strictly faster than the eager reference).
+  al. 2025, "fast_p"). fast_0 IS the correct rate (every correct unit: a speedup is > 0 even
+  when the run could not resolve it). For p > 0 a speedup counts only when the run's own
+  noise cannot take it back to p: the low end of its noise interval (:func:`speedup_low`,
+  ref Q1 / cand Q3, as ``report.tables.speedup_interval``) is above p as well. A unit whose
+  point speedup is above p but whose noise interval reaches p is *left out* and counted in
+  ``fast_p_left_out`` (a ``1.03x ~`` is no win).
+* win rate against eager = fast_1 (correct and faster than the eager reference beyond the
+  run's noise).
 * median / geometric-mean speedup: over correct units only (None when there are none).
 * mean SOL score: over correct units whose traces carry a SOL score (``evaluation.sol``
   key ``score``, or ``sol_score``); a unit's score is the mean over its workloads. Scores
@@ -107,18 +113,69 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def fast_p(correct: Sequence[bool], speedups: Sequence[float | None], p: float) -> float | None:
+def _fast_hits(correct, speedups, p, lows) -> tuple[int, int]:
+    """(units counted in fast_p, units left out because their noise interval reaches p)."""
+    if len(correct) != len(speedups) or (lows is not None and len(lows) != len(correct)):
+        raise ValueError("correct, speedups and lows must have the same length")
+    if p <= 0:  # fast_0: the correct share (a speedup is positive, resolved or not)
+        return sum(1 for c in correct if c), 0
+    hits = out = 0
+    for i, (c, s) in enumerate(zip(correct, speedups)):
+        if not (c and s is not None and s > p):
+            continue
+        low = lows[i] if lows is not None else None
+        if low is not None and not low > p:
+            out += 1
+        else:
+            hits += 1
+    return hits, out
+
+
+def fast_p(correct: Sequence[bool], speedups: Sequence[float | None], p: float,
+           lows: Sequence[float | None] | None = None) -> float | None:
     """Share of units that are correct and have speedup > p (KernelBench's fast_p).
 
-    ``correct`` and ``speedups`` are parallel; the denominator is every unit. None when
-    there are no units.
+    ``correct``, ``speedups`` and ``lows`` (the low end of each unit's noise interval,
+    :func:`speedup_low`; None where unknown) are parallel; the denominator is every unit.
+    fast_0 is the correct share; for p > 0 a unit whose ``low`` is not above p is not
+    counted (module docstring). None when there are no units.
     """
-    if len(correct) != len(speedups):
-        raise ValueError("correct and speedups must have the same length")
     if not correct:
+        _fast_hits(correct, speedups, p, lows)
         return None
-    hits = sum(1 for c, s in zip(correct, speedups) if c and s is not None and s > p)
-    return hits / len(correct)
+    return _fast_hits(correct, speedups, p, lows)[0] / len(correct)
+
+
+def fast_p_left_out(correct: Sequence[bool], speedups: Sequence[float | None], p: float,
+                    lows: Sequence[float | None] | None = None) -> int:
+    """How many correct units have a point speedup above p that :func:`fast_p` leaves out
+    because their noise interval reaches p."""
+    return _fast_hits(correct, speedups, p, lows)[1]
+
+
+def speedup_low(trace: Trace) -> float | None:
+    """The low end of a PASSED trace's speedup as the run's own noise allows it: ref Q1 /
+    cand Q3 (``report.tables.speedup_interval``), never above the speedup itself; with one
+    side unresolved, the counted bound (:func:`counted_bound`, already conservative); None
+    without a speedup or without the quartiles to tell (the point speedup then counts)."""
+    s = trace_speedup(trace)
+    if s is None:
+        return None
+    ev = trace.evaluation
+    if any(ts is not None and ts.resolved is False for ts in (ev.timing, ev.reference_timing)):
+        return s
+    from .tables import speedup_interval
+
+    iv = speedup_interval(trace)
+    return None if iv is None else min(iv[0], s)
+
+
+def unit_low(lows: Sequence[float | None]) -> float | None:
+    """A unit's noise low end: the geometric mean of its workloads' (None when any is
+    unknown or none is given), matching the unit speedup's geometric mean."""
+    if not lows or any(x is None or x <= 0 for x in lows):
+        return None
+    return geomean(lows)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -134,6 +191,10 @@ class UnitResult:
     speedup: float | None
     sol_score: float | None
     statuses: dict[str, int] = field(default_factory=dict)
+    #: low end of the speedup's noise interval (:func:`unit_low`), None when unknown
+    speedup_low: float | None = None
+    #: the reason of the first failed workload (``report.tables.failure_reason``), "" if none
+    reason: str = ""
 
 
 @dataclass
@@ -149,6 +210,8 @@ class Summary:
     median_speedup: float | None
     geomean_speedup: float | None
     fast_p: dict[str, float | None]
+    #: p -> correct units with a point speedup above p left out of fast_p as within noise
+    fast_p_left_out: dict[str, int]
     mean_sol_score: float | None
     sol_units: int
     sol_above_one: int
@@ -180,17 +243,25 @@ def unit_results(traces: Iterable[Trace], unit: str = "problem",
         statuses = Counter(t.evaluation.status.value for t in ts)
         passed = statuses.get(Status.PASSED.value, 0)
         correct = passed == len(ts) and len(ts) > 0
-        speedup = None
+        speedup = low = None
         if correct:
             sp = [trace_speedup(t) for t in ts]
             speedup = geomean(sp) if all(s is not None for s in sp) else None
+            low = unit_low([speedup_low(t) for t in ts]) if speedup is not None else None
+        failed = [t for t in ts if t.evaluation.status != Status.PASSED]
+        if failed:
+            from .tables import failure_reason
+
+            reason = f"{failed[0].evaluation.status.value}: {failure_reason(failed[0])}"
+        else:
+            reason = ""
         scores = [trace_sol_score(t) for t in ts] if correct else []
         scores = [s for s in scores if s is not None]
         out.append(UnitResult(
             definition=key[0], solution=key[1], label=key[2], workloads=len(ts), passed=passed,
             correct=correct, speedup=speedup,
             sol_score=(sum(scores) / len(scores)) if scores else None,
-            statuses=dict(statuses),
+            statuses=dict(statuses), speedup_low=low, reason=reason,
         ))
     return out
 
@@ -200,6 +271,7 @@ def summarize_units(units: Sequence[UnitResult], label: str = "all", unit: str =
     """Headline figures over already-built units."""
     correct = [u.correct for u in units]
     speed = [u.speedup for u in units]
+    lows = [u.speedup_low for u in units]
     good = [s for c, s in zip(correct, speed) if c and s is not None]
     scores = [u.sol_score for u in units if u.correct and u.sol_score is not None]
     statuses: Counter = Counter()
@@ -209,10 +281,11 @@ def summarize_units(units: Sequence[UnitResult], label: str = "all", unit: str =
     return Summary(
         label=label, unit=unit, units=n, correct=sum(correct),
         correct_rate=(sum(correct) / n) if n else None,
-        win_rate=fast_p(correct, speed, 1.0),
+        win_rate=fast_p(correct, speed, 1.0, lows),
         median_speedup=statistics.median(good) if good else None,
         geomean_speedup=geomean(good),
-        fast_p={_p_key(p): fast_p(correct, speed, p) for p in ps},
+        fast_p={_p_key(p): fast_p(correct, speed, p, lows) for p in ps},
+        fast_p_left_out={_p_key(p): fast_p_left_out(correct, speed, p, lows) for p in ps},
         mean_sol_score=(sum(min(s, 1.0) for s in scores) / len(scores)) if scores else None,
         sol_units=len(scores),
         sol_above_one=sum(1 for s in scores if s > 1.0),

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from rich.markup import escape
-from rich.table import Table
+from .markup import TextTable as Table
+from .markup import styled
 
 from ..spec.trace import Status, TimingStats, Trace
 
@@ -169,16 +169,61 @@ def missing_input(trace: Trace) -> bool:
             and trace.evaluation.log.lstrip().startswith(_MISSING_INPUT))
 
 
+def unwritten_output(trace: Trace) -> bool:
+    """Part of the candidate's output was never written (``write_coverage`` below 1): its
+    error figures are taken over what was written, or over nothing, and say nothing; tables
+    show ``-`` for them."""
+    corr = trace.evaluation.correctness
+    if corr is None:
+        return False
+    cov = corr.extra.get("write_coverage")
+    return isinstance(cov, (int, float)) and not isinstance(cov, bool) and cov < 1.0
+
+
+def error_figures(trace: Trace) -> tuple[float | None, float | None]:
+    """(max abs error, relative L2 error) of a trace's correctness, None for each when the
+    trace has none or its output was not all written (:func:`unwritten_output`)."""
+    corr = trace.evaluation.correctness
+    if corr is None or unwritten_output(trace):
+        return None, None
+    rel = corr.extra.get("rel_l2")
+    return corr.max_absolute_error, rel if isinstance(rel, (int, float)) else None
+
+
+def _failed_check(trace: Trace) -> str | None:
+    """``write_coverage: y: only 0.0000% of the output was written``: the failed correctness
+    check with the first failing output's detail, else None."""
+    corr = trace.evaluation.correctness
+    if corr is None or not corr.extra.get("failed_check"):
+        return None
+    check = str(corr.extra["failed_check"])
+    outs = corr.extra.get("outputs")
+    if isinstance(outs, dict):
+        for name, o in outs.items():
+            if isinstance(o, dict) and o.get("failed_check") and o.get("detail"):
+                return f"{check}: {name}: {o['detail']}"
+    return check
+
+
 def failure_reason(trace: Trace) -> str:
-    """The line that says why a trace did not pass: a hack finding, the failed check, the
-    compiler's first ``error`` line of a failed build, else the log's last meaningful line."""
+    """The line that says why a trace did not pass: a hack finding; else the failed check with
+    its detail, the compiler's first ``error`` line of a failed build, or the log's deciding
+    line; followed by the first other finding that explains it (``finding audit.global_cache:
+    ...``, static findings are advisory on their own)."""
     ev = trace.evaluation
     hacks = [f for f in ev.findings if f.severity == "hack"]
     if hacks:
         return f"{hacks[0].check}: {hacks[0].message}"
-    corr = ev.correctness
-    if corr is not None and corr.extra.get("failed_check"):
-        return str(corr.extra.get("failed_check"))
+    reason = _failed_check(trace) or _log_reason(trace)
+    extra = [f for f in ev.findings if f.check != "timing_unstable"]
+    if extra:
+        f = extra[0]
+        reason = (reason + "; " if reason else "") + f"finding {f.check}: {f.message}"
+    return reason
+
+
+def _log_reason(trace: Trace) -> str:
+    ev = trace.evaluation
     lines = [x.strip() for x in ev.log.splitlines() if x.strip()]
     if not lines:
         return ""
@@ -226,7 +271,6 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
     for t in traces:
         ev = t.evaluation
         perf = ev.performance
-        corr = ev.correctness
         if ev.status != Status.PASSED:
             why = failure_reason(t)
         else:
@@ -235,19 +279,19 @@ def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
             adv = ", ".join(dict.fromkeys(f.check for f in ev.findings if f.severity == "advisory"))
             why = f"advisory: {adv}" if adv else ""
         sp = speedup_text(t, short=True)
+        err_abs, err_l2 = error_figures(t)
         marked = marked or sp.endswith(("~", "!"))
         unres = unres or (ev.status == Status.PASSED and unresolved_side(t) is not None)
-        status = ("[yellow]missing input data[/]" if missing_input(t)
-                  else f"[{STATUS_STYLE.get(ev.status, '')}]{ev.status.value}[/]")
+        status = (styled("missing input data", "yellow") if missing_input(t)
+                  else styled(ev.status.value, STATUS_STYLE.get(ev.status, "")))
         tb.add_row(
-            escape(t.solution), t.workload.uuid, escape(_axes(t)), status,
+            t.solution, t.workload.uuid, _axes(t), status,
             (unresolved_text(ev.timing, short=True) if perf else None) or _fmt(perf.latency_ms if perf else None),
             (unresolved_text(ev.reference_timing, short=True) if perf else None)
             or _fmt(perf.reference_latency_ms if perf else None),
             sp,
-            _fmt(corr.max_absolute_error if corr else None, ".2e"),
-            _fmt(corr.extra.get("rel_l2") if corr else None, ".2e"),
-            _sol_cell(t), escape(why),
+            _fmt(err_abs, ".2e"), _fmt(err_l2, ".2e"),
+            _sol_cell(t), why,
         )
     legends = ([NOISE_LEGEND] if marked else []) + ([UNRESOLVED_LEGEND] if unres else [])
     if legends:

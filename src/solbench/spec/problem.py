@@ -220,6 +220,48 @@ def check_workload(defn: Definition, w: Workload, path: Path | str, lineno: int,
     return w, quirks
 
 
+def reference_signature_issue(defn: Definition) -> str | None:
+    """What differs between the reference's ``run`` parameters and the definition's inputs,
+    read statically (``ast``, nothing is run); None when they agree. The harness passes the
+    inputs in the definition's order, so ``run``'s leading parameters must be the inputs'
+    names in that order; further parameters need defaults; ``*args`` takes any rest. A
+    ``run`` that is not a plain top-level ``def`` (an assignment, a decorator factory's
+    product) is not checked."""
+    import ast
+
+    try:
+        tree = ast.parse(defn.reference)
+    except SyntaxError:
+        return None  # check_reference reports it
+    fns = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "run"]
+    if not fns:
+        return None
+    a = fns[-1].args
+    pos = [x.arg for x in a.posonlyargs + a.args]
+    n_default = len(a.defaults)
+    required = pos[: len(pos) - n_default] if n_default else pos
+    want = list(defn.inputs)
+    sig = f"run({', '.join(pos + (['*' + a.vararg.arg] if a.vararg else []))})"
+    inputs = f"inputs ({', '.join(want)})"
+    if len(pos) < len(want) and a.vararg is None:
+        return (f"{sig} takes {len(pos)} positional parameter(s), the definition has {len(want)} "
+                f"{inputs}")
+    head = pos[: len(want)]
+    if head != want[: len(head)]:
+        if sorted(head) == sorted(want[: len(head)]) and len(head) == len(want):
+            return f"{sig} names the {inputs} in another order (the harness passes them in the definition's order)"
+        diff = [f"parameter {i + 1} is {p!r}, input {i + 1} is {w!r}"
+                for i, (p, w) in enumerate(zip(head, want)) if p != w]
+        return f"{sig} does not match the definition's {inputs}: " + "; ".join(diff)
+    extra = required[len(want):]
+    if extra:
+        return f"{sig} has parameter(s) {', '.join(extra)} beyond the {inputs} without a default"
+    kwonly = [k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    if kwonly:
+        return f"{sig} has keyword-only parameter(s) {', '.join(kwonly)} without a default"
+    return None
+
+
 def check_reference(defn: Definition, path: Path | str) -> None:
     """The reference must parse and define ``run`` (and the custom inputs entrypoint when one
     is named) at top level, without running it. Raises SpecError."""

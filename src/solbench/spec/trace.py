@@ -181,6 +181,10 @@ class Evaluation(_Model):
     findings: list[Finding] = Field(default_factory=list)
     sol: dict[str, Any] | None = None
     solution_hash: str | None = None
+    #: the candidate's label in a suite run (``solbench run``: the name of its file in the
+    #: solutions folder, ``eager``, ``compile``, ...): the name report and compare show; None
+    #: for a single evaluation (``solbench.report.records.label_for`` then names it)
+    label: str | None = None
     device: str | None = None
     #: wall seconds of the evaluation's phases for this workload (worker_start: spawn + build
     #: of the worker that served it, charged to the first workload it served; inputs;

@@ -156,6 +156,7 @@ def _stamp(traces: list[Trace], pair: PairPlan, block: dict[str, Any],
     for i, t in enumerate(traces):
         ev = t.evaluation.model_copy(deep=True)
         ev.solution_hash = pair.candidate.solution_hash
+        ev.label = pair.candidate.label
         ev.executor = {**block, "seq": seq0 + i + 1}
         if retry_note:
             ev.findings.append(Finding(check="executor_retried", severity="advisory",

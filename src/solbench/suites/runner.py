@@ -3,8 +3,10 @@
 Layout of a solutions directory: ``<solutions>/<problem name>/<candidate>.json`` (a
 solution.json) or ``<candidate>.py`` (a KernelBench ``ModelNew`` file or a plain ``run``);
 the candidate's file stem (``compile``, ``triton``, ...) is its *label*, the family the
-summary groups by (``solution_<label>.json``, as ``solbench baseline`` writes, is labelled
-``<label>``; a bare ``solution.json`` by its solution's name). A ``.py`` file that a solution.json of the same folder lists among its
+summary groups by and every trace records (``evaluation.label``) for report and compare;
+``solbench baseline`` writes ``eager.json`` and ``compile.json`` (an older
+``solution_<label>.json`` is labelled ``<label>``; a bare ``solution.json`` by its
+solution's name). A ``.py`` file that a solution.json of the same folder lists among its
 sources belongs to that solution and is not a candidate of its own.
 
 Results are strict JSON lines of :class:`~solbench.spec.Trace`, appended as each pair
@@ -156,11 +158,14 @@ def load_candidate(path: Path, problem: Problem) -> Candidate:
         return Candidate(path=path, label=label, solution=None, solution_hash=_file_hash(path),
                          load_error=str(e))
     if label == "solution":  # DIR/<problem>/solution.json: name the family after the solution
+        from ..report.records import canonical_label
+
         label = sol.name
         for prefix in (f"{problem.name}__", f"{problem.name}_", f"{problem.name}-"):
             if label.startswith(prefix) and len(label) > len(prefix):
                 label = label[len(prefix):]
                 break
+        label = canonical_label(label)
     return Candidate(path=path, label=label, solution=sol, solution_hash=sol.content_hash())
 
 
@@ -326,6 +331,7 @@ def execute(plan: RunPlan, results_path: Path, device: str,
 
         def stream(t: Trace, pair=pair, cand=cand, streamed=streamed) -> None:
             t.evaluation.solution_hash = cand.solution_hash
+            t.evaluation.label = cand.label
             append_traces(results_path, [t])
             streamed.append(t)
             if on_trace is not None:
@@ -348,6 +354,7 @@ def execute(plan: RunPlan, results_path: Path, device: str,
         rest = [t for t in traces if id(t) not in done_ids]
         for t in rest:
             t.evaluation.solution_hash = cand.solution_hash
+            t.evaluation.label = cand.label
         append_traces(results_path, rest)
         if on_trace is not None:
             for t in rest:
