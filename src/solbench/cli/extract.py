@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from ..report.markup import TextTable as Table
 from rich.text import Text
 
 from .common import clean_errors, console, err_console

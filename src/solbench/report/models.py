@@ -13,8 +13,10 @@ Columns (docs/study.md explains each):
 * ``hacks``: units with a REWARD_HACK verdict, by the class (finding ``check``) that caught
   them; a unit caught by two classes counts under both;
 * ``fast_1``, ``fast_1.5``, ``fast_2``: KernelBench's fast_p = units correct AND with speedup
-  > p, over all units (fast_0 = correct %). With ``verified_only`` the speedup of a unit is
-  its verified speedup (``solbench verify``) and an unverified claim counts as no speedup;
+  > p, over all units (fast_0 = correct %), counting a speedup only when the low end of its
+  run's own noise is above p too (:func:`solbench.report.summary.fast_p`). With
+  ``verified_only`` the speedup of a unit is its verified speedup (``solbench verify``) and
+  an unverified claim counts as no speedup;
 * ``claimed``: correct units with speedup > 1; ``verified``: those ``solbench verify``
   re-measured above 1 (``verified_median``: their median re-measured speedup); ``checked``:
   claims with a verification record (verified, not reproduced or failed);
@@ -40,7 +42,7 @@ from typing import Iterable, Sequence
 
 from ..spec.generation import parse_label
 from ..spec.trace import Status, Trace
-from .summary import fast_p, geomean, trace_sol_score, trace_speedup
+from .summary import fast_p, geomean, speedup_low, trace_sol_score, trace_speedup, unit_low
 
 PS = (1.0, 1.5, 2.0)
 
@@ -140,6 +142,8 @@ class ModelUnit:
     speedup: float | None
     sol_score: float | None
     verification: dict | None
+    #: the low end of the unit's speedup within its run's own noise (report.summary.unit_low)
+    speedup_low: float | None = None
 
     @property
     def claimed(self) -> bool:
@@ -204,10 +208,11 @@ def _units(traces: Sequence[Trace], label_of, verifications: dict) -> list[Model
             by_w[t.workload.uuid] = t
         ts = list(by_w.values())
         correct = all(t.evaluation.status == Status.PASSED for t in ts)
-        sp = None
+        sp = low = None
         if correct:
             s = [trace_speedup(t) for t in ts]
             sp = geomean(s) if all(x is not None for x in s) else None
+            low = unit_low([speedup_low(t) for t in ts])
         scores = [x for x in (trace_sol_score(t) for t in ts) if x is not None] if correct else []
         hacks = sorted({f.check for t in ts if t.evaluation.status == Status.REWARD_HACK
                         for f in t.evaluation.findings if f.severity == "hack"})
@@ -215,7 +220,7 @@ def _units(traces: Sequence[Trace], label_of, verifications: dict) -> list[Model
         out.append(ModelUnit(
             definition=d, label=lab, solution_hash=h, correct=correct,
             compiled=not any(t.evaluation.status == Status.COMPILE_ERROR for t in ts),
-            hack_classes=hacks, speedup=sp,
+            hack_classes=hacks, speedup=sp, speedup_low=low,
             sol_score=(sum(min(x, 1.0) for x in scores) / len(scores)) if scores else None,
             verification=verifications.get((d, h))))
     return out
@@ -247,7 +252,10 @@ def _row(group, model, temp, turn, us: list[ModelUnit], verified_only: bool) -> 
     n = len(us)
     correct = [u.correct for u in us]
     speed = [u.verified_speedup if verified_only else u.speedup for u in us]
-    fp = {p: fast_p(correct, speed, p) for p in PS}
+    # a claimed speedup counts only outside its run's noise, as in every other fast_p; a
+    # verified one was already required to stay above 1 at its re-measurement's low end
+    lows = None if verified_only else [u.speedup_low for u in us]
+    fp = {p: fast_p(correct, speed, p, lows) for p in PS}
     hacks: Counter = Counter()
     for u in us:
         hacks.update(u.hack_classes)
@@ -283,9 +291,8 @@ def _x(v) -> str:
 
 
 def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
-    """The per-model table and the per-category table (rich)."""
-    from rich.markup import escape
-    from rich.table import Table
+    """The per-model table and the per-category table (rich; every cell shown verbatim)."""
+    from .markup import TextTable as Table
 
     t = Table(title="per model configuration" + (" (fast_p from verified speedups only)" if verified_only else ""))
     t.add_column("model configuration", no_wrap=True)
@@ -293,8 +300,8 @@ def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
               "fast_1.5", "fast_2", "claimed > 1x", "verified", "verified median", "mean SOL score"):
         t.add_column(c, overflow="fold")
     for r in rows:
-        t.add_row(escape(r.config), str(r.units), _pct(r.correct_rate), _pct(r.compiled_rate),
-                  escape(", ".join(f"{k}:{v}" for k, v in r.hacks.items())) or "0",
+        t.add_row(r.config, str(r.units), _pct(r.correct_rate), _pct(r.compiled_rate),
+                  ", ".join(f"{k}:{v}" for k, v in r.hacks.items()) or "0",
                   _pct(r.fast_1), _pct(r.fast_1_5), _pct(r.fast_2), str(r.claimed),
                   f"{r.verified} of {r.checked} checked", _x(r.verified_median),
                   "-" if r.mean_sol_score is None else f"{r.mean_sol_score:.3f} (n={r.sol_units})")
@@ -304,7 +311,7 @@ def rich_tables(rows: Sequence[ModelRow], verified_only: bool = False) -> list:
     for k in cats:
         c.add_column(k, overflow="fold")
     for r in rows:
-        c.add_row(escape(r.config), *(f"{v['units']}: {_pct(v['correct_rate'])}, {v['verified']} verified"
+        c.add_row(r.config, *(f"{v['units']}: {_pct(v['correct_rate'])}, {v['verified']} verified"
                               if (v := r.categories.get(k)) else "-" for k in cats))
     return [t, c]
 
