@@ -91,7 +91,7 @@ def test_pieces_of_one_fill_merge_and_without_a_copy_stream_late_work_is_not_jud
 
 def test_the_setting_defaults_to_ranges_and_is_checked():
     assert MARKER_METHODS == ("ranges", "streams")
-    assert EvalConfig().cupti_markers == "ranges"
+    assert EvalConfig().cupti_markers == "streams"
     assert EvalConfig(cupti_markers="streams").cupti_markers == "streams"
     with pytest.raises(ValueError, match="cupti_markers"):
         EvalConfig(cupti_markers="cuda")

@@ -44,9 +44,11 @@ class EvalConfig:
         timing / reference_timing: measure the candidate / the eager reference.
         cupti: use torch.profiler (Kineto/CUPTI) device activity on CUDA.
         cupti_markers: how the timed sessions find the flush and end markers
-            (``harness.timing.MARKER_METHODS``): "ranges" (default; CPU and CUDA activity,
-            record_function ranges) or "streams" (CUDA activity only, the worker's own
-            marker and copy streams; not yet confirmed on a GPU).
+            (``harness.timing.MARKER_METHODS``): "streams" (default; CUDA activity only,
+            the worker's own marker and copy streams: the profiler records no op on the
+            host, whose recording sits between a launch-bound call's launches) or "ranges"
+            (CPU and CUDA activity, record_function ranges; the fallback where marker streams
+            cannot be made).
         precision_check: compare errors against an fp64 truth on round 0.
         build_timeout_s: limit (s) of the build (import, C++/CUDA compile, class
             construction). Default 600 s.
@@ -91,7 +93,7 @@ class EvalConfig:
     timing: bool = True
     reference_timing: bool = True
     cupti: bool = True
-    cupti_markers: str = "ranges"
+    cupti_markers: str = "streams"
     precision_check: bool = True
     build_timeout_s: float = 600.0
     first_call_timeout_s: float = 300.0
