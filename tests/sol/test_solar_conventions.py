@@ -216,6 +216,38 @@ def test_fp8_literal_sets_rate_width_and_no_floor(tmp_path):
     assert b.sol_ms == pytest.approx(10_240 / BW * 1e3)
 
 
+def test_fp8_gemm_weights_are_read_at_two_bytes(tmp_path):
+    # A fp8 problem prices its elements at 1 B, except the GEMM weights: model inputs that reach
+    # a matmul only as its second operand are read at 2 B (16-bit module parameters in the
+    # kernels upstream traced; Quant/021 M = 128: the 37.5 M-element weight at 2 B + the rest at
+    # 1 B = 77.13 MB vs official 77.16 MB). x [64,128], w1 [32,128], w2 [16,32]: layers
+    # x.to (reads 8192), w1.to (4096), w2.to (512) are the roots; the products read
+    # intermediates; the output 64*16 = 1024 is written. Walk: 8192 + 4096 + 512 + 1024 = 13,824
+    # elements at 1 B, plus one more byte for each weight element (4096 + 512; w1 counts for the
+    # first product although it is an ancestor of the second one's activation): 18,432 B.
+    ref = ("import torch\n"
+           "def run(x, w1, w2):\n"
+           "    q = lambda t: t.to(torch.float8_e4m3fn).to(torch.float32)\n"
+           "    y = q(x) @ q(w1).T\n"
+           "    return (y @ q(w2).T).to(torch.bfloat16)\n")
+    ins = {"x": T([64, 128], "bfloat16"), "w1": T([32, 128], "bfloat16"), "w2": T([16, 32], "bfloat16")}
+    p, wl = make_problem(tmp_path, "fp8w", ins, {"z": T([64, 16], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.source_quant == {"fp8"}
+    assert c.solar_graph.fused_elements() == 13_824
+    assert c.solar_graph.weight_root_elements() == 4096 + 512
+    assert b.bytes_model == 13_824 + 4608
+    assert b.sol_ms == pytest.approx(18_432 / BW * 1e3)
+    # the same graph in a 16-bit problem: one width, 2 B for every element, weights included
+    p16, wl16 = make_problem(tmp_path, "bf16w", ins, {"z": T([64, 16], "bfloat16")},
+                             ref.replace("torch.float8_e4m3fn", "torch.bfloat16"))
+    c16, b16 = solar(p16, wl16)
+    assert c16.source_quant == set()
+    assert b16.bytes_model == 13_824 * 2
+    # the cache round-trip keeps the operand sources the rule reads
+    assert counts_from_json(counts_to_json(c)).solar_graph.weight_root_elements() == 4608
+
+
 def test_fp8_inputs_without_a_literal_are_a_16_bit_problem(tmp_path):
     # precision comes from the source text only: an fp8 input alone does not make it fp8
     ref = "import torch\ndef run(x):\n    return x.to(torch.bfloat16) * 2\n"

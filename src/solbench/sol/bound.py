@@ -15,7 +15,8 @@ docs/sol-model.md lists each with an example):
     fp4 rate), else fp8 (1 B, fp8 rate), else 16-bit (2 B, 16-bit rate; fp32 problems too);
     MACs of the traced layers (:mod:`solbench.sol.solar_graph`: causal attention in full,
     einsum none, packed fp4 K halved) at that one rate, versus
-    the layer walk's element count (solar_graph) x that one width; plus the spec's fixed
+    the layer walk's element count (solar_graph) x that one width (a fp8 problem's GEMM
+    weights at 2 B: :meth:`~solbench.sol.solar_graph.SolarGraph.weight_root_elements`); plus the spec's fixed
     overhead (0.4 us on B200_SOLAR) except for quantised problems, whose official rows have none.
 """
 
@@ -230,6 +231,10 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
         terms["tensor"] = tensor_terms[rate_cls]
         if counts.solar_graph is not None:
             bytes_model = counts.solar_graph.fused_elements() * bpe
+            if rate_cls == "fp8":
+                # the GEMM weights of a fp8 problem are read at 2 B (16-bit module parameters
+                # in the kernels upstream traced): one more byte per weight element
+                bytes_model += counts.solar_graph.weight_root_elements() * (2.0 - bpe)
         else:
             bytes_model = counts.elements_io() * bpe
         terms["dram"] = bytes_model / hw.peak.dram_bytes_per_s * 1e3

@@ -109,7 +109,7 @@ def counts_to_json(c: Counts) -> dict[str, Any]:
     if c.solar_graph is not None:
         g = [{"name": x.name, "in_elems": list(x.in_elems), "preds": sorted(x.preds), "out_elems": x.out_elems,
               "consumed": x.consumed, "consumers": list(x.consumers), "gather": x.gather, "macs": x.macs,
-              "act_pred": x.act_pred, "act_elems": x.act_elems}
+              "act_pred": x.act_pred, "act_elems": x.act_elems, "a_src": x.a_src, "b_src": x.b_src}
              for x in c.solar_graph.layers]
     out = {k: dict(getattr(c, k)) for k in _FLOAT_DICTS}
     out.update({
@@ -151,7 +151,9 @@ def counts_from_json(d: dict[str, Any]) -> Counts:
                   out_elems=int(x["out_elems"]), consumed=bool(x["consumed"]),
                   consumers=[int(v) for v in x["consumers"]], gather=bool(x["gather"]), macs=int(x["macs"]),
                   act_pred=None if x["act_pred"] is None else int(x["act_pred"]),
-                  act_elems=int(x["act_elems"]))
+                  act_elems=int(x["act_elems"]),
+                  a_src=None if x["a_src"] is None else int(x["a_src"]),
+                  b_src=None if x["b_src"] is None else int(x["b_src"]))
             for x in d["solar_graph"]])
     c.source_quant = set(d["source_quant"])
     c.fake_error = d["fake_error"]

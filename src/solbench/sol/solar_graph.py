@@ -39,7 +39,8 @@ einsum equal their memory term); ops with no einsum handler (``addmm``, ``baddbm
 
 :class:`SolarGraphMode` records the graph while the reference runs (fake or real tensors);
 :meth:`SolarGraph.fused_elements` applies the rules; :mod:`solbench.sol.bound` prices the count
-at one width per problem (upstream's ``bytes_per_element``).
+at one width per problem (upstream's ``bytes_per_element``), except that a fp8 problem reads its
+GEMM weights (:meth:`SolarGraph.weight_root_elements`) at 2 B.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ class Layer:
     #: untraced), and the activation's element count (see :meth:`SolarGraph.fused_elements`)
     act_pred: int | None = None
     act_elems: int = 0
+    #: matmuls only (``@``, ``matmul``, ``mm``, ``bmm``, ``_scaled_mm``): the layers that
+    #: produced the first operand (the activation) and the second (the weight); None for a
+    #: model input or an untraced tensor (see :meth:`SolarGraph.weight_root_elements`)
+    a_src: int | None = None
+    b_src: int | None = None
 
 
 @dataclass
@@ -128,6 +134,35 @@ class SolarGraph:
                 total += lay.out_elems
         return total + sum(min(n, self.layers[p].out_elems) for p, n in materialised.items())
 
+    def _ancestors(self, i: int | None) -> set[int]:
+        """Layer ``i`` and every layer it depends on (empty for None)."""
+        seen: set[int] = set()
+        stack = [i] if i is not None else []
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            stack.extend(self.layers[j].preds)
+        return seen
+
+    def weight_root_elements(self) -> int:
+        """Model-input elements that reach a matmul only as its weight (second operand).
+
+        The layers with no traced predecessor (they read model inputs) among the ancestors of a
+        matmul's second operand and not of that matmul's first operand; each counted once, with
+        the elements the walk reads in it. Upstream's fp8 kernels held such a weight as a
+        16-bit module parameter and quantised it in ``forward``, so its read is priced at 2 B
+        while the fp8 problem's other elements are priced at 1 B
+        (:func:`solbench.sol.bound.bound_from_counts`; docs/sol-model.md, solar convention 2b).
+        A weight passed to the matmul directly, with no layer in between, is not found here."""
+        roots: set[int] = set()
+        for lay in self.layers:
+            if lay.b_src is not None:
+                only_b = self._ancestors(lay.b_src) - self._ancestors(lay.a_src)
+                roots |= {j for j in only_b if not self.layers[j].preds}
+        return sum(sum(self.layers[j].in_elems) for j in roots)
+
     def macs(self) -> int:
         return sum(lay.macs for lay in self.layers)
 
@@ -172,6 +207,8 @@ _MAY_HAVE_MACS: dict[str, bool] = {}
 _NO_NAME = object()
 #: call names whose operands are counted by a rule of their own (:meth:`SolarGraphMode._record`)
 _OPERAND_RULES = {"linear", "__getitem__"}
+#: two-operand matrix products: activation first, weight second (:attr:`Layer.b_src`)
+_MATMUL_NAMES = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "_scaled_mm"}
 
 
 def _may_have_macs(name: str) -> bool:
@@ -271,6 +308,13 @@ class SolarGraphMode(TorchFunctionMode):
             lay.act_pred, lay.act_elems = traced[0][1], int(first.numel())
         if name == "scaled_dot_product_attention":
             self._add_sdpa(lay, args, kwargs)
+        if name in _MATMUL_NAMES and len(args) > 1:
+            a, b = (args[1], args[0]) if name == "__rmatmul__" else (args[0], args[1])
+            for t, prod in traced:
+                if t is a:
+                    lay.a_src = prod
+                if t is b:
+                    lay.b_src = prod
         for p in preds:
             layers[p].consumed = True
             layers[p].consumers.append(idx)
