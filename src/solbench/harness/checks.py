@@ -208,6 +208,10 @@ register("throttled", A, """NVML clock throttle reasons were set during timing."
 register("reference_timing_failed", A, """The eager reference could not be timed (no speedup).""")
 register("malformed_reply", A, """A worker reply failed its typed model (protocol.py): the trace
     is RUNTIME_ERROR with the op and field named.""")
+register("candidate_data_error", A, """The parent raised an exception while handling the
+    candidate's data (a reply or an output its typed models and range checks did not foresee):
+    the workload is RUNTIME_ERROR, its worker is replaced and the run goes on. The evidence
+    names the exception and the line that raised it (a harness bug would show here too).""")
 register("skipped_after_timeout", A, """Not run: an earlier workload of this solution timed out
     (``--keep-going`` runs it).""")
 

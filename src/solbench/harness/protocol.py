@@ -35,6 +35,11 @@ MAX_ITERS = 100_000
 MAX_TEXT = 20_000
 #: largest time (ms) any reply may report: a day
 MAX_MS = 86_400_000.0
+#: a user-space address of a Linux process lies in [page size, 2^57): the lower half of a
+#: 5-level-paging x86-64 or 52-bit-VA arm64 address space; 4-level paging stops at 2^47.
+#: Anything else (the kernel's half, past 2^63 where ``os.preadv`` cannot even take it)
+#: is no address an honest worker reports
+MIN_ADDR, MAX_ADDR = 4096, 2**57
 
 Ms = Annotated[float, Field(ge=0.0, le=MAX_MS, allow_inf_nan=False)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
@@ -183,7 +188,7 @@ class ReturnedOutput(_Msg):
     #: the address of the output's first byte in the worker (a contiguous CPU tensor of the
     #: declared shape and dtype, left for the parent to copy: ``TimeIter.parent_copy``);
     #: None when the worker copied it itself or did not copy it
-    addr: Annotated[int, Field(ge=0, lt=2**64)] | None = None
+    addr: Annotated[int, Field(ge=MIN_ADDR, lt=MAX_ADDR)] | None = None
 
     @model_validator(mode="after")
     def _plain_tensor_has_shape(self):

@@ -135,7 +135,7 @@ def parent_copy_out(mem_fd: int, returned: list | None, outs: list[torch.Tensor]
         view = memoryview(dst.detach().reshape(-1).view(torch.uint8).numpy())
         try:
             got = os.preadv(mem_fd, [view], r.addr)
-        except OSError as e:
+        except (OSError, OverflowError, ValueError) as e:  # the address is the worker's word
             raise CandidateError(f"the returned output at the address the worker reported could not be "
                                  f"read: {e}") from None
         if got != view.nbytes:
