@@ -104,12 +104,18 @@ register("input_mutation", H, """The candidate wrote to an input the reference d
     reference's like outputs (wrong: INCORRECT_NUMERICAL naming the input).""")
 register("constant_output", I, """The outputs were bit-identical across correctness rounds whose
     inputs differed (and the outputs were wrong).""")
-register("precision_downgrade", H, """The candidate's error against an fp64 truth is beyond
-    max(16x the declared-precision reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32)
-    on a passing round (fp32/fp64 outputs), or on any round while it had lowered the backend
-    precision flags; or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit,
-    fp8 by their CUPTI names) for fp32 work of a kind the eager reference's kernels do not
-    show and the definition does not allow (harness/precision.py).""")
+register("precision_downgrade", H, """Evidence of computing below the declared precision: the
+    candidate's error against an fp64 truth is beyond max(16x the declared-precision
+    reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32) and either its output's values
+    are those of a lower float type (99% of them bf16/fp16/fp8-representable where the
+    reference's are not; a passing round) or it had lowered the backend precision flags (any
+    round); or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit, fp8 by
+    their CUPTI names) for fp32 work of a kind the eager reference's kernels do not show and
+    the definition does not allow (harness/precision.py).""")
+register("precision_error", I, """The candidate's error against an fp64 truth is beyond the
+    precision_downgrade limit on a passing round with no evidence of a lower precision (no
+    dtype in its values, no lowered flag, no reduced-precision kernel): a plain numerical
+    error (a wrong constant), INCORRECT_NUMERICAL with the figures.""")
 register("strict_round_failed", I, """The candidate passed every upstream-compatible round but
     failed the strict round (random norm weights and biases where upstream's inputs are exactly
     1 and 0, -inf in a causal mask described so): it is correct only with the default values.

@@ -911,7 +911,7 @@ class TimedBlocks:
         ref_out, ref_after = self.oracle.run_observed(slots.pristine[s], keep=run.inplace_inputs)
         rep, pf = self.oracle.judge(outs, ref_out, slots.pristine[s], run.tol, slots, run.cfg.precision_check,
                                     inplace=inplace_judged(run, ref_after, ip_cand))
-        if pf is not None and not has(findings, "precision_downgrade"):
+        if pf is not None and not has(findings, pf.check):
             pf.message = f"timed iteration {i}: " + pf.message
             findings.append(pf)
         if not rep.passed and not has(findings, "timed_output_mismatch"):
