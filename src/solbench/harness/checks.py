@@ -134,6 +134,12 @@ register("late_output_mismatch", I, """One more call after the whole timed loop,
     (upstream's, then a sparse stress set where the workload has one and the reference holds
     on it), produced wrong outputs although the correctness rounds and the verified timed
     iterations passed (a candidate correct, or careful, for its first N calls only).""")
+register("cached_output", H, """A judged call (correctness round, verified timed iteration,
+    re-check) failed with outputs that are an earlier call's answer: bit for bit the outputs of
+    an earlier call that passed, or (non-DPS) a returned output holding only the poison the
+    worker wrote into buffers earlier calls returned, so no code wrote it in this call. The
+    correctness rounds hand new values in the same tensor objects, so a cache keyed on the
+    inputs' identity, address or shape hits there (harness/replay.py).""")
 register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
     instead of a plain torch.Tensor (it could compute after the clock stops).""")
 register("stream_unordered", H, """Outputs were still being written after the call returned, on a

@@ -68,6 +68,14 @@ class WorkloadRun:
     #: judged like outputs; writing any other input is ``input_mutation``. Decided once per
     #: workload, by :func:`~.rounds.run_rounds`; recorded as ``correctness.extra["inplace_inputs"]``
     inplace_inputs: list[str] = field(default_factory=list)
+    #: the outputs of earlier passing calls, for ``cached_output`` (:mod:`.replay`)
+    replay: Any = None
+
+    def __post_init__(self):
+        from .replay import ReplayWatch
+
+        if self.replay is None:
+            self.replay = ReplayWatch()
 
     def tick(self, key: str, t0: float) -> float:
         """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""

@@ -566,6 +566,10 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
         run.phases["correctness.compare"] = round(run.phases.get("correctness.compare", 0.0)
                                                   + time.perf_counter() - tp - truth_s, 4)
         tp = time.perf_counter()
+        if report.passed:
+            run.replay.passed_call(where, outs)
+        else:
+            run.replay.failed_call(where, outs, run.findings, returned=rep.returned is not None)
         if not stress and report.truth_errors:
             run.truth_errors.append((where, report.truth_errors))
         if pf is not None and not has(run.findings, pf.check):

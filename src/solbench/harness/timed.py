@@ -862,6 +862,9 @@ class TimedBlocks:
         (:meth:`~.rounds.Oracle.run_observed`), computed here when not given."""
         run = self.run
         h, slots, findings = run.h, run.slots, run.findings
+        # what the last timed call on slot 0's input objects left there: a cache keyed on
+        # them hands it back for these new values (the call is then judged a replay)
+        last0 = [o.clone() for o in slots.outputs(0)]
         scalars[0] = slots.fill(0, values)
         before = kids_before(run)
         rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
@@ -886,6 +889,8 @@ class TimedBlocks:
                                          inplace=inplace_judged(run, ref_after, ip_cand))
             if rep_c.passed or (stress and exact_only is not None and exact_only(rep_c, slots)):
                 return True
+            run.replay.failed_call(when, outs, findings, returned=rep.returned is not None,
+                                   also=[("the last timed call on the same input objects", last0)])
             o = next(x for x in rep_c.outputs if x.failed_check)
             why, ev = f"{o.name}: {o.failed_check}: {o.detail}", {"failed_check": o.failed_check, "rel_l2": o.rel_l2,
                                                        "write_coverage": o.write_coverage, "output": o.name}
@@ -914,6 +919,10 @@ class TimedBlocks:
         if pf is not None and not has(findings, pf.check):
             pf.message = f"timed iteration {i}: " + pf.message
             findings.append(pf)
+        if rep.passed:
+            run.replay.passed_call(f"timed iteration {i}", outs)
+        else:
+            run.replay.failed_call(f"timed iteration {i}", outs, findings, returned=not self.dps)
         if not rep.passed and not has(findings, "timed_output_mismatch"):
             o = next(x for x in rep.outputs if x.failed_check)
             findings.append(finding(
