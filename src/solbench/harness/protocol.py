@@ -41,6 +41,9 @@ MAX_MS = 86_400_000.0
 #: is no address an honest worker reports
 MIN_ADDR, MAX_ADDR = 4096, 2**57
 
+#: a returned strided output's element strides (``ReturnedOutput.strides``) are at most this
+MAX_STRIDE = 2**40
+
 Ms = Annotated[float, Field(ge=0.0, le=MAX_MS, allow_inf_nan=False)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Hooks = Annotated[list[Text], Field(max_length=MAX_ITEMS)]
@@ -189,6 +192,10 @@ class ReturnedOutput(_Msg):
     #: declared shape and dtype, left for the parent to copy: ``TimeIter.parent_copy``);
     #: None when the worker copied it itself or did not copy it
     addr: Annotated[int, Field(ge=MIN_ADDR, lt=MAX_ADDR)] | None = None
+    #: element strides of a non-contiguous output left for the parent to copy (its first
+    #: element at ``addr``; the span they cover is at most :func:`~.shm.max_span` of its elements);
+    #: None for a contiguous one
+    strides: Annotated[list[Annotated[int, Field(ge=0, le=MAX_STRIDE)]], Field(max_length=64)] | None = None
 
     @model_validator(mode="after")
     def _plain_tensor_has_shape(self):

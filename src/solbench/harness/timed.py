@@ -31,6 +31,7 @@ from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interpositio
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle, inplace_judged
+from .shm import max_span, strided_span
 from .slots import FlushBuffers, release_cached
 from .stopping import relative_halfwidth, total_iterations
 from .telemetry import Telemetry, throttled
@@ -132,7 +133,20 @@ def parent_copy_out(mem_fd: int, returned: list | None, outs: list[torch.Tensor]
         if r.addr is None or not r.plain or list(dst.shape) != list(r.shape or []) \
                 or str(dst.dtype).replace("torch.", "") != r.dtype:
             continue
-        view = memoryview(dst.detach().reshape(-1).view(torch.uint8).numpy())
+        strided = None
+        if r.strides is not None:
+            # a strided output (a transpose): read the span its strides cover, copy it here
+            if len(r.strides) != dst.dim():
+                raise CandidateError(f"the returned output's strides {r.strides[:8]} do not fit its "
+                                     f"shape {list(dst.shape)}")
+            span = strided_span(list(dst.shape), list(r.strides))
+            if span > max_span(dst.numel()):
+                raise CandidateError(f"the returned output's strides {r.strides[:8]} span {span} elements "
+                                     f"for {dst.numel()}: more than the parent reads")
+            strided = torch.empty(span * dst.element_size(), dtype=torch.uint8)
+            view = memoryview(strided.numpy())
+        else:
+            view = memoryview(dst.detach().reshape(-1).view(torch.uint8).numpy())
         try:
             got = os.preadv(mem_fd, [view], r.addr)
         except (OSError, OverflowError, ValueError) as e:  # the address is the worker's word
@@ -141,6 +155,8 @@ def parent_copy_out(mem_fd: int, returned: list | None, outs: list[torch.Tensor]
         if got != view.nbytes:
             raise CandidateError(f"the returned output at the address the worker reported: {got} of "
                                  f"{view.nbytes} bytes readable")
+        if strided is not None and dst.numel():
+            dst.copy_(torch.as_strided(strided.view(dst.dtype), tuple(dst.shape), tuple(r.strides)))
 
 
 def parent_flush(slots, value: int, pid: int) -> tuple[float, bool]:
