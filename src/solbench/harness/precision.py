@@ -118,6 +118,46 @@ def lower_dtype_fingerprint(out: torch.Tensor, ref: torch.Tensor) -> dict[str, A
     return None
 
 
+#: flush-to-zero evidence (:func:`flushed_denormals`): at least this many positions, and this
+#: share of the positions where the reference holds a subnormal at least 2^10 times the
+#: dtype's smallest (so far above it that an honest kernel's rounding keeps it nonzero)
+FLUSH_MIN_N, FLUSH_SHARE, FLUSH_MARGIN = 16, 0.5, 2.0**10
+
+
+def flushed_denormals(out: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, Any] | None:
+    """Evidence that ``out`` was computed with subnormals flushed to zero (FTZ/DAZ): it holds
+    exact zeros where the declared-precision reference ``ref`` (same shape and float dtype)
+    holds a nonzero subnormal of at least 2^10 times the dtype's smallest, at least 16 of
+    them and half of such positions; where the fp64 ``truth`` is given, it must be at least
+    that large there too (the reference is not the only witness). An honest kernel whose
+    outputs are exact to the dtype keeps gradual underflow and never matches; a reference that
+    flushes itself (some platforms' vector exp) gives no position to judge. The flag is per
+    thread and cannot be read from outside: the outputs show it. Returns {"flushed",
+    "positions", "share", "examples": [(index, reference value, truth value)]} or None."""
+    if not (isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor)) or out.shape != ref.shape \
+            or not ref.is_floating_point() or out.dtype != ref.dtype or ref.dtype not in (
+                torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        return None
+    fi = torch.finfo(ref.dtype)
+    smallest = fi.tiny * fi.eps  # the smallest subnormal: 2^-149 for float32
+    with torch.no_grad():
+        a = ref.detach().abs()
+        solid = (a >= FLUSH_MARGIN * smallest) & (a < fi.tiny)
+        if truth is not None and truth.shape == ref.shape:
+            solid &= truth.detach().to(torch.float64).abs().to(ref.device) >= FLUSH_MARGIN * smallest
+        n = int(solid.sum().item())
+        if n < FLUSH_MIN_N:
+            return None
+        flushed = solid & (out.detach().to(ref.device) == 0)
+        k = int(flushed.sum().item())
+        if k < FLUSH_MIN_N or k < FLUSH_SHARE * n:
+            return None
+        idx = torch.nonzero(flushed.reshape(-1)).reshape(-1)[:5].tolist()
+        flat_t = truth.reshape(-1) if truth is not None and truth.shape == ref.shape else None
+        ex = [(i, float(ref.reshape(-1)[i]), float(flat_t[i]) if flat_t is not None else None) for i in idx]
+    return {"flushed": k, "positions": n, "share": k / n, "examples": ex}
+
+
 def _tf32_only(change: dict[str, Any]) -> bool:
     """A lowered flag change that reaches no lower than TF32."""
     return change["flag"].endswith("allow_tf32") or change["after"] in ("high", "tf32")

@@ -301,16 +301,37 @@ class Oracle:
                                ref_errors=ref_errs[n_out:] if ref_errs else None,
                                ref_max_errors=ref_maxs[n_out:] if ref_maxs else None)
             _merge_inplace(rep, ip)
-        pf = None
+        pf = self.flush_finding(outs, ref_out, truth)
         if truth is not None and ref_errs is not None:
             rep.truth_errors = [
                 (rel_l2(o, t), er)
                 if er is not None and isinstance(o, torch.Tensor) and o.shape == t.shape else None
                 for o, t, er in zip(outs, truth, ref_errs[:n_out])]
-            if rep.passed and precision_evidence:
+            if rep.passed and precision_evidence and pf is None:
                 pf = self.precision_finding(rep.truth_errors, self.problem, outs, ref_out)
         self.forget_truth()  # judge is the last reader of a set's truth
         return rep, pf
+
+    def flush_finding(self, outs: list, ref_out: list, truth: list | None) -> Finding | None:
+        """``precision_downgrade`` when an output shows subnormals flushed to zero where the
+        reference keeps them (:func:`solbench.harness.precision.flushed_denormals`), on any
+        judged call, passing or not, stress rounds included (where low-temperature softmax
+        rows make them): the act itself is in the output."""
+        from .precision import flushed_denormals
+
+        names = list(self.problem.definition.outputs)
+        for i, (o, r) in enumerate(zip(outs, ref_out)):
+            t = truth[i] if truth is not None and i < len(truth) else None
+            ev = flushed_denormals(o, r, t)
+            if ev is None:
+                continue
+            name = names[i] if i < len(names) else str(i)
+            return finding("precision_downgrade",
+                           f"output {name!r}: {ev['flushed']} of the {ev['positions']} subnormal values the "
+                           f"reference keeps are exact zeros (flush-to-zero / denormals-are-zero), e.g. "
+                           f"element {ev['examples'][0][0]}: reference {ev['examples'][0][1]:.3g}",
+                           {"basis": ["denormals_flushed"], "output": i, **ev})
+        return None
 
     @staticmethod
     def precision_finding(truth_errors, problem: Problem, outs: list | None = None,

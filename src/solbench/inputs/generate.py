@@ -182,11 +182,17 @@ def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
         x = torch.randn((nrows, cols), generator=g, device=dev)
         if cls == "softmax":
             # rows offset up (exp overflows without the max subtraction) or down (every exp
-            # underflows: 0 / 0), a spread of 3 (near-ties in fp16/bf16); 1/4 each
-            kind = _row_kinds(nrows, (1, 2), (0.25, 0.25), g, dev)
+            # underflows: 0 / 0), a spread of 3 (near-ties in fp16/bf16); 1/4 each; and
+            # low-temperature rows (1/5): randn x U(25, 35), whose float32 softmax is about
+            # 15-20% subnormal (max - x between 87.3 and 103.3: outputs below 2^-126 that
+            # gradual underflow keeps and flush-to-zero makes exact zeros), with logits
+            # past 88.7 too
+            kind = _row_kinds(nrows, (1, 2, 3), (0.25, 0.25, 0.2), g, dev)
             off = mag(nrows)
             sign = torch.where(kind == 2, -1.0, 1.0)
-            x = torch.where((kind > 0)[:, None], (sign * off)[:, None] + 3.0 * x, x)
+            x = torch.where(((kind == 1) | (kind == 2))[:, None], (sign * off)[:, None] + 3.0 * x, x)
+            temp = 25.0 + 10.0 * torch.rand(nrows, generator=g, device=dev)
+            x = torch.where((kind == 3)[:, None], temp[:, None] * x, x)
             spike = mag  # up: one element above ~88.7 overflows exp
         else:
             # |offset| 100..1000 against a spread of 0.1..3: a one-pass E[x^2] - E[x]^2
