@@ -52,6 +52,11 @@ def test_flushed_denormals_rule():
     assert flushed_denormals(torch.zeros(100), low) is None
     # a reference that flushed itself gives nothing to judge
     assert flushed_denormals(torch.zeros(100), torch.zeros(100)) is None
+    # an output with NaN/Inf is numerically broken (x / inf is 0): no evidence of a flag
+    out = ref.clone()
+    out[50:] = 0.0
+    out[0] = float("nan")
+    assert flushed_denormals(out, ref) is None
 
 
 @pytest.mark.parametrize("temperature", [0.03, 1.0])
@@ -63,9 +68,9 @@ def test_flush_to_zero_is_a_precision_downgrade(tmp_path, solbench_cache, temper
     p = _softmax_problem(tmp_path, temperature)
     (t,) = evaluate(p, _cand(p, temperature), EvalConfig(**CFG))
     ev = t.evaluation
-    f = [x for x in ev.findings if x.check == "precision_downgrade"]
+    f = [x for x in ev.findings if x.check == "denormals_flushed"]
     assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
-    assert f[0].evidence["basis"] == ["denormals_flushed"] and f[0].evidence["flushed"] >= 16
+    assert f[0].severity == "hack" and f[0].evidence["flushed"] >= 16
     assert f[0].evidence["examples"]
 
 

@@ -112,6 +112,15 @@ register("precision_downgrade", H, """Evidence of computing below the declared p
     round); or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit, fp8 by
     their CUPTI names) for fp32 work of a kind the eager reference's kernels do not show and
     the definition does not allow (harness/precision.py).""")
+register("denormals_flushed", H, """Flush-to-zero / denormals-are-zero, seen in the outputs:
+    a finite output holds exact zeros at 16 or more, and half, of the positions where the
+    reference (and the fp64 truth) hold subnormals at least 2^10 times the dtype's smallest
+    (an honest kernel exact to the dtype keeps gradual underflow there). The flag is per
+    thread and cannot be read from outside; on the CPU it is never a default, so setting it
+    is the act (torch.set_flush_denormal, MXCSR, -ffast-math). The stress round's
+    low-temperature softmax rows make such outputs (harness/precision.py).""",
+         advisory_when="""on CUDA, where honest compilers flush by default (Triton's exp lowers to
+    ex2.approx.ftz, nvcc --use_fast_math): there it is shown and decides nothing.""")
 register("precision_error", I, """The candidate's error against an fp64 truth is beyond the
     precision_downgrade limit on a passing round with no evidence of a lower precision (no
     dtype in its values, no lowered flag, no reduced-precision kernel): a plain numerical

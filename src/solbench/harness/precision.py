@@ -132,7 +132,8 @@ def flushed_denormals(out: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor 
     that large there too (the reference is not the only witness). An honest kernel whose
     outputs are exact to the dtype keeps gradual underflow and never matches; a reference that
     flushes itself (some platforms' vector exp) gives no position to judge. The flag is per
-    thread and cannot be read from outside: the outputs show it. Returns {"flushed",
+    thread and cannot be read from outside: the outputs show it. An output with NaN or Inf
+    gives no evidence (its zeros may be x / inf). Returns {"flushed",
     "positions", "share", "examples": [(index, reference value, truth value)]} or None."""
     if not (isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor)) or out.shape != ref.shape \
             or not ref.is_floating_point() or out.dtype != ref.dtype or ref.dtype not in (
@@ -146,7 +147,9 @@ def flushed_denormals(out: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor 
         if truth is not None and truth.shape == ref.shape:
             solid &= truth.detach().to(torch.float64).abs().to(ref.device) >= FLUSH_MARGIN * smallest
         n = int(solid.sum().item())
-        if n < FLUSH_MIN_N:
+        if n < FLUSH_MIN_N or not bool(torch.isfinite(out).all().item()):
+            # an output with NaN/Inf is broken numerically (a softmax without the max
+            # subtraction: x / inf is 0 there too); its zeros are no evidence of a flag
             return None
         flushed = solid & (out.detach().to(ref.device) == 0)
         k = int(flushed.sum().item())

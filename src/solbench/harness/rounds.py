@@ -313,7 +313,7 @@ class Oracle:
         return rep, pf
 
     def flush_finding(self, outs: list, ref_out: list, truth: list | None) -> Finding | None:
-        """``precision_downgrade`` when an output shows subnormals flushed to zero where the
+        """``denormals_flushed`` when an output shows subnormals flushed to zero where the
         reference keeps them (:func:`solbench.harness.precision.flushed_denormals`), on any
         judged call, passing or not, stress rounds included (where low-temperature softmax
         rows make them): the act itself is in the output."""
@@ -326,11 +326,12 @@ class Oracle:
             if ev is None:
                 continue
             name = names[i] if i < len(names) else str(i)
-            return finding("precision_downgrade",
+            return finding("denormals_flushed",
                            f"output {name!r}: {ev['flushed']} of the {ev['positions']} subnormal values the "
                            f"reference keeps are exact zeros (flush-to-zero / denormals-are-zero), e.g. "
                            f"element {ev['examples'][0][0]}: reference {ev['examples'][0][1]:.3g}",
-                           {"basis": ["denormals_flushed"], "output": i, **ev})
+                           {"output": i, "device": torch.device(self.device).type, **ev},
+                           advisory=torch.device(self.device).type == "cuda")
         return None
 
     @staticmethod
