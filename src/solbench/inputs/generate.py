@@ -374,15 +374,53 @@ def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | s
     return out
 
 
+#: op classes whose stress values replace plain float data inputs of custom workloads too
+#: (any real logits are a softmax's valid input, any real rows a normalisation's)
+CUSTOM_STRESS_CLASSES = ("softmax", "norm")
+
+
+def custom_stress_inputs(problem: Problem, workload: Workload) -> list[str]:
+    """The inputs of a custom workload that its stress rounds replace: plain float data
+    tensors (what would be rule ``randn`` were they random: no mask, weight, index, role or
+    norm parameter by name) of a definition whose reference is of a class in
+    :data:`CUSTOM_STRESS_CLASSES`. A custom entrypoint's values belong to the problem, but a
+    softmax written for its benign draw (``N(0, 3^2)`` logits, no max subtraction) is wrong
+    for the op all the same. Empty for other workloads."""
+    defn = problem.definition
+    oc = op_classes(defn)
+    if not workload.is_custom or oc.name not in CUSTOM_STRESS_CLASSES \
+            or oc.evidence.get(oc.name, "").split()[-1] in ("log", "log2", "log10", "log1p"):
+        # a logarithm alone (a KL divergence of probabilities): its inputs have a domain
+        return []
+    env = defn.resolve_axes(workload.axes)
+    roles = defn.input_roles or {}
+    out = []
+    for name, spec in defn.inputs.items():
+        dtype = to_torch(spec.dtype)
+        if spec.shape is None or dtype not in _STRESS_DTYPES or isinstance(workload.inputs.get(name), ScalarInput):
+            continue
+        try:
+            rule = classify(name, defn.shape_of(spec, env), dtype, spec.description, role=roles.get(name),
+                            op_type=defn.op_type)
+        except ValueError:
+            continue
+        if rule.rule in STRESS_RULES:
+            out.append(name)
+    return out
+
+
 def differing_profiles(problem: Problem, workload: Workload) -> tuple[str, ...]:
     """The profiles other than ``upstream`` whose inputs differ from upstream's for this
     workload (so a round under them tests something): ``"strict"`` when an input has a rule
     of :data:`STRICT_RULES` or is a causal mask described with ``-inf``; ``"stress"`` when
     that holds or an input is a plain float data input (rule ``randn``, fp16/bf16/fp32/fp64);
     ``"stress_sparse"`` when such a data input exists.
-    Custom and safetensors workloads give ``()``.
+    Safetensors workloads give ``()``; custom ones ``("stress", "stress_sparse")`` when
+    :func:`custom_stress_inputs` names an input, else ``()``.
     """
     defn = problem.definition
+    if workload.is_custom:
+        return ("stress", "stress_sparse") if custom_stress_inputs(problem, workload) else ()
     strict = stress = False
     for name, rule in input_rules(problem, workload).items():
         if not isinstance(rule, InputRule):
@@ -450,6 +488,15 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
                     raise SpecError(problem.path, f"inputs.{name}.dtype",
                                     f"entrypoint made {v.dtype}, declared {spec.dtype}")
             out[name] = v
+        if profile in STRESS_PROFILES:
+            # the entrypoint's other inputs stay; its plain data inputs take the stress values
+            g = _generator(seed, device)
+            cls = op_classes(defn).name
+            for name in custom_stress_inputs(problem, workload):
+                shape = tuple(out[name].shape)
+                x = _stress_values(cls, shape, g, torch.device(device)) if profile == "stress" \
+                    else _sparse_values(cls, shape, g, torch.device(device))
+                out[name] = x.to(out[name].dtype)
         return out
 
     g = _generator(seed, device)

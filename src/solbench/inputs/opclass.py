@@ -58,13 +58,18 @@ NORM_CALLS = frozenset({"layer_norm", "rms_norm", "group_norm", "batch_norm", "i
                         "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "rsqrt_"})
 
 
-def called_names(source: str) -> list[str] | None:
-    """The names the source calls, in order of appearance: ``f`` of ``f(...)`` and ``attr`` of
-    ``obj.attr(...)``; None when the source does not parse."""
+def called_names(source: str, skip: str | None = None) -> list[str] | None:
+    """The names the source calls: ``f`` of ``f(...)`` and ``attr`` of ``obj.attr(...)``,
+    leaving out the body of the top-level function ``skip`` (the custom inputs entrypoint:
+    the ops that make the inputs are not the op judged); None when the source does not
+    parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
+    if skip:
+        tree.body = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                                  and n.name == skip)]
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -95,7 +100,7 @@ def op_classes(defn: Definition) -> OpClass:
     found: dict[str, str] = {}
     if defn.op_type == "sampling":
         found["softmax"] = "op_type sampling"
-    calls = called_names(defn.reference)
+    calls = called_names(defn.reference, skip=getattr(defn, "custom_inputs_entrypoint", None))
     if calls is None:  # not Python we can parse: the words of the source
         m = _SOFTMAX.search(defn.reference)
         sm = m.group(1) if m else None
