@@ -71,3 +71,68 @@ def test_an_unforeseen_exception_on_candidate_data_is_runtime_error_with_evidenc
     f = [x for x in t0.evaluation.findings if x.check == "candidate_data_error"]
     assert f and f[0].evidence["type"] == "KeyError" and "no such slot" in f[0].evidence["message"]
     assert t1.evaluation.status == Status.PASSED, (t1.evaluation.status, t1.evaluation.findings)
+
+
+def test_blinded_guard_reply_does_not_hide_a_clock_patch(tmp_path, solbench_cache):
+    """Issue 30 item 10. Old code: PASSED (the worker's snapshot saw time.perf_counter and
+    json.JSONEncoder.encode replaced; the hook emptied the lists in its reply). Now the parent
+    reads the worker's memory itself: REWARD_HACK harness_patch, seen by the parent, naming
+    both."""
+    p = matmul_problem(tmp_path, (64,))
+    (t,) = evaluate(p, load_solution(HERE / "cand_blind_clock_patch.py", p), EvalConfig(**CFG))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "harness_patch"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
+    assert f[0].evidence.get("seen_by") == "parent"
+    assert "time.perf_counter" in f[0].evidence["changed"] and "json.JSONEncoder.encode" in f[0].evidence["changed"]
+
+
+def test_honest_candidate_passes_the_parents_read(tmp_path, solbench_cache):
+    """The parent's read finds every guarded name in place for an honest candidate that
+    imports more of torch (torch.nn.functional, torch.fft) and so grows the module dicts."""
+    src = ("import torch\nimport torch.nn.functional as F\nimport torch.fft\nimport json, time\n\n"
+           "def run(a, b):\n    return F.linear(a, b.t())\n")
+    p = matmul_problem(tmp_path, (64,))
+    (t,) = evaluate(p, py_solution("mm_f", src, "mm"), EvalConfig(**CFG))
+    ev = t.evaluation
+    assert ev.status == Status.PASSED, (ev.status, ev.findings)
+    assert not any(f.check in ("harness_patch", "guards_unverified") for f in ev.findings), ev.findings
+
+
+def test_memguard_finds_replaced_names_in_a_process_memory():
+    """harness/memguard.py against this process's own /proc/self/mem (the path a worker's
+    takes): nothing changed reads clean; a replaced function, a replaced class attribute, a
+    code object swapped in place and new defaults are each named."""
+
+    import os
+    import time as _time
+    import types
+
+    from solbench.harness import memguard
+
+    if not memguard.SUPPORTED:
+        pytest.skip("no known CPython layout")
+    mod = types.ModuleType("guarded")
+    exec("import time\ndef f(x, y=1):\n    return x\nclass C:\n    def m(self):\n        return 1\n", mod.__dict__)
+    names = {"f": (mod, "f"), "C.m": (mod.C, "m"), "clock": (mod.time, "perf_counter")}
+    table = memguard.table(names)
+    assert [e["name"] for e in table] == ["f", "C.m", "clock"]
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        assert memguard.changed(fd, table) == []
+        mod.__dict__.update({f"pad{i}": i for i in range(500)})  # the dict grows: a new key table
+        assert memguard.changed(fd, table) == []
+        real = _time.perf_counter
+        try:
+            _time.perf_counter = lambda: 0.0
+            mod.C.m = lambda self: 2
+            mod.f.__defaults__ = (2,)
+            assert memguard.changed(fd, table) == ["f (code or defaults replaced)", "C.m", "clock"]
+        finally:
+            _time.perf_counter = real
+        mod.f.__code__ = (lambda x, y=1: y).__code__
+        del mod.C.m
+        assert memguard.changed(fd, table) == ["f (code or defaults replaced)", "C.m (removed from its namespace)"]
+    finally:
+        os.close(fd)
+

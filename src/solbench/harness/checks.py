@@ -162,13 +162,19 @@ register("interposition", H, """A hook of the candidate's runs inside the harnes
     the clock (torch-function/dispatch mode, trace/profile hook, dispatch keys, dispatcher
     kernel, shadowed worker method, gc callback, replaced connection).""")
 register("harness_patch", H, """Timer, sync, profiler, serialisation or worker functions were
-    replaced (identity, code object, defaults snapshot in the worker).""")
+    replaced: seen by the parent itself in the worker's memory (the dict entry, code object or
+    defaults of each guarded name, listed by the worker before the candidate was imported:
+    harness/memguard.py), or reported by the worker's own snapshot check.""")
 register("backend_flags", A, """Backend precision flags (TF32, matmul precision, reduced-precision
     reductions) were lowered by the candidate with no output error beyond the reference's and
     no reduced-precision kernel:
     a flag alone touches no op of some kernels (an FFT that sets allow_tf32), so it is shown
     and decides nothing; with output evidence it is precision_downgrade. A change toward
     higher precision is no finding.""")
+register("guards_unverified", A, """The parent could not read the worker's guarded names in
+    its memory itself (harness/memguard.py: an interpreter whose layout it does not know,
+    /proc/<worker>/mem not readable): harness_patch then rests on the worker's own snapshot
+    check, whose reply a candidate can rewrite.""")
 register("guard_check_failed", H, """The worker did not answer the integrity check.""")
 register("guard_reply_invalid", H, """The worker's integrity-check reply is missing a field, has a
     wrong type, or contradicts an earlier one (its starting flags changed): an honest worker

@@ -133,6 +133,12 @@ class TimeIter(Request):
     parent_copy: bool = False
 
 
+class GuardTable(Request):
+    """Where the worker's guarded names live (harness/memguard.py); asked before the build."""
+
+    op: Literal["guard_table"] = "guard_table"
+
+
 class TimeEnd(Request):
     op: Literal["time_end"] = "time_end"
 
@@ -269,11 +275,27 @@ class GuardsReply(_Msg):
     flags0: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)]
 
 
+Addr = Annotated[int, Field(ge=0, lt=MAX_ADDR)]
+
+
+class GuardEntry(_Msg):
+    name: Annotated[str, Field(max_length=500)]
+    ns: Addr  # the dict holding the name (a module or type dict)
+    key: Addr
+    value: Addr
+    code: Addr | None = None
+    defaults: Addr | None = None
+
+
+class GuardTableReply(_Msg):
+    entries: Annotated[list[GuardEntry], Field(max_length=4096)]
+
+
 #: op -> model of its "ok" reply
 OK_REPLIES: dict[str, type[_Msg]] = {
     "ping": PingReply, "warm_profiler": WarmProfilerReply, "build": BuildReply, "load": EmptyReply,
     "call": CallReply, "noop": NoopReply, "time_begin": TimeBeginReply, "time_iter": TimeIterReply,
-    "time_end": TimeEndReply, "guards": GuardsReply, "exit": EmptyReply,
+    "time_end": TimeEndReply, "guards": GuardsReply, "exit": EmptyReply, "guard_table": GuardTableReply,
 }
 
 

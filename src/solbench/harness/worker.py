@@ -102,6 +102,23 @@ class Worker:
         self._l2_sig = self._l2_signature()
         self._harness_fns["l2.PersistingL2Reset.__call__"] = (PersistingL2Reset, "__call__")
         self.snapshot = guards.take_snapshot(self._harness_fns)
+        # where each guarded name lives, for the parent's own read of this process's memory
+        # (harness/memguard.py): taken now, before any candidate code exists
+        from multiprocessing.connection import Connection
+
+        from . import memguard
+
+        reply_path = {"json.JSONEncoder.default": (json.JSONEncoder, "default"),
+                      "json.JSONEncoder.__init__": (json.JSONEncoder, "__init__"),
+                      "json.JSONEncoder (the json module's)": (json, "JSONEncoder"),
+                      "json.encoder.c_make_encoder": (json.encoder, "c_make_encoder"),
+                      "json.encoder._make_iterencode": (json.encoder, "_make_iterencode"),
+                      "json.encoder.encode_basestring_ascii": (json.encoder, "encode_basestring_ascii"),
+                      "json.encoder.encode_basestring": (json.encoder, "encode_basestring"),
+                      "worker.json": (mod, "json"), "worker.Worker": (mod, "Worker"),
+                      **{f"Connection.{n}": (Connection, n) for n in ("send_bytes", "_send_bytes", "_send",
+                                                                       "recv", "_recv_bytes", "_recv")}}
+        self.mem_table = memguard.table({**guards._targets(), **self._harness_fns, **reply_path})
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         #: what the last call returned (CPU), dropped at the next request (see handle)
         self._prev_ret = None
@@ -165,6 +182,9 @@ class Worker:
         self._prev_ret = None
         if op == "ping":
             return "ok", {"pid": os.getpid()}
+        if op == "guard_table":
+            # asked before the build: nothing of the candidate's has run yet
+            return "ok", {"entries": self.mem_table}
         if op == "warm_profiler":
             # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s
             # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it
