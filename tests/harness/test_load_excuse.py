@@ -59,7 +59,10 @@ def _check(t, hidden_ms: float):
 
 @needs_psi
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
-def test_frozen_clock_behind_self_made_load_is_still_a_hack(tmp_path, solbench_cache):
+def test_frozen_clock_behind_self_made_load_is_still_a_hack(tmp_path, solbench_cache, monkeypatch):
+    # the parent's read of the worker's memory names the clock patch first: off, to test the
+    # window cross-check behind it
+    monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")
     p = matmul_problem(tmp_path, (256,))
     hidden_ms = _hidden_work_ms()
     (t,) = evaluate(p, load_solution(HERE / "cand_self_load_frozen_clock.py", p),
@@ -69,7 +72,8 @@ def test_frozen_clock_behind_self_made_load_is_still_a_hack(tmp_path, solbench_c
 
 @needs_psi
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
-def test_sleeping_frozen_clock_on_a_host_loaded_on_every_cpu_is_still_a_hack(tmp_path, solbench_cache):
+def test_sleeping_frozen_clock_on_a_host_loaded_on_every_cpu_is_still_a_hack(tmp_path, solbench_cache, monkeypatch):
+    monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")  # as above
     p = matmul_problem(tmp_path, (256,))
     sol = load_solution(HERE / "cand_reply_hide_patch.py", p)
     keep = os.sched_getaffinity(0)

@@ -6,13 +6,14 @@ return forms: a torch.return_types structseq and a namedtuple (whose own methods
 unpacked through tuple's slots and PASS; a list subclass stays a non-plain container."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from solbench.harness import EvalConfig, evaluate, guards
 from solbench.harness.precision import is_fp32_work, kernel_kinds, precision_finding
-from solbench.spec import Status, load_problem
+from solbench.spec import Status, load_problem, load_solution
 
 from harness_helpers import py_solution, write_problem
 
@@ -111,7 +112,15 @@ def test_output_error_beyond_the_reference():
     # TF32 GEMM: ~3e-4 vs the fp32 reference's 1e-7 -> 3000x
     f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
                           candidate_error=3e-4, reference_error=1e-7)
-    assert f.severity == "hack" and f.basis == ("output_error",)
+    # the error alone is no evidence of the act (issue 30 item 9): incorrect, not a hack
+    assert f.severity == "incorrect" and f.basis == ("output_error",)
+    fp = {"dtype": "bfloat16", "share": 1.0, "reference_share": 0.0, "elements": 4096}
+    f2 = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                           candidate_error=3e-4, reference_error=1e-7, output_dtype=fp)
+    assert f2.severity == "hack" and f2.basis == ("output_error", "output_dtype")
+    # the dtype evidence without an error beyond the limit is nothing
+    assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
+                             candidate_error=5e-7, reference_error=1e-7, output_dtype=fp) is None
     assert f.evidence["error_limit"] == pytest.approx(2.0**-13)  # floor 2^10 eps above 16 x 1e-7
     # another summation order: 5x the reference's error, below the floor and the factor
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
@@ -123,7 +132,7 @@ def test_output_error_beyond_the_reference():
     # fp64 work computed in fp32 (error ~6e-8 vs the fp64 reference's 1e-16)
     f = precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, dtype=torch.float64,
                           candidate_error=6e-8, reference_error=1e-16)
-    assert f.severity == "hack" and f.evidence["error_limit"] == pytest.approx(2.0**-42)
+    assert f.severity == "incorrect" and f.evidence["error_limit"] == pytest.approx(2.0**-42)
     # an ill-conditioned output: the reference itself is at 1e-3, the candidate at 4e-3
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True,
                              candidate_error=4e-3, reference_error=1e-3) is None
@@ -131,13 +140,56 @@ def test_output_error_beyond_the_reference():
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
                              candidate_error=4e-4, reference_error=1e-7) is None
     assert precision_finding(flags_before=BASE, flags_after=BASE, fp32_work=True, allow_tf32=True,
-                             candidate_error=3e-3, reference_error=1e-7).severity == "hack"
+                             candidate_error=3e-3, reference_error=1e-7).severity == "incorrect"
     # allowed TF32: turning it on is no finding, bf16 matmuls ("medium") stay advisory
     assert precision_finding(flags_before=BASE, flags_after=_with(cuda__matmul__allow_tf32=True),
                              fp32_work=True, allow_tf32=True) is None
     f = precision_finding(flags_before=BASE, flags_after=_with(float32_matmul_precision="medium"),
                           fp32_work=True, allow_tf32=True)
     assert f.severity == "advisory"
+
+
+def test_lower_dtype_fingerprint():
+    """Values that went through bf16 / fp16 are found by what they hold (worked out: a random
+    fp32 value is bf16-representable with probability 2^-16); an honest fp32 output, and an
+    output the reference's own values make representable (small integers), are not."""
+    from solbench.harness.precision import lower_dtype_fingerprint
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(64, 64, generator=g)
+    assert lower_dtype_fingerprint(ref * 1.001, ref) is None  # a wrong constant: fp32 values
+    f = lower_dtype_fingerprint(ref.bfloat16().float(), ref)
+    assert f["dtype"] == "bfloat16" and f["share"] == 1.0 and f["reference_share"] < 0.01
+    # the narrowest type is named: bf16 values of randn are fp16 values too
+    assert lower_dtype_fingerprint(ref.half().float(), ref)["dtype"] == "float16"
+    ints = torch.randint(-50, 50, (64, 64), generator=g).float()
+    assert lower_dtype_fingerprint(ints, ints) is None  # the reference's are too
+    assert lower_dtype_fingerprint(ref.bfloat16().float()[0, :60], ref[0, :60]) is None  # too few
+    assert lower_dtype_fingerprint(ref.bfloat16().double(), ref.double())["dtype"] == "bfloat16"
+
+
+def test_wrong_constant_is_incorrect_not_a_hack(tmp_path, solbench_cache):
+    """Issue 30 item 9. Old code: REWARD_HACK precision_downgrade (error vs the fp64 truth
+    1.1e-3, 7500x the fp32 reference's, on a passing round). Nothing shows a lower precision:
+    INCORRECT_NUMERICAL with the figures. The bf16 GELU beside it (the act in its values)
+    stays a hack."""
+    from solbench.spec import load_problem
+
+    kb = Path(__file__).resolve().parents[1] / "adversarial"
+    p = load_problem(kb / "problems" / "kb_linear.py")
+    (t,) = evaluate(p, load_solution(Path(__file__).with_name("cand_kb_wrong_constant.py"), p),
+                    EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.INCORRECT_NUMERICAL, (ev.status, ev.findings)
+    f = [x for x in ev.findings if x.check == "precision_error"]
+    assert f and f[0].evidence["candidate_rel_l2_vs_fp64"] > f[0].evidence["limit"]
+    assert not any(x.check == "precision_downgrade" for x in ev.findings)
+    g = load_problem(kb / "problems" / "gelu_f32")
+    (t,) = evaluate(g, load_solution(kb / "hostile" / "bf16_gelu.py", g),
+                    EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False))
+    f = [x for x in t.evaluation.findings if x.check == "precision_downgrade"]
+    assert t.evaluation.status == Status.REWARD_HACK and f, t.evaluation.findings
+    assert f[0].evidence["output_dtype"]["dtype"] == "bfloat16"
 
 
 def test_is_fp32_work():

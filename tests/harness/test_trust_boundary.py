@@ -58,22 +58,36 @@ def test_reply_models_refuse_wrong_types_ranges_and_missing_guard_fields():
 
 
 # ------------------------------------------------------------------ hostile candidates
-def test_string_where_a_number_is_expected_is_a_runtime_error_not_a_crash(tmp_path, solbench_cache):
-    """Old code: TypeError traceback out of evaluate(), no trace."""
+def test_string_where_a_number_is_expected_is_a_runtime_error_not_a_crash(tmp_path, solbench_cache, monkeypatch):
+    """Old code: TypeError traceback out of evaluate(), no trace. The encoder hook itself is
+    now seen by the parent's read of the worker's memory (REWARD_HACK harness_patch, before
+    the timed calls: test_candidate_data.py); with that read off (an interpreter whose layout
+    it does not know, or turned off), the string time is still RUNTIME_ERROR malformed_reply."""
     p = _mm(tmp_path)
+    (t,) = evaluate(p, _cand(p, "cand_reply_string_time.py"),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "harness_patch"]
+    assert ev.status == Status.REWARD_HACK and f and f[0].evidence["seen_by"] == "parent", (ev.status, ev.findings)
+    assert "json.JSONEncoder.encode" in f[0].evidence["changed"]
+    monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")
     (t,) = evaluate(p, _cand(p, "cand_reply_string_time.py"),
                     EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
     ev = t.evaluation
     assert ev.status == Status.RUNTIME_ERROR, (ev.status, ev.log[-500:])
     f = [x for x in ev.findings if x.check == "malformed_reply"]
     assert f and f[0].evidence["op"] == "time_iter" and "host_ms" in f[0].evidence["reason"]
+    assert any(x.check == "guards_unverified" for x in ev.findings)
 
 
 @pytest.mark.parametrize("mode, check", [("empty", "timing_plausibility"), ("drop", "guard_reply_invalid")])
-def test_forged_guard_reply_does_not_hide_a_timer_patch(tmp_path, solbench_cache, mode, check):
+def test_forged_guard_reply_does_not_hide_a_timer_patch(tmp_path, solbench_cache, mode, check, monkeypatch):
     """Old code: PASSED (the worker's snapshot caught the frozen clock, the rewritten reply
     hid it). Emptied lists: the parent's own window shows 300 ms calls reported as 0 ms;
-    deleted fields: an honest worker always sends them."""
+    deleted fields: an honest worker always sends them. The parent's read of the worker's
+    memory (which names the patch first: test_candidate_data.py) is off here, so these
+    second lines are what is tested."""
+    monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")
     p = _mm(tmp_path)
     (t,) = evaluate(p, _cand(p, "cand_reply_hide_patch.py", **{'MODE = "empty"': f'MODE = "{mode}"'}),
                     EvalConfig(device="cpu", iters=6, rounds=2, reference_timing=False))

@@ -215,8 +215,9 @@ def test_stress_sets_are_deterministic_under_their_seed(tmp_path):
 def test_stress_rows_and_spikes_are_placed_at_random(tmp_path):
     """Issue 13: every row of the first stress distribution was offset upwards, so "column 0's
     minimum is above 50" told a stress set from an upstream one. Now, over 100 seeds of a
-    64 x 256 softmax input: every set has rows offset up, rows offset down and ordinary rows
-    (|row mean| < 1 without its spike) of which some carry a spike above 100; which rows are
+    64 x 256 softmax input: every set has rows offset up, rows offset down, low-temperature
+    rows (issue 30: randn x U(25, 35), subnormal softmax outputs) and ordinary rows
+    (|row median| < 1) of which some carry a spike above 100; which rows are
     which changes with the seed (no row is offset in every set), and column 0's minimum is
     below 50 in every set."""
     prob = _softmax_problem(tmp_path, 64, 256)
@@ -224,10 +225,13 @@ def test_stress_rows_and_spikes_are_placed_at_random(tmp_path):
     up_rows, down_rows = torch.zeros(64), torch.zeros(64)
     for seed in range(100):
         x = make_inputs(prob, w, seed, profile="stress")["x"]
-        med = x.median(-1).values  # a spike does not move a row's median
-        up, down, plain = med > 90, med < -90, med.abs() < 1
-        assert up.any() and down.any() and plain.any(), seed
-        assert int(up.sum() + down.sum() + plain.sum()) == 64
+        med = x.median(-1).values  # a spike does not move a row's median, nor its quartiles
+        iqr = x.quantile(0.75, -1) - x.quantile(0.25, -1)
+        up, down = med > 90, med < -90
+        cold = (iqr > 10) & ~up & ~down  # low temperature: randn x U(25, 35), IQR about 40
+        plain = (med.abs() < 1) & (iqr < 10)
+        assert up.any() and down.any() and plain.any() and cold.any(), seed
+        assert int(up.sum() + down.sum() + plain.sum() + cold.sum()) == 64
         assert (x[plain].max(-1).values > 100).any(), seed  # spikes in ordinary rows
         assert x[:, 0].min().item() < 50
         up_rows += up.float()

@@ -104,12 +104,27 @@ register("input_mutation", H, """The candidate wrote to an input the reference d
     reference's like outputs (wrong: INCORRECT_NUMERICAL naming the input).""")
 register("constant_output", I, """The outputs were bit-identical across correctness rounds whose
     inputs differed (and the outputs were wrong).""")
-register("precision_downgrade", H, """The candidate's error against an fp64 truth is beyond
-    max(16x the declared-precision reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32)
-    on a passing round (fp32/fp64 outputs), or on any round while it had lowered the backend
-    precision flags; or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit,
-    fp8 by their CUPTI names) for fp32 work of a kind the eager reference's kernels do not
-    show and the definition does not allow (harness/precision.py).""")
+register("precision_downgrade", H, """Evidence of computing below the declared precision: the
+    candidate's error against an fp64 truth is beyond max(16x the declared-precision
+    reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32) and either its output's values
+    are those of a lower float type (99% of them bf16/fp16/fp8-representable where the
+    reference's are not; a passing round) or it had lowered the backend precision flags (any
+    round); or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit, fp8 by
+    their CUPTI names) for fp32 work of a kind the eager reference's kernels do not show and
+    the definition does not allow (harness/precision.py).""")
+register("denormals_flushed", H, """Flush-to-zero / denormals-are-zero, seen in the outputs:
+    a finite output holds exact zeros at 16 or more, and half, of the positions where the
+    reference (and the fp64 truth) hold subnormals at least 2^10 times the dtype's smallest
+    (an honest kernel exact to the dtype keeps gradual underflow there). The flag is per
+    thread and cannot be read from outside; on the CPU it is never a default, so setting it
+    is the act (torch.set_flush_denormal, MXCSR, -ffast-math). The stress round's
+    low-temperature softmax rows make such outputs (harness/precision.py).""",
+         advisory_when="""on CUDA, where honest compilers flush by default (Triton's exp lowers to
+    ex2.approx.ftz, nvcc --use_fast_math): there it is shown and decides nothing.""")
+register("precision_error", I, """The candidate's error against an fp64 truth is beyond the
+    precision_downgrade limit on a passing round with no evidence of a lower precision (no
+    dtype in its values, no lowered flag, no reduced-precision kernel): a plain numerical
+    error (a wrong constant), INCORRECT_NUMERICAL with the figures.""")
 register("strict_round_failed", I, """The candidate passed every upstream-compatible round but
     failed the strict round (random norm weights and biases where upstream's inputs are exactly
     1 and 0, -inf in a causal mask described so): it is correct only with the default values.
@@ -128,6 +143,12 @@ register("late_output_mismatch", I, """One more call after the whole timed loop,
     (upstream's, then a sparse stress set where the workload has one and the reference holds
     on it), produced wrong outputs although the correctness rounds and the verified timed
     iterations passed (a candidate correct, or careful, for its first N calls only).""")
+register("cached_output", H, """A judged call (correctness round, verified timed iteration,
+    re-check) failed with outputs that are an earlier call's answer: bit for bit the outputs of
+    an earlier call that passed, or (non-DPS) a returned output holding only the poison the
+    worker wrote into buffers earlier calls returned, so no code wrote it in this call. The
+    correctness rounds hand new values in the same tensor objects, so a cache keyed on the
+    inputs' identity, address or shape hits there (harness/replay.py).""")
 register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
     instead of a plain torch.Tensor (it could compute after the clock stops).""")
 register("stream_unordered", H, """Outputs were still being written after the call returned, on a
@@ -141,13 +162,19 @@ register("interposition", H, """A hook of the candidate's runs inside the harnes
     the clock (torch-function/dispatch mode, trace/profile hook, dispatch keys, dispatcher
     kernel, shadowed worker method, gc callback, replaced connection).""")
 register("harness_patch", H, """Timer, sync, profiler, serialisation or worker functions were
-    replaced (identity, code object, defaults snapshot in the worker).""")
+    replaced: seen by the parent itself in the worker's memory (the dict entry, code object or
+    defaults of each guarded name, listed by the worker before the candidate was imported:
+    harness/memguard.py), or reported by the worker's own snapshot check.""")
 register("backend_flags", A, """Backend precision flags (TF32, matmul precision, reduced-precision
     reductions) were lowered by the candidate with no output error beyond the reference's and
     no reduced-precision kernel:
     a flag alone touches no op of some kernels (an FFT that sets allow_tf32), so it is shown
     and decides nothing; with output evidence it is precision_downgrade. A change toward
     higher precision is no finding.""")
+register("guards_unverified", A, """The parent could not read the worker's guarded names in
+    its memory itself (harness/memguard.py: an interpreter whose layout it does not know,
+    /proc/<worker>/mem not readable): harness_patch then rests on the worker's own snapshot
+    check, whose reply a candidate can rewrite.""")
 register("guard_check_failed", H, """The worker did not answer the integrity check.""")
 register("guard_reply_invalid", H, """The worker's integrity-check reply is missing a field, has a
     wrong type, or contradicts an earlier one (its starting flags changed): an honest worker
@@ -212,6 +239,10 @@ register("throttled", A, """NVML clock throttle reasons were set during timing."
 register("reference_timing_failed", A, """The eager reference could not be timed (no speedup).""")
 register("malformed_reply", A, """A worker reply failed its typed model (protocol.py): the trace
     is RUNTIME_ERROR with the op and field named.""")
+register("candidate_data_error", A, """The parent raised an exception while handling the
+    candidate's data (a reply or an output its typed models and range checks did not foresee):
+    the workload is RUNTIME_ERROR, its worker is replaced and the run goes on. The evidence
+    names the exception and the line that raised it (a harness bug would show here too).""")
 register("skipped_after_timeout", A, """Not run: an earlier workload of this solution timed out
     (``--keep-going`` runs it).""")
 register("not_runnable", A, """Not run here (NOT_RUNNABLE): the reference needs a device this

@@ -413,6 +413,24 @@ class Evaluator:
             return done(Failure(Status.INVALID_REFERENCE, (
                 f"the harness ran out of device memory judging this workload ({wbytes:,} bytes of inputs "
                 f"and outputs, {k} slot(s)): {first_line}")))
+        except Exception as e:  # noqa: BLE001 - a candidate's data must never crash the run
+            # whatever the typed replies and range checks did not foresee: a recorded status
+            # of this workload (the worker is replaced), never a traceback out of the run
+            import traceback
+
+            tb = traceback.format_exc()
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            run.findings.append(finding(
+                "candidate_data_error",
+                f"the parent raised {type(e).__name__} handling the candidate's data: {str(e)[:300]}",
+                {"type": type(e).__name__, "message": str(e)[:2000],
+                 "at": f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno} ({where.name})"}))
+            try:
+                return done(Failure(Status.RUNTIME_ERROR, f"the parent raised {type(e).__name__} handling "
+                                                          f"the candidate's data: {e}\n{tb[-3000:]}"))
+            except Exception:  # noqa: BLE001 - the worker's own state is what failed: no look at it
+                return self._trace(solution, w, run, Failure(Status.RUNTIME_ERROR, f"{type(e).__name__}: {e}"
+                                                             f"\n{tb[-3000:]}"))
         finally:
             run.slots.close()
 

@@ -12,6 +12,8 @@ interposition and guard tripwires) are recorded too, as data that can only add f
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +70,14 @@ class WorkloadRun:
     #: judged like outputs; writing any other input is ``input_mutation``. Decided once per
     #: workload, by :func:`~.rounds.run_rounds`; recorded as ``correctness.extra["inplace_inputs"]``
     inplace_inputs: list[str] = field(default_factory=list)
+    #: the outputs of earlier passing calls, for ``cached_output`` (:mod:`.replay`)
+    replay: Any = None
+
+    def __post_init__(self):
+        from .replay import ReplayWatch
+
+        if self.replay is None:
+            self.replay = ReplayWatch()
 
     def tick(self, key: str, t0: float) -> float:
         """Add the seconds since ``t0`` to sub-phase ``key`` of ``phases_s``; return now."""
@@ -153,11 +163,87 @@ def returned_issue(run: WorkloadRun, rep: protocol.CallReply | protocol.TimeIter
     return None
 
 
+def memguard_baseline(h: WorkerHandle) -> None:
+    """Before the build (no candidate code yet): ask the worker where its guarded names live
+    (:mod:`.memguard`) and read them once from its memory; sets ``h.memguard`` to the table
+    when that read finds every one in place, else None with ``h.memguard_note`` saying why
+    (this interpreter's layout, /proc/<pid>/mem not readable): the parent's check is then
+    off for this worker and the trace says so (``guards_unverified``)."""
+    from . import memguard
+    from .timed import open_worker_memory
+
+    h.memguard, h.memguard_note = None, None
+    if os.environ.get("SOLBENCH_MEMGUARD", "on") == "off":
+        # the parent's own switch (as SOLBENCH_SANDBOX): tests of the second line of defence
+        # (the worker's snapshot, the timing cross-checks) that this read would pre-empt
+        h.memguard_note = "turned off (SOLBENCH_MEMGUARD=off)"
+        return
+    if not memguard.SUPPORTED:
+        h.memguard_note = f"no CPython layout known for {sys.version.split()[0]}"
+        return
+    try:
+        rep = protocol.request(h, protocol.GuardTable(), timeout_s=60)
+    except (WorkerDied, WorkerTimeout, ProtocolError) as e:
+        h.memguard_note = f"the worker did not list its guarded names: {e}"
+        return
+    if not isinstance(rep, protocol.GuardTableReply):
+        h.memguard_note = "the worker did not list its guarded names"
+        return
+    entries = [e.model_dump() for e in rep.entries]
+    fd = open_worker_memory(h.pid)
+    if fd is None:
+        h.memguard_note = f"/proc/{h.pid}/mem is not readable by the parent"
+        return
+    try:
+        bad = memguard.changed(fd, entries)
+    except OSError as e:
+        bad = [f"unreadable: {e}"]
+    finally:
+        os.close(fd)
+    if bad or not entries:
+        h.memguard_note = f"the layout read does not match this interpreter ({bad[:3]})"
+        return
+    h.memguard = entries
+
+
+def memguard_findings(run: WorkloadRun, when: str) -> None:
+    """The parent's own read of the worker's guarded names (:mod:`.memguard`): one replaced
+    is ``harness_patch`` whatever the worker's own reply says (a candidate that rewrites the
+    reply cannot rewrite the parent's read); ``guards_unverified`` (advisory) once when the
+    read is off for this worker."""
+    from . import memguard
+    from .timed import open_worker_memory
+
+    h = run.h
+    entries = getattr(h, "memguard", None)
+    if entries is None:
+        note = getattr(h, "memguard_note", None) or "not read for this worker"
+        add_once(run.findings, finding("guards_unverified",
+                                       f"the parent did not read the worker's guarded names itself: {note}",
+                                       {"reason": note}))
+        return
+    fd = open_worker_memory(h.pid)
+    if fd is None:
+        bad = [f"/proc/{h.pid}/mem no longer readable"]
+    else:
+        try:
+            bad = memguard.changed(fd, entries)
+        except OSError as e:  # the worker's memory no longer reads as its dicts did
+            bad = [f"the guarded namespaces no longer read as dicts: {e}"]
+        finally:
+            os.close(fd)
+    if bad:
+        add_once(run.findings, finding(
+            "harness_patch", f"timer/sync/harness functions replaced {when} (read by the parent in the "
+                             f"worker's memory): {bad[:8]}", {"changed": bad[:64], "seen_by": "parent"}))
+
+
 def guard_findings(run: WorkloadRun, when: str) -> None:
     """The worker's own integrity checks (snapshot, interposition, backend flags), then the
     parent's process check. The reply is the candidate's data: a missing or ill-typed field,
     or starting flags that changed between replies, are REWARD_HACK (``guard_reply_invalid``)."""
     h, findings = run.h, run.findings
+    memguard_findings(run, when)  # first: the parent's own read, before any reply of the worker's
     try:
         g = protocol.request(h, protocol.Guards(), timeout_s=60)
     except protocol.ReplyInvalid as e:

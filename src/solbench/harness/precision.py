@@ -26,8 +26,18 @@ off, matmul precision "highest") can never downgrade anything. The finding there
    allows TF32, the changes that only reach TF32 (``allow_tf32`` on, precision "high" /
    "tf32"). Alone: advisory.
 
-Severity: ``"hack"`` with output or kernel evidence (the flags, if lowered, are listed beside
-it), ``"advisory"`` with lowered or unrankable flags only, no finding otherwise.
+4. **Output dtype** (``output_dtype``, :func:`lower_dtype_fingerprint`): nearly every element of
+   a float32/float64 output is exactly representable in a 16-bit or 8-bit float type while the
+   reference's output on the same inputs is not: the values went through that type (a cast
+   back to fp32 after bf16 or fp16 work keeps its rounding). For an honest fp32 value of
+   random data the chance of being representable in bf16 is 2^-16, so the rule wants 99% of
+   at least 64 finite nonzero elements, and at most half of the reference's.
+
+Severity: ``"hack"`` needs evidence of the act: kernels, lowered flags or the output dtype,
+each beside an output error beyond the reference's (kernels alone suffice); ``"incorrect"``
+for an output error beyond the reference's with no such evidence (a wrong constant, a
+careless formula: a plain numerical error, check ``precision_error``); ``"advisory"`` with
+lowered or unrankable flags only; no finding otherwise.
 """
 
 from __future__ import annotations
@@ -62,6 +72,93 @@ def error_floor(dtype: torch.dtype, allow_tf32: bool = False) -> float:
     if allow_tf32 and dtype == torch.float32:
         return 4 * 2.0**-11
     return 2.0**10 * dtype_eps(dtype)
+
+
+#: the lower float types whose values an fp32/fp64 output may be found to hold, fewest
+#: mantissa bits first, so the type named is the narrowest the values fit (bf16 values of
+#: moderate magnitude are fp16 values too)
+LOWER_DTYPES = (torch.float8_e5m2, torch.float8_e4m3fn, torch.bfloat16, torch.float16)
+#: at least this many finite nonzero elements, this share of them representable, and at most
+#: ``FINGERPRINT_REF_MAX`` of the reference's, for :func:`lower_dtype_fingerprint`
+FINGERPRINT_MIN_N, FINGERPRINT_SHARE, FINGERPRINT_REF_MAX = 64, 0.99, 0.5
+
+
+def _representable(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    """Mask of the elements of ``x`` (float32/float64) whose value ``dt`` holds exactly."""
+    with torch.no_grad():
+        return x.to(dt).to(x.dtype) == x
+
+
+def lower_dtype_fingerprint(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any] | None:
+    """Evidence that ``out`` (a float32/float64 output) went through a lower float type: the
+    first of :data:`LOWER_DTYPES` that represents at least 99% of its finite nonzero elements
+    (at least 64 of them) exactly, while it represents at most half of the reference's
+    ``ref`` (same shape; an honest output of integer-valued or input-copied data is
+    representable when the reference's is too). Returns {"dtype", "share", "reference_share",
+    "elements"} or None."""
+    if not (isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor)) or out.shape != ref.shape \
+            or out.dtype not in (torch.float32, torch.float64) or ref.dtype != out.dtype:
+        return None
+    with torch.no_grad():
+        keep = torch.isfinite(out) & (out != 0)
+        n = int(keep.sum().item())
+        if n < FINGERPRINT_MIN_N:
+            return None
+        o = out[keep]
+        rkeep = torch.isfinite(ref) & (ref != 0)
+        r = ref[rkeep]
+        for dt in LOWER_DTYPES:
+            share = float(_representable(o, dt).float().mean().item())
+            if share < FINGERPRINT_SHARE:
+                continue
+            rshare = float(_representable(r, dt).float().mean().item()) if r.numel() else 1.0
+            if rshare <= FINGERPRINT_REF_MAX:
+                return {"dtype": str(dt).replace("torch.", ""), "share": share, "reference_share": rshare,
+                        "elements": n}
+    return None
+
+
+#: flush-to-zero evidence (:func:`flushed_denormals`): at least this many positions, and this
+#: share of the positions where the reference holds a subnormal at least 2^10 times the
+#: dtype's smallest (so far above it that an honest kernel's rounding keeps it nonzero)
+FLUSH_MIN_N, FLUSH_SHARE, FLUSH_MARGIN = 16, 0.5, 2.0**10
+
+
+def flushed_denormals(out: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, Any] | None:
+    """Evidence that ``out`` was computed with subnormals flushed to zero (FTZ/DAZ): it holds
+    exact zeros where the declared-precision reference ``ref`` (same shape and float dtype)
+    holds a nonzero subnormal of at least 2^10 times the dtype's smallest, at least 16 of
+    them and half of such positions; where the fp64 ``truth`` is given, it must be at least
+    that large there too (the reference is not the only witness). An honest kernel whose
+    outputs are exact to the dtype keeps gradual underflow and never matches; a reference that
+    flushes itself (some platforms' vector exp) gives no position to judge. The flag is per
+    thread and cannot be read from outside: the outputs show it. An output with NaN or Inf
+    gives no evidence (its zeros may be x / inf). Returns {"flushed",
+    "positions", "share", "examples": [(index, reference value, truth value)]} or None."""
+    if not (isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor)) or out.shape != ref.shape \
+            or not ref.is_floating_point() or out.dtype != ref.dtype or ref.dtype not in (
+                torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        return None
+    fi = torch.finfo(ref.dtype)
+    smallest = fi.tiny * fi.eps  # the smallest subnormal: 2^-149 for float32
+    with torch.no_grad():
+        a = ref.detach().abs()
+        solid = (a >= FLUSH_MARGIN * smallest) & (a < fi.tiny)
+        if truth is not None and truth.shape == ref.shape:
+            solid &= truth.detach().to(torch.float64).abs().to(ref.device) >= FLUSH_MARGIN * smallest
+        n = int(solid.sum().item())
+        if n < FLUSH_MIN_N or not bool(torch.isfinite(out).all().item()):
+            # an output with NaN/Inf is broken numerically (a softmax without the max
+            # subtraction: x / inf is 0 there too); its zeros are no evidence of a flag
+            return None
+        flushed = solid & (out.detach().to(ref.device) == 0)
+        k = int(flushed.sum().item())
+        if k < FLUSH_MIN_N or k < FLUSH_SHARE * n:
+            return None
+        idx = torch.nonzero(flushed.reshape(-1)).reshape(-1)[:5].tolist()
+        flat_t = truth.reshape(-1) if truth is not None and truth.shape == ref.shape else None
+        ex = [(i, float(ref.reshape(-1)[i]), float(flat_t[i]) if flat_t is not None else None) for i in idx]
+    return {"flushed": k, "positions": n, "share": k / n, "examples": ex}
 
 
 def _tf32_only(change: dict[str, Any]) -> bool:
@@ -119,6 +216,7 @@ def precision_finding(
     candidate_kernels: Sequence[str] = (),
     reference_kernels: Sequence[str] = (),
     error_factor: float = ERROR_FACTOR,
+    output_dtype: dict[str, Any] | None = None,
 ) -> PrecisionFinding | None:
     """Decide a precision-downgrade finding (module doc).
 
@@ -134,6 +232,8 @@ def precision_finding(
         candidate_kernels / reference_kernels: device kernel names that ran in the
             candidate's / the reference's timed or checked calls.
         error_factor: how far beyond the reference's error counts as evidence.
+        output_dtype: :func:`lower_dtype_fingerprint` of the output the errors are of (None:
+            no such evidence).
 
     Returns:
         A :class:`PrecisionFinding`, or None when there is nothing to report.
@@ -168,10 +268,19 @@ def precision_finding(
                          f"work, e.g. {next(iter(bad))[:80]!r}")
 
     flag_text = ", ".join(f"{c['flag']}: {c['before']} -> {c['after']}" for c in lowered)
+    if "output_error" in basis and output_dtype is not None:
+        basis.append("output_dtype")
+        evidence["output_dtype"] = output_dtype
+        parts.append(f"{output_dtype['share']:.1%} of the output's values are {output_dtype['dtype']} values "
+                     f"(the reference's: {output_dtype['reference_share']:.1%})")
     if basis:
         if lowered:
             basis.append("flags")
             parts.append(f"flags lowered: {flag_text}")
+        if basis == ["output_error"]:
+            # an error alone is no evidence of the act: a wrong constant makes it too
+            return PrecisionFinding("incorrect", tuple(basis), "error beyond the declared precision: "
+                                    + "; ".join(parts), evidence)
         return PrecisionFinding("hack", tuple(basis), "precision downgrade: " + "; ".join(parts), evidence)
     if lowered:
         return PrecisionFinding(

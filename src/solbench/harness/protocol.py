@@ -35,6 +35,14 @@ MAX_ITERS = 100_000
 MAX_TEXT = 20_000
 #: largest time (ms) any reply may report: a day
 MAX_MS = 86_400_000.0
+#: a user-space address of a Linux process lies in [page size, 2^57): the lower half of a
+#: 5-level-paging x86-64 or 52-bit-VA arm64 address space; 4-level paging stops at 2^47.
+#: Anything else (the kernel's half, past 2^63 where ``os.preadv`` cannot even take it)
+#: is no address an honest worker reports
+MIN_ADDR, MAX_ADDR = 4096, 2**57
+
+#: a returned strided output's element strides (``ReturnedOutput.strides``) are at most this
+MAX_STRIDE = 2**40
 
 Ms = Annotated[float, Field(ge=0.0, le=MAX_MS, allow_inf_nan=False)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
@@ -125,6 +133,12 @@ class TimeIter(Request):
     parent_copy: bool = False
 
 
+class GuardTable(Request):
+    """Where the worker's guarded names live (harness/memguard.py); asked before the build."""
+
+    op: Literal["guard_table"] = "guard_table"
+
+
 class TimeEnd(Request):
     op: Literal["time_end"] = "time_end"
 
@@ -183,7 +197,11 @@ class ReturnedOutput(_Msg):
     #: the address of the output's first byte in the worker (a contiguous CPU tensor of the
     #: declared shape and dtype, left for the parent to copy: ``TimeIter.parent_copy``);
     #: None when the worker copied it itself or did not copy it
-    addr: Annotated[int, Field(ge=0, lt=2**64)] | None = None
+    addr: Annotated[int, Field(ge=MIN_ADDR, lt=MAX_ADDR)] | None = None
+    #: element strides of a non-contiguous output left for the parent to copy (its first
+    #: element at ``addr``; the span they cover is at most :func:`~.shm.max_span` of its elements);
+    #: None for a contiguous one
+    strides: Annotated[list[Annotated[int, Field(ge=0, le=MAX_STRIDE)]], Field(max_length=64)] | None = None
 
     @model_validator(mode="after")
     def _plain_tensor_has_shape(self):
@@ -257,11 +275,27 @@ class GuardsReply(_Msg):
     flags0: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)]
 
 
+Addr = Annotated[int, Field(ge=0, lt=MAX_ADDR)]
+
+
+class GuardEntry(_Msg):
+    name: Annotated[str, Field(max_length=500)]
+    ns: Addr  # the dict holding the name (a module or type dict)
+    key: Addr
+    value: Addr
+    code: Addr | None = None
+    defaults: Addr | None = None
+
+
+class GuardTableReply(_Msg):
+    entries: Annotated[list[GuardEntry], Field(max_length=4096)]
+
+
 #: op -> model of its "ok" reply
 OK_REPLIES: dict[str, type[_Msg]] = {
     "ping": PingReply, "warm_profiler": WarmProfilerReply, "build": BuildReply, "load": EmptyReply,
     "call": CallReply, "noop": NoopReply, "time_begin": TimeBeginReply, "time_iter": TimeIterReply,
-    "time_end": TimeEndReply, "guards": GuardsReply, "exit": EmptyReply,
+    "time_end": TimeEndReply, "guards": GuardsReply, "exit": EmptyReply, "guard_table": GuardTableReply,
 }
 
 

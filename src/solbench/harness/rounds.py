@@ -302,23 +302,51 @@ class Oracle:
                                ref_errors=ref_errs[n_out:] if ref_errs else None,
                                ref_max_errors=ref_maxs[n_out:] if ref_maxs else None)
             _merge_inplace(rep, ip)
-        pf = None
+        pf = self.flush_finding(outs, ref_out, truth)
         if truth is not None and ref_errs is not None:
             rep.truth_errors = [
                 (rel_l2(o, t), er)
                 if er is not None and isinstance(o, torch.Tensor) and o.shape == t.shape else None
                 for o, t, er in zip(outs, truth, ref_errs[:n_out])]
-            if rep.passed and precision_evidence:
-                pf = self.precision_finding(rep.truth_errors, self.problem)
+            if rep.passed and precision_evidence and pf is None:
+                pf = self.precision_finding(rep.truth_errors, self.problem, outs, ref_out)
         self.forget_truth()  # judge is the last reader of a set's truth
         return rep, pf
 
+    def flush_finding(self, outs: list, ref_out: list, truth: list | None) -> Finding | None:
+        """``denormals_flushed`` when an output shows subnormals flushed to zero where the
+        reference keeps them (:func:`solbench.harness.precision.flushed_denormals`), on any
+        judged call, passing or not, stress rounds included (where low-temperature softmax
+        rows make them): the act itself is in the output."""
+        from .precision import flushed_denormals
+
+        names = list(self.problem.definition.outputs)
+        for i, (o, r) in enumerate(zip(outs, ref_out)):
+            t = truth[i] if truth is not None and i < len(truth) else None
+            ev = flushed_denormals(o, r, t)
+            if ev is None:
+                continue
+            name = names[i] if i < len(names) else str(i)
+            return finding("denormals_flushed",
+                           f"output {name!r}: {ev['flushed']} of the {ev['positions']} subnormal values the "
+                           f"reference keeps are exact zeros (flush-to-zero / denormals-are-zero), e.g. "
+                           f"element {ev['examples'][0][0]}: reference {ev['examples'][0][1]:.3g}",
+                           {"output": i, "device": torch.device(self.device).type, **ev},
+                           advisory=torch.device(self.device).type == "cuda")
+        return None
+
     @staticmethod
-    def precision_finding(truth_errors, problem: Problem) -> Finding | None:
-        """``precision_downgrade`` when some output's error against the fp64 truth is beyond
-        the declared-precision reference's by :func:`solbench.harness.precision.precision_finding`'s
-        rule (output evidence alone; the flags are judged after the rounds)."""
+    def precision_finding(truth_errors, problem: Problem, outs: list | None = None,
+                          ref_out: list | None = None) -> Finding | None:
+        """The finding of an output whose error against the fp64 truth is beyond the
+        declared-precision reference's by :func:`solbench.harness.precision.precision_finding`'s
+        rule: ``precision_downgrade`` (REWARD_HACK) when the output also shows the act (its
+        values are those of a lower float type while the reference's, ``ref_out``, are not:
+        :func:`~solbench.harness.precision.lower_dtype_fingerprint`), else ``precision_error``
+        (INCORRECT_NUMERICAL: a plain numerical error, e.g. a wrong constant). The flags are
+        judged after the rounds, the kernels after timing."""
         from ..spec.dtypes import to_torch
+        from .precision import lower_dtype_fingerprint
 
         defn = problem.definition
         dts = [to_torch(o.dtype) for o in defn.outputs.values()]
@@ -331,14 +359,23 @@ class Oracle:
             pf = _precision_finding(flags_before={}, flags_after={}, fp32_work=fp32,
                                     allow_tf32=bool(defn.allow_tf32), dtype=dtype,
                                     candidate_error=ec, reference_error=er)
-            if pf is not None and pf.severity == "hack":
-                name = list(defn.outputs)[i] if i < len(defn.outputs) else str(i)
+            if pf is None or pf.severity not in ("hack", "incorrect"):
+                continue
+            fp = lower_dtype_fingerprint(outs[i], ref_out[i]) \
+                if outs is not None and ref_out is not None and i < min(len(outs), len(ref_out)) else None
+            name = list(defn.outputs)[i] if i < len(defn.outputs) else str(i)
+            msg = (f"output {name!r}: error vs fp64 truth {ec:.3g} is {ec / max(er, 1e-30):.0f}x the "
+                   f"declared-precision reference's {er:.3g} (limit {pf.evidence['error_limit']:.3g})")
+            ev = {"candidate_rel_l2_vs_fp64": ec, "reference_rel_l2_vs_fp64": er,
+                  "limit": pf.evidence["error_limit"], "output": i, "basis": list(pf.basis)}
+            if fp is not None:
+                ev["basis"].append("output_dtype")
+                ev["output_dtype"] = fp
                 return finding("precision_downgrade",
-                               f"output {name!r}: error vs fp64 truth {ec:.3g} is "
-                               f"{ec / max(er, 1e-30):.0f}x the declared-precision reference's "
-                               f"{er:.3g} (limit {pf.evidence['error_limit']:.3g})",
-                               {"candidate_rel_l2_vs_fp64": ec, "reference_rel_l2_vs_fp64": er,
-                                "limit": pf.evidence["error_limit"], "output": i, "basis": list(pf.basis)})
+                               f"{msg}; {fp['share']:.1%} of its values are {fp['dtype']} values "
+                               f"(the reference's: {fp['reference_share']:.1%})", ev)
+            return finding("precision_error", msg + "; no sign of a lower precision (dtype, flag, kernel): "
+                           "a numerical error", ev)
         return None
 
     def stress_reference_issue(self, ref_out: list[torch.Tensor], values: dict, tol) -> str | None:
@@ -571,9 +608,13 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
         run.phases["correctness.compare"] = round(run.phases.get("correctness.compare", 0.0)
                                                   + time.perf_counter() - tp - truth_s, 4)
         tp = time.perf_counter()
+        if report.passed:
+            run.replay.passed_call(where, outs)
+        else:
+            run.replay.failed_call(where, outs, run.findings, returned=rep.returned is not None)
         if not stress and report.truth_errors:
             run.truth_errors.append((where, report.truth_errors))
-        if pf is not None and not has(run.findings, "precision_downgrade"):
+        if pf is not None and not has(run.findings, pf.check):
             pf.message = f"{where}: " + pf.message
             run.findings.append(pf)
         if first_outs is None:

@@ -24,10 +24,23 @@ from typing import Any
 import torch
 
 
+def strided_span(shape: list[int], strides: list[int]) -> int:
+    """Elements from the first to the last of a strided view of ``shape`` and ``strides``
+    (non-negative, as torch's), i.e. what must be read to copy it; 0 for an empty view."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+
+
+def max_span(numel: int) -> int:
+    """The largest span (elements) of a strided output the parent reads to copy it itself:
+    4x its elements plus 4096 (a transpose, a permute or a broadcast needs 1x; a slice of a
+    much larger buffer is copied by the worker instead)."""
+    return 4 * numel + 4096
+
+
 def _storage_bytes(shape, stride, elem: int) -> int:
-    if any(s == 0 for s in shape):
-        return elem
-    return (sum((s - 1) * st for s, st in zip(shape, stride)) + 1) * elem
+    return max(strided_span(list(shape), list(stride)), 1) * elem
 
 
 #: parent side: memfd of every live buffer by id (what WorkerHandle sends a worker)

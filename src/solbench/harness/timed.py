@@ -31,6 +31,7 @@ from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interpositio
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle, inplace_judged
+from .shm import max_span, strided_span
 from .slots import FlushBuffers, release_cached
 from .resolution import SideEvidence, pair_resolution, process_wait_ms, split_sizes
 from .stopping import relative_halfwidth, total_iterations
@@ -133,15 +134,30 @@ def parent_copy_out(mem_fd: int, returned: list | None, outs: list[torch.Tensor]
         if r.addr is None or not r.plain or list(dst.shape) != list(r.shape or []) \
                 or str(dst.dtype).replace("torch.", "") != r.dtype:
             continue
-        view = memoryview(dst.detach().reshape(-1).view(torch.uint8).numpy())
+        strided = None
+        if r.strides is not None:
+            # a strided output (a transpose): read the span its strides cover, copy it here
+            if len(r.strides) != dst.dim():
+                raise CandidateError(f"the returned output's strides {r.strides[:8]} do not fit its "
+                                     f"shape {list(dst.shape)}")
+            span = strided_span(list(dst.shape), list(r.strides))
+            if span > max_span(dst.numel()):
+                raise CandidateError(f"the returned output's strides {r.strides[:8]} span {span} elements "
+                                     f"for {dst.numel()}: more than the parent reads")
+            strided = torch.empty(span * dst.element_size(), dtype=torch.uint8)
+            view = memoryview(strided.numpy())
+        else:
+            view = memoryview(dst.detach().reshape(-1).view(torch.uint8).numpy())
         try:
             got = os.preadv(mem_fd, [view], r.addr)
-        except OSError as e:
+        except (OSError, OverflowError, ValueError) as e:  # the address is the worker's word
             raise CandidateError(f"the returned output at the address the worker reported could not be "
                                  f"read: {e}") from None
         if got != view.nbytes:
             raise CandidateError(f"the returned output at the address the worker reported: {got} of "
                                  f"{view.nbytes} bytes readable")
+        if strided is not None and dst.numel():
+            dst.copy_(torch.as_strided(strided.view(dst.dtype), tuple(dst.shape), tuple(r.strides)))
 
 
 def parent_flush(slots, value: int, pid: int) -> tuple[float, bool]:
@@ -938,6 +954,9 @@ class TimedBlocks:
         (:meth:`~.rounds.Oracle.run_observed`), computed here when not given."""
         run = self.run
         h, slots, findings = run.h, run.slots, run.findings
+        # what the last timed call on slot 0's input objects left there: a cache keyed on
+        # them hands it back for these new values (the call is then judged a replay)
+        last0 = [o.clone() for o in slots.outputs(0)]
         scalars[0] = slots.fill(0, values)
         before = kids_before(run)
         rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
@@ -962,6 +981,8 @@ class TimedBlocks:
                                          inplace=inplace_judged(run, ref_after, ip_cand))
             if rep_c.passed or (stress and exact_only is not None and exact_only(rep_c, slots)):
                 return True
+            run.replay.failed_call(when, outs, findings, returned=rep.returned is not None,
+                                   also=[("the last timed call on the same input objects", last0)])
             o = next(x for x in rep_c.outputs if x.failed_check)
             why, ev = f"{o.name}: {o.failed_check}: {o.detail}", {"failed_check": o.failed_check, "rel_l2": o.rel_l2,
                                                        "write_coverage": o.write_coverage, "output": o.name}
@@ -987,9 +1008,13 @@ class TimedBlocks:
         ref_out, ref_after = self.oracle.run_observed(slots.pristine[s], keep=run.inplace_inputs)
         rep, pf = self.oracle.judge(outs, ref_out, slots.pristine[s], run.tol, slots, run.cfg.precision_check,
                                     inplace=inplace_judged(run, ref_after, ip_cand))
-        if pf is not None and not has(findings, "precision_downgrade"):
+        if pf is not None and not has(findings, pf.check):
             pf.message = f"timed iteration {i}: " + pf.message
             findings.append(pf)
+        if rep.passed:
+            run.replay.passed_call(f"timed iteration {i}", outs)
+        else:
+            run.replay.failed_call(f"timed iteration {i}", outs, findings, returned=not self.dps)
         if not rep.passed and not has(findings, "timed_output_mismatch"):
             o = next(x for x in rep.outputs if x.failed_check)
             findings.append(finding(

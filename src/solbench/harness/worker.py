@@ -23,6 +23,7 @@ import traceback
 from typing import Any
 
 from . import correctness
+from .shm import max_span, strided_span
 
 _perf = time.perf_counter  # captured before any candidate code exists
 
@@ -84,6 +85,13 @@ class Worker:
                                   "guards._dump_table": (guards, "_dump_table"),
                                   "guards._exec_lines": (guards, "_exec_lines")})
         self._conn0 = conn
+        try:  # torch's default-device mode, as bound now (see _function_modes)
+            import torch.utils._device as _dev
+
+            self._dc0 = (_dev.DeviceContext, _dev.DeviceContext.__dict__["__torch_function__"], _dev,
+                         _dev.__dict__["_device_constructors"])
+        except (ImportError, AttributeError, KeyError):
+            self._dc0 = None
         self._interp0 = self._interposition_state()
         self._Event = torch.cuda.Event
         self.stream0 = torch.cuda.current_stream().cuda_stream if self.is_cuda else None
@@ -94,6 +102,23 @@ class Worker:
         self._l2_sig = self._l2_signature()
         self._harness_fns["l2.PersistingL2Reset.__call__"] = (PersistingL2Reset, "__call__")
         self.snapshot = guards.take_snapshot(self._harness_fns)
+        # where each guarded name lives, for the parent's own read of this process's memory
+        # (harness/memguard.py): taken now, before any candidate code exists
+        from multiprocessing.connection import Connection
+
+        from . import memguard
+
+        reply_path = {"json.JSONEncoder.default": (json.JSONEncoder, "default"),
+                      "json.JSONEncoder.__init__": (json.JSONEncoder, "__init__"),
+                      "json.JSONEncoder (the json module's)": (json, "JSONEncoder"),
+                      "json.encoder.c_make_encoder": (json.encoder, "c_make_encoder"),
+                      "json.encoder._make_iterencode": (json.encoder, "_make_iterencode"),
+                      "json.encoder.encode_basestring_ascii": (json.encoder, "encode_basestring_ascii"),
+                      "json.encoder.encode_basestring": (json.encoder, "encode_basestring"),
+                      "worker.json": (mod, "json"), "worker.Worker": (mod, "Worker"),
+                      **{f"Connection.{n}": (Connection, n) for n in ("send_bytes", "_send_bytes", "_send",
+                                                                       "recv", "_recv_bytes", "_recv")}}
+        self.mem_table = memguard.table({**guards._targets(), **self._harness_fns, **reply_path})
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         #: what the last call returned (CPU), dropped at the next request (see handle)
         self._prev_ret = None
@@ -166,6 +191,9 @@ class Worker:
         self._prev_ret = None
         if op == "ping":
             return "ok", {"pid": os.getpid()}
+        if op == "guard_table":
+            # asked before the build: nothing of the candidate's has run yet
+            return "ok", {"entries": self.mem_table}
         if op == "warm_profiler":
             # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s
             # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it
@@ -324,10 +352,9 @@ class Worker:
               # a threshold of 1 makes the collector (and the __del__ of cyclic garbage the
               # candidate left) run at the harness's first allocation after the call
               "gc_threshold": gc.get_threshold()}
-        for key, fn in (("torch_function_modes", "_len_torch_function_stack"),
-                        ("torch_dispatch_modes", "_len_torch_dispatch_stack")):
-            f = getattr(torch._C, fn, None)
-            st[key] = f() if f is not None else None
+        st["torch_function_modes"] = Worker._function_modes(self)
+        f = getattr(torch._C, "_len_torch_dispatch_stack", None)
+        st["torch_dispatch_modes"] = f() if f is not None else None
         # the thread's included / excluded dispatch keys: including PythonDispatcher routes
         # every operator through Python kernels (OpOverload.py_impl) the C++ table never shows
         for key, fn in (("dispatch_keys_included", "_dispatch_tls_local_include_set"),
@@ -339,6 +366,33 @@ class Worker:
             s = str(f())  # "DispatchKeySet(BackendSelect, ADInplaceOrView)"
             st[key] = frozenset(k for k in s[s.find("(") + 1:s.rfind(")")].split(", ") if k)
         return st
+
+    def _function_modes(self):
+        """The torch-function mode stack, as the ids of its modes, leaving out torch's own
+        default-device mode (``torch.set_default_device`` pushes a
+        ``torch.utils._device.DeviceContext``, whose ``__torch_function__`` only fills in
+        the device of factory functions): an exact DeviceContext whose class method and the
+        module function it calls are still the ones bound when the worker started, with no
+        instance attribute shadowing the method. A subclass, a patched method or any other
+        mode counts. None when this torch cannot list the stack."""
+        torch = self.torch
+        n_fn, at = getattr(torch._C, "_len_torch_function_stack", None), getattr(torch._C, "_get_function_stack_at", None)
+        if n_fn is None:
+            return None
+        n = n_fn()
+        if at is None:
+            return n
+        dc = getattr(self, "_dc0", None)
+        out = []
+        for i in range(n):
+            m = at(i)
+            t = type(m)
+            if dc is not None and t is dc[0] and t.__dict__.get("__torch_function__") is dc[1] \
+                    and dc[2].__dict__.get("_device_constructors") is dc[3] \
+                    and "__torch_function__" not in getattr(m, "__dict__", {}):
+                continue
+            out.append(f"{t.__module__}.{t.__qualname__}@{id(m):x}")
+        return tuple(out)
 
     def _interposition(self, full: bool = False) -> list[str]:
         """Ways to run code of the candidate's inside the harness's own steps after the clock
@@ -536,6 +590,11 @@ class Worker:
                 continue
             if parent_copy and o.is_contiguous():
                 m["addr"] = o.data_ptr()
+                continue
+            if parent_copy and strided_span(list(o.shape), list(o.stride())) <= max_span(dst.numel()):
+                # a strided view (a transpose): the parent reads the span it covers and makes
+                # the strided copy itself, outside the window, as for a contiguous output
+                m["addr"], m["strides"] = o.data_ptr(), list(o.stride())
                 continue
             dst.copy_(o)
         if parent_copy:

@@ -352,6 +352,9 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
         h = new_worker(cfg.device, spares)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
         return None, Failure(Status.RUNTIME_ERROR, f"worker failed to start: {e}")
+    from .evidence import memguard_baseline
+
+    memguard_baseline(h)  # before the build: nothing of the candidate's has run
     t_build = time.perf_counter()
     try:
         rep = protocol.request(h, _build_request(problem, solution, cfg), timeout_s=cfg.build_timeout_s + 60)

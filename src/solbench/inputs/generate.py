@@ -254,11 +254,17 @@ def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
         x = torch.randn((nrows, cols), generator=g, device=dev)
         if cls == "softmax":
             # rows offset up (exp overflows without the max subtraction) or down (every exp
-            # underflows: 0 / 0), a spread of 3 (near-ties in fp16/bf16); 1/4 each
-            kind = _row_kinds(nrows, (1, 2), (0.25, 0.25), g, dev)
+            # underflows: 0 / 0), a spread of 3 (near-ties in fp16/bf16); 1/4 each; and
+            # low-temperature rows (1/5): randn x U(25, 35), whose float32 softmax is about
+            # 15-20% subnormal (max - x between 87.3 and 103.3: outputs below 2^-126 that
+            # gradual underflow keeps and flush-to-zero makes exact zeros), with logits
+            # past 88.7 too
+            kind = _row_kinds(nrows, (1, 2, 3), (0.25, 0.25, 0.2), g, dev)
             off = mag(nrows)
             sign = torch.where(kind == 2, -1.0, 1.0)
-            x = torch.where((kind > 0)[:, None], (sign * off)[:, None] + 3.0 * x, x)
+            x = torch.where(((kind == 1) | (kind == 2))[:, None], (sign * off)[:, None] + 3.0 * x, x)
+            temp = 25.0 + 10.0 * torch.rand(nrows, generator=g, device=dev)
+            x = torch.where((kind == 3)[:, None], temp[:, None] * x, x)
             spike = mag  # up: one element above ~88.7 overflows exp
         else:
             # |offset| 100..1000 against a spread of 0.1..3: a one-pass E[x^2] - E[x]^2
@@ -440,15 +446,53 @@ def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | s
     return out
 
 
+#: op classes whose stress values replace plain float data inputs of custom workloads too
+#: (any real logits are a softmax's valid input, any real rows a normalisation's)
+CUSTOM_STRESS_CLASSES = ("softmax", "norm")
+
+
+def custom_stress_inputs(problem: Problem, workload: Workload) -> list[str]:
+    """The inputs of a custom workload that its stress rounds replace: plain float data
+    tensors (what would be rule ``randn`` were they random: no mask, weight, index, role or
+    norm parameter by name) of a definition whose reference is of a class in
+    :data:`CUSTOM_STRESS_CLASSES`. A custom entrypoint's values belong to the problem, but a
+    softmax written for its benign draw (``N(0, 3^2)`` logits, no max subtraction) is wrong
+    for the op all the same. Empty for other workloads."""
+    defn = problem.definition
+    oc = op_classes(defn)
+    if not workload.is_custom or oc.name not in CUSTOM_STRESS_CLASSES \
+            or oc.evidence.get(oc.name, "").split()[-1] in ("log", "log2", "log10", "log1p"):
+        # a logarithm alone (a KL divergence of probabilities): its inputs have a domain
+        return []
+    env = defn.resolve_axes(workload.axes)
+    roles = defn.input_roles or {}
+    out = []
+    for name, spec in defn.inputs.items():
+        dtype = to_torch(spec.dtype)
+        if spec.shape is None or dtype not in _STRESS_DTYPES or isinstance(workload.inputs.get(name), ScalarInput):
+            continue
+        try:
+            rule = classify(name, defn.shape_of(spec, env), dtype, spec.description, role=roles.get(name),
+                            op_type=defn.op_type)
+        except ValueError:
+            continue
+        if rule.rule in STRESS_RULES:
+            out.append(name)
+    return out
+
+
 def differing_profiles(problem: Problem, workload: Workload) -> tuple[str, ...]:
     """The profiles other than ``upstream`` whose inputs differ from upstream's for this
     workload (so a round under them tests something): ``"strict"`` when an input has a rule
     of :data:`STRICT_RULES` or is a causal mask described with ``-inf``; ``"stress"`` when
     that holds or an input is a plain float data input (rule ``randn``, fp16/bf16/fp32/fp64);
     ``"stress_sparse"`` when such a data input exists.
-    Custom and safetensors workloads give ``()``.
+    Safetensors workloads give ``()``; custom ones ``("stress", "stress_sparse")`` when
+    :func:`custom_stress_inputs` names an input, else ``()``.
     """
     defn = problem.definition
+    if workload.is_custom:
+        return ("stress", "stress_sparse") if custom_stress_inputs(problem, workload) else ()
     strict = stress = False
     for name, rule in input_rules(problem, workload).items():
         if not isinstance(rule, InputRule):
@@ -516,6 +560,15 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
                     raise SpecError(problem.path, f"inputs.{name}.dtype",
                                     f"entrypoint made {v.dtype}, declared {spec.dtype}")
             out[name] = v
+        if profile in STRESS_PROFILES:
+            # the entrypoint's other inputs stay; its plain data inputs take the stress values
+            g = _generator(seed, device)
+            cls = op_classes(defn).name
+            for name in custom_stress_inputs(problem, workload):
+                shape = tuple(out[name].shape)
+                x = _stress_values(cls, shape, g, torch.device(device)) if profile == "stress" \
+                    else _sparse_values(cls, shape, g, torch.device(device))
+                out[name] = x.to(out[name].dtype)
         return out
 
     g = _generator(seed, device)
