@@ -1,0 +1,63 @@
+"""Hostile or broken endpoints and replies (a new user's and an attacker's tries of
+``solbench generate``): each ends as a recorded generation status within the request's
+timeout, never a hang, a crash or a candidate lost to a fence the extractor misread."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from study_server import StudyServer
+
+from solbench.spec.generation import ModelConfig
+from solbench.study.client import ChatClient
+from solbench.study.extract import extract_code
+from solbench.study.generate import GenerateOptions, generate
+from solbench.suites import DATA_ROOT
+
+RELU = "relu_fp32"
+GOOD = "import torch\n\ndef run(x):\n    return torch.clamp(x, min=0)\n"
+
+
+def _gen(out, model, client):
+    return generate([DATA_ROOT / "l1" / RELU],
+                    GenerateOptions(model=model, out=out, temperature=0.0, resume=True), client=client)
+
+
+def _log(out, model):
+    return json.loads((out / RELU / "_gen" / f"{ModelConfig(model, 0.0).label()}.json").read_text())
+
+
+def test_endless_body_is_a_timeout_within_the_timeout(tmp_path):
+    """A 200 whose body trickles in forever (a byte every 50 ms) passes the client's per-read
+    timeout; the request's timeout bounds the whole reply. Before: the request hung for the
+    whole 60 s stream (and forever on a server that never stops)."""
+    out = tmp_path / "sols"
+    with StudyServer({("endless", RELU): [("trickle",)]}) as srv:
+        client = ChatClient(srv.base_url, "k", timeout_s=1.0, retries=1, backoff_s=0.01)
+        t0 = time.monotonic()
+        res = _gen(out, "endless", client)
+        took = time.monotonic() - t0
+    assert res.statuses == {"TIMEOUT": 1}
+    assert took < 6.0, took  # two attempts of 1 s each, not the 60 s stream
+    assert [a.get("error") for a in _log(out, "endless")["answer"]["attempts"]] == \
+        ["timeout after 1 s"] * 2
+
+
+def test_oversized_and_html_replies_are_malformed(tmp_path):
+    """A body above ``max_reply_bytes`` is not read further (before: read whole into memory,
+    stored whole in the exchange log, 52 MB for a 50 MB reply); an HTML page served with 200
+    is MALFORMED_REPLY saying the body is not JSON (before: AttributeError: 'str' object has
+    no attribute 'choices')."""
+    out = tmp_path / "sols"
+    script = {("huge", RELU): [("huge", 2_000_000)], ("html", RELU): [("html",)]}
+    with StudyServer(script) as srv:
+        client = ChatClient(srv.base_url, "k", timeout_s=10.0, retries=0, max_reply_bytes=1 << 20)
+        assert _gen(out, "huge", client).statuses == {"MALFORMED_REPLY": 1}
+        assert _gen(out, "html", client).statuses == {"MALFORMED_REPLY": 1}
+    log = _log(out, "huge")
+    assert log["message"] == f"reply over {1 << 20} bytes: not read further"
+    assert len(log["answer"]["raw"]) <= 200_000
+    log = _log(out, "html")
+    assert "JSONDecodeError" in log["message"] and "AttributeError" not in log["message"]
+    assert log["answer"]["raw"].startswith("<html>")
