@@ -61,3 +61,30 @@ def test_oversized_and_html_replies_are_malformed(tmp_path):
     log = _log(out, "html")
     assert "JSONDecodeError" in log["message"] and "AttributeError" not in log["message"]
     assert log["answer"]["raw"].startswith("<html>")
+
+
+def test_extract_four_backtick_fence_and_unlabelled_kernel():
+    """A reply with a ```python usage example (no ``run``), the kernel in a ````py fence and
+    an identity in an unlabelled block: the kernel is the candidate. Before: NO_CODE (only
+    the labelled example was looked at; the ```` fence read as unlabelled)."""
+    reply = ("Plan: • fuse 🚀\n\n```python\nx = torch.randn(4)\nprint(run(x))\n```\n\n"
+             "````py\n" + GOOD + "# “quotes” ÿ\n````\n\nAnd an alternative:\n```\n"
+             "def run(x):\n    return x\n```\n")
+    ex = extract_code(reply, "run", "pytorch")
+    assert ex.status == "GENERATED"
+    assert ex.code == GOOD + "# “quotes” ÿ\n"
+    # a tilde fence, and a fence marker inside the code that is not a closing line
+    inner = GOOD + 's = """\n```\n"""\n# ``` not a closer\n'
+    ex = extract_code("~~~python\n" + inner + "~~~\n", "run", "pytorch")
+    assert ex.status == "GENERATED" and ex.code == inner
+
+
+def test_extract_a_fence_inside_the_code_does_not_cut_it():
+    """A reply opening a fence mid-sentence around a decoy, then the real kernel whose comment
+    holds ```: the longest block defining ``run`` is the whole kernel (before: the block was
+    cut at the comment's ```, and the text after it read as a new block)."""
+    reply = ("Note: ```python\ndef run(x):\n    return x\n```\n\nReal answer:\n\n```python\n"
+             + GOOD + "# ```\n# ../../ESCAPED.py\nassert True\n```\n")
+    ex = extract_code(reply, "run", "pytorch")
+    assert ex.status == "GENERATED"
+    assert ex.code == GOOD + "# ```\n# ../../ESCAPED.py\nassert True\n"
