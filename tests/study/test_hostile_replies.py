@@ -88,3 +88,44 @@ def test_extract_a_fence_inside_the_code_does_not_cut_it():
     ex = extract_code(reply, "run", "pytorch")
     assert ex.status == "GENERATED"
     assert ex.code == GOOD + "# ```\n# ../../ESCAPED.py\nassert True\n"
+
+
+def test_models_share_a_folder_but_one_configuration_runs_once(tmp_path):
+    """A study generates model after model into one folder (``solbench run --solutions`` takes
+    one): a second model is no "earlier generation" (before: refused without --resume, whose
+    message says "continue it"). Two runs of the same configuration at once are refused while
+    the first holds its requests (before: both sent every request and raced on the files)."""
+    import threading
+
+    import pytest
+
+    from solbench.errors import SpecError
+
+    out = tmp_path / "sols"
+    release = threading.Event()
+    script = {("a", RELU): [("reply", f"```python\n{GOOD}```")],
+              ("b", RELU): [("block", release, f"```python\n{GOOD}```")]}
+    with StudyServer(script) as srv:
+        client = ChatClient(srv.base_url, "k", timeout_s=20.0, retries=0)
+        opts = dict(out=out, temperature=0.0)
+        assert generate([DATA_ROOT / "l1" / RELU], GenerateOptions(model="a", **opts),
+                        client=client).statuses == {"GENERATED": 1}
+        with pytest.raises(SpecError, match="earlier generation of 'a'"):
+            generate([DATA_ROOT / "l1" / RELU], GenerateOptions(model="a", **opts), client=client)
+        first: dict = {}
+        t = threading.Thread(target=lambda: first.update(
+            r=generate([DATA_ROOT / "l1" / RELU], GenerateOptions(model="b", **opts), client=client)))
+        t.start()
+        for _ in range(200):  # until b's request is held by the server
+            if srv.count("b", RELU):
+                break
+            time.sleep(0.05)
+        with pytest.raises(SpecError, match="another solbench generate"):
+            generate([DATA_ROOT / "l1" / RELU], GenerateOptions(model="b", resume=True, **opts),
+                     client=client)
+        release.set()
+        t.join(30)
+    assert first["r"].statuses == {"GENERATED": 1}
+    assert srv.count("b", RELU) == 1
+    runs = json.loads((out / "study.json").read_text())["runs"]
+    assert [r["model"] for r in runs] == ["a", "b"]
