@@ -129,3 +129,42 @@ def test_models_share_a_folder_but_one_configuration_runs_once(tmp_path):
     assert srv.count("b", RELU) == 1
     runs = json.loads((out / "study.json").read_text())["runs"]
     assert [r["model"] for r in runs] == ["a", "b"]
+
+
+def test_agent_binary_output_and_a_left_behind_process(tmp_path):
+    """An agent that prints 3 MB of bytes that are not UTF-8 (before: UnicodeDecodeError out
+    of generate, a traceback), and one that exits 0 at once with its candidate written but
+    leaves a process in a session of its own holding stdout (before: the run waited for the
+    timeout, recorded TIMEOUT, then waited for that process too). Both are GENERATED, with
+    their output's tail stored."""
+    import os
+    import signal
+
+    from solbench.study.client import AgentRunner
+
+    pidfile = tmp_path / "left.pid"
+    agents = {
+        "binary": f"head -c 3000000 /dev/urandom; printf '{GOOD}' > \"$2\"",
+        "leaver": f"printf '{GOOD}' > \"$2\"; setsid sleep 30 & echo $! > {pidfile}; echo done",
+    }
+    out = tmp_path / "sols"
+    try:
+        for name, body in agents.items():
+            script = tmp_path / f"{name}.sh"
+            script.write_text("#!/bin/bash\n" + body + "\n")
+            script.chmod(0o755)
+            t0 = time.monotonic()
+            res = generate([DATA_ROOT / "l1" / RELU],
+                           GenerateOptions(model=name, out=out, temperature=0.0),
+                           agent=AgentRunner(str(script), timeout_s=20.0))
+            assert res.statuses == {"GENERATED": 1}, name
+            assert time.monotonic() - t0 < 10.0, name
+            att = _log(out, name)["answer"]["attempts"][0]
+            assert att["returncode"] == 0
+            assert len(att["stdout"]) == 20000 if name == "binary" else att["stdout"] == "done\n"
+    finally:
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass

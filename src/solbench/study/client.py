@@ -26,6 +26,7 @@ import os
 import shlex
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -220,29 +221,43 @@ class AgentRunner:
         argv = self.argv + [str(problem_path), str(solution_path)]
         t0 = time.time()
         rec: dict[str, Any] = {"started": t0, "argv": argv}
-        try:
-            p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, start_new_session=True)
-        except OSError as e:
-            rec.update(elapsed_s=0.0, error=str(e))
-            return Answer(AGENT_ERROR, attempts=[rec], message=f"cannot start {argv[0]}: {e}")
-        try:
-            out, err = p.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(p)
-            out, err = p.communicate()
-            rec.update(elapsed_s=round(time.time() - t0, 3), error="timeout",
-                       stdout=out[-20000:], stderr=err[-20000:])
+        # stdout and stderr go to files, not pipes: an agent printing gigabytes costs disk, not
+        # the generator's memory, and a process it left behind in a session of its own cannot
+        # hold a pipe open and keep the run waiting after the agent itself has exited
+        with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+            try:
+                p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                     start_new_session=True)
+            except OSError as e:
+                rec.update(elapsed_s=0.0, error=str(e))
+                return Answer(AGENT_ERROR, attempts=[rec], message=f"cannot start {argv[0]}: {e}")
+            timed_out = False
+            try:
+                p.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(p)
+                p.wait()
+            out, err = _tail(fo), _tail(fe)
+        rec.update(elapsed_s=round(time.time() - t0, 3), stdout=out, stderr=err)
+        if timed_out:
+            rec["error"] = "timeout"
             return Answer(TIMEOUT, attempts=[rec], message=f"agent ran past {self.timeout_s:g} s")
-        finally:
-            _kill_group(p)
-        rec.update(elapsed_s=round(time.time() - t0, 3), returncode=p.returncode,
-                   stdout=out[-20000:], stderr=err[-20000:])
+        rec["returncode"] = p.returncode
         if p.returncode != 0:
             tail = (err.strip().splitlines() or [""])[-1][:300]
             return Answer(AGENT_ERROR, attempts=[rec],
                           message=f"agent exited with status {p.returncode}: {tail}")
         return Answer(ANSWERED, attempts=[rec], message="agent finished")
+
+
+def _tail(f, n: int = 20000) -> str:
+    """The last ``n`` characters of an agent's output file (any bytes: undecodable ones are
+    replaced)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - 4 * n))
+    return f.read().decode("utf-8", errors="replace")[-n:]
 
 
 _KILL_LOCK = threading.Lock()
