@@ -168,3 +168,29 @@ def test_agent_binary_output_and_a_left_behind_process(tmp_path):
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
+
+
+def test_a_problem_named_with_a_path_is_refused(tmp_path):
+    """A definition.json whose ``name`` is ``../../escaped``: generate refuses it, naming the
+    file and field, and writes nothing (before: its candidate and exchange were written two
+    folders above OUT)."""
+    import shutil
+
+    import pytest
+
+    from solbench.errors import SpecError
+
+    src = DATA_ROOT / "l1" / RELU
+    prob = tmp_path / "a" / "b" / "p"
+    prob.mkdir(parents=True)
+    d = json.loads((src / "definition.json").read_text())
+    d["name"] = "../../escaped"
+    (prob / "definition.json").write_text(json.dumps(d))
+    shutil.copy(src / "workload.jsonl", prob / "workload.jsonl")
+    out = tmp_path / "a" / "b" / "sols"
+    with StudyServer({}) as srv:
+        client = ChatClient(srv.base_url, "k", timeout_s=5.0, retries=0)
+        with pytest.raises(SpecError, match=r"definition\.json.*name"):
+            generate([prob], GenerateOptions(model="m", out=out), client=client)
+        assert srv.requests == []
+    assert not (tmp_path / "a" / "escaped").exists() and not (tmp_path / "escaped").exists()

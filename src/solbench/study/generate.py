@@ -356,6 +356,15 @@ def _read_log(path: Path) -> dict | None:
     return rec
 
 
+def _check_name(problem: Problem) -> None:
+    """A problem's name is a folder of OUT: one path component, never ``..`` or absolute (a
+    definition named ``../../x`` would have its candidates and exchanges written outside)."""
+    n = problem.name
+    if not n or n in (".", "..") or "/" in n or "\\" in n or "\0" in n:
+        where = problem.path / "definition.json" if problem.path.is_dir() else problem.path
+        raise SpecError(where, "name", f"{n!r} is not a plain name (a folder of the output)")
+
+
 def _config_prefix(model: str, temperature: float | None) -> str:
     """The label prefix shared by every sample and turn of (model, temperature)."""
     lab = ModelConfig(model, temperature, 0, 1).label()
@@ -429,6 +438,8 @@ def generate(problem_paths: list[Path], opts: GenerateOptions, *, client: ChatCl
         raise SpecError(None, "--language", f"{o.language!r} not in {list(prompts.LANGUAGES)}")
     ModelConfig(o.model, o.temperature).label()  # validates model name and temperature
     problems = [load_problem(p) for p in problem_paths]
+    for p in problems:
+        _check_name(p)
     o.out.mkdir(parents=True, exist_ok=True)
     with _FolderLock(o.out, _config_prefix(o.model, o.temperature)):
         if existing_generation(o.out, o.model, o.temperature) and not o.resume:
