@@ -194,3 +194,23 @@ def test_a_problem_named_with_a_path_is_refused(tmp_path):
             generate([prob], GenerateOptions(model="m", out=out), client=client)
         assert srv.requests == []
     assert not (tmp_path / "a" / "escaped").exists() and not (tmp_path / "escaped").exists()
+
+
+def test_cli_generate_takes_several_models(tmp_path, monkeypatch):
+    """``--model a --model b``: both models' candidates, one after the other, one summary line
+    each (before: the last --model silently won, so a study of two models had one)."""
+    from typer.testing import CliRunner
+
+    from solbench.cli import app
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    reply = [("reply", f"```python\n{GOOD}```")]
+    out = tmp_path / "sols"
+    with StudyServer({("a", RELU): reply, ("b/x y", RELU): reply}) as srv:
+        r = CliRunner().invoke(app, ["generate", "l1/relu_fp32", "--model", "a", "--model", "b/x y",
+                                     "--model", "a", "--temperature", "0", "-o", str(out),
+                                     "--base-url", srv.base_url])
+        assert r.exit_code == 0, r.output
+        assert srv.count("a", RELU) == 1 and srv.count("b/x y", RELU) == 1
+    assert sorted(f.name for f in (out / RELU).glob("*.py")) == ["a@T0.s0.t1.py", "b~x%20y@T0.s0.t1.py"]
+    assert [ln.split(":")[0] for ln in r.stdout.splitlines() if "candidates in" in ln] == ["a", "b/x y"]
