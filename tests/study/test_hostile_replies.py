@@ -214,3 +214,20 @@ def test_cli_generate_takes_several_models(tmp_path, monkeypatch):
         assert srv.count("a", RELU) == 1 and srv.count("b/x y", RELU) == 1
     assert sorted(f.name for f in (out / RELU).glob("*.py")) == ["a@T0.s0.t1.py", "b~x%20y@T0.s0.t1.py"]
     assert [ln.split(":")[0] for ln in r.stdout.splitlines() if "candidates in" in ln] == ["a", "b/x y"]
+
+
+def test_verify_line_says_why_a_faster_remeasurement_is_not_verified():
+    """``not_reproduced (claimed 1.68x, measured 2.1x)`` read as a contradiction; the line now
+    gives the low end of the re-measured speedup that decided it, or says no speedup was
+    resolved (it printed ``measured -``)."""
+    from solbench.study.verify import verdict_line
+
+    rec = {"definition": "p", "solution": "m@T0.s0.t1", "verdict": "not_reproduced",
+           "claimed_speedup": 1.68, "verified_speedup": 2.1, "verified_speedup_low": 0.83,
+           "workloads": [{"measured": {"status": "PASSED"}}]}
+    assert verdict_line(rec) == "p / m@T0.s0.t1: not_reproduced (claimed 1.68x, measured 2.1x, low end 0.83x)"
+    rec.update(verified_speedup=None, verified_speedup_low=None)
+    assert verdict_line(rec) == ("p / m@T0.s0.t1: not_reproduced (claimed 1.68x, measured -: "
+                                 "a workload's speedup is not resolved)")
+    rec.update(verdict="verified", verified_speedup=1.5, verified_speedup_low=1.2)
+    assert verdict_line(rec).endswith("verified (claimed 1.68x, measured 1.5x, low end 1.2x)")

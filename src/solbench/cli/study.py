@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Re-evaluate every claimed speedup in a fresh process with a new seed and more timed calls."""
         from ..report.models import verify_path
+        from ..study.verify import verdict_line
         from ..report.records import load
         from ..study.verify import verify
 
@@ -125,14 +126,7 @@ def register(app: typer.Typer) -> None:
 
             def show(rec):
                 if not json_out:
-                    m = rec["workloads"][0]["measured"] if rec["workloads"] else {}
-                    err_console.print(
-                        f"{rec['definition']} / {rec['solution']}: {rec['verdict']} (claimed "
-                        f"{rec['claimed_speedup']:.3g}x, measured "
-                        + (f"{rec['verified_speedup']:.3g}x" if rec.get("verified_speedup") else "-")
-                        + (f"; {rec['error']}" if rec.get("error") else "")
-                        + (f"; {m.get('status')}: {m.get('log')}" if m.get("log") else "") + ")",
-                        highlight=False, markup=False)
+                    err_console.print(verdict_line(rec), highlight=False, markup=False)
 
             recs = verify(rs.traces, solutions, target, problems=problems, device=dev, iters=iters,
                           on_record=show)
