@@ -231,3 +231,20 @@ def test_verify_line_says_why_a_faster_remeasurement_is_not_verified():
                                  "a workload's speedup is not resolved)")
     rec.update(verdict="verified", verified_speedup=1.5, verified_speedup_low=1.2)
     assert verdict_line(rec).endswith("verified (claimed 1.68x, measured 1.5x, low end 1.2x)")
+
+
+def test_a_model_name_too_long_for_a_file_name_is_one_line(tmp_path):
+    """A 300-character model name: refused before any request, naming --model (before: the
+    lock or the exchange write failed with 'File name too long' on a path, after the request
+    was sent when it came from the exchange)."""
+    import pytest
+
+    from solbench.errors import SpecError
+
+    with StudyServer({}) as srv:
+        client = ChatClient(srv.base_url, "k", timeout_s=5.0, retries=0)
+        with pytest.raises(SpecError, match="--model.*too long for a file name"):
+            generate([DATA_ROOT / "l1" / RELU], GenerateOptions(model="x" * 300, out=tmp_path / "o"),
+                     client=client)
+        assert srv.requests == []
+    assert not (tmp_path / "o").exists()

@@ -52,6 +52,7 @@ GEN_STATUSES = ("GENERATED", "SYNTAX_ERROR", "NO_CODE", "MALFORMED_REPLY", "TIME
                 "AGENT_ERROR")
 
 LOG_DIR = "_gen"
+MAX_LABEL_BYTES = 200
 FEEDBACK_FILE = "feedback.jsonl"
 
 
@@ -437,6 +438,12 @@ def generate(problem_paths: list[Path], opts: GenerateOptions, *, client: ChatCl
     if o.language not in prompts.LANGUAGES:
         raise SpecError(None, "--language", f"{o.language!r} not in {list(prompts.LANGUAGES)}")
     ModelConfig(o.model, o.temperature).label()  # validates model name and temperature
+    longest = ModelConfig(o.model, o.temperature, o.samples - 1, o.turns).label()
+    if len(longest.encode()) > MAX_LABEL_BYTES:
+        # a file name holds 255 bytes; the atomic write's temporary name adds about 40
+        raise SpecError(None, "--model", f"{o.model[:40]!r}...: its label {longest[:40]}... is "
+                                         f"{len(longest.encode())} bytes, too long for a file name "
+                                         f"({MAX_LABEL_BYTES} at most)")
     problems = [load_problem(p) for p in problem_paths]
     for p in problems:
         _check_name(p)
