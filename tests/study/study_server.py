@@ -9,7 +9,10 @@ The script maps (model, problem name) to a list of behaviours, taken in order, o
 * ``("status", code)``: that HTTP error with an OpenAI-style error body (``Retry-After: 0``);
 * ``("malformed",)``: a 200 whose body is cut-off JSON;
 * ``("slow", seconds, text)``: the reply after sleeping ``seconds``;
-* ``("block", threading.Event)``: hold the request until the event is set (or 30 s).
+* ``("block", threading.Event)``: hold the request until the event is set (or 30 s);
+* ``("trickle",)``: a 200 whose JSON body never ends: a byte every 50 ms for 60 s;
+* ``("huge", n_bytes)``: a 200 chat completion whose content is ``n_bytes`` of text;
+* ``("html",)``: a 200 ``text/html`` page (a proxy's error page).
 
 The problem of a request is the first script problem named in backquotes in its first user
 message (the prompts of solbench.study.prompts name it so). Every request is kept in
@@ -91,6 +94,23 @@ class StudyServer:
                 elif kind == "block":
                     beh[1].wait(30)
                     self._send(200, json.dumps(completion(beh[2], body)).encode())
+                elif kind == "trickle":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.end_headers()
+                    try:
+                        self.wfile.write(b'{"id": "x", "choices": [{"message": {"content": "')
+                        for _ in range(1200):
+                            self.wfile.write(b"a")
+                            self.wfile.flush()
+                            time.sleep(0.05)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                elif kind == "huge":
+                    self._send(200, json.dumps(completion("x" * beh[1], body)).encode())
+                elif kind == "html":
+                    self._send(200, b"<html><body>502 Bad Gateway</body></html>",
+                               {"Content-Type": "text/html"})
                 else:  # pragma: no cover - a script error
                     self._send(500, b'{"error": {"message": "bad script"}}')
 

@@ -18,8 +18,9 @@ def register(app: typer.Typer) -> None:
     def generate_cmd(
         targets: list[str] = typer.Argument(..., help="suites (l1), problems (l1/relu_fp32, a problem "
                                                       "directory, a KernelBench .py) or folders of them"),
-        model: str = typer.Option(..., "--model", "-m", help="model name sent to the endpoint (with "
-                                                              "--agent-cmd: the agent's name in labels)"),
+        models: list[str] = typer.Option(..., "--model", "-m", help="model name sent to the endpoint (with "
+                                                                     "--agent-cmd: the agent's name in labels); "
+                                                                     "repeatable: the models one after another"),
         out: Path = typer.Option(..., "-o", "--out", help="solutions folder (solbench run --solutions)"),
         base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. "
                                                "http://localhost:8000/v1 (vLLM); default $OPENAI_BASE_URL, "
@@ -64,10 +65,6 @@ def register(app: typer.Typer) -> None:
                                     os.environ.get("OPENAI_API_KEY"), timeout_s=timeout,
                                     retries=retries, max_tokens=max_tokens)
                 agent = None
-            opts = GenerateOptions(model=model, out=out, samples=samples, turns=turns,
-                                   temperature=temperature, language=language,
-                                   concurrency=concurrency, resume=resume, device=dev,
-                                   endpoint=agent_cmd or base_url or os.environ.get("OPENAI_BASE_URL"))
 
             def show(problem, label, info):
                 if not json_out:
@@ -76,23 +73,29 @@ def register(app: typer.Typer) -> None:
                                       + (f": {info['message']}" if info["status"] != "GENERATED" else ""),
                                       highlight=False, markup=False)
 
-            try:
-                res = generate(paths, opts, client=client, agent=agent, on_event=show)
-            except KeyboardInterrupt:
-                # requests in flight are abandoned (their threads would hold the exit until
-                # they time out); every stored reply is already on disk
-                err_console.print(f"interrupted: stored replies are kept; --resume continues {out}",
-                                  highlight=False, markup=False)
-                os._exit(130)
-        if json_out:
-            print(json.dumps(res.to_json()))
-            return
-        console.print(f"{len(res.written)} candidates in {out} ({len(paths)} problems x {samples} samples x "
-                      f"{turns} turns); {res.requests} {'agent runs' if agent else 'requests sent'} now, "
-                      f"{res.resumed} stored before; "
-                      f"tokens: {res.prompt_tokens} prompt, {res.completion_tokens} completion; "
-                      + ", ".join(f"{k}:{v}" for k, v in sorted(res.statuses.items())),
-                      highlight=False, markup=False)
+            for model in dict.fromkeys(models):  # each once, in the order given
+                opts = GenerateOptions(model=model, out=out, samples=samples, turns=turns,
+                                       temperature=temperature, language=language,
+                                       concurrency=concurrency, resume=resume, device=dev,
+                                       endpoint=agent_cmd or base_url or os.environ.get("OPENAI_BASE_URL"))
+                try:
+                    res = generate(paths, opts, client=client, agent=agent, on_event=show)
+                except KeyboardInterrupt:
+                    # requests in flight are abandoned (their threads would hold the exit until
+                    # they time out); every stored reply is already on disk
+                    err_console.print(f"interrupted: stored replies are kept; --resume continues {out}",
+                                      highlight=False, markup=False)
+                    os._exit(130)
+                if json_out:
+                    print(json.dumps(res.to_json() if len(models) == 1 else {"model": model, **res.to_json()}))
+                    continue
+                console.print(f"{model}: {len(res.written)} candidates in {out} ({len(paths)} problems x "
+                              f"{samples} samples x {turns} turns); {res.requests} "
+                              f"{'agent runs' if agent else 'requests sent'} now, "
+                              f"{res.resumed} stored before; "
+                              f"tokens: {res.prompt_tokens} prompt, {res.completion_tokens} completion; "
+                              + ", ".join(f"{k}:{v}" for k, v in sorted(res.statuses.items())),
+                              highlight=False, markup=False)
 
     @app.command("verify")
     def verify_cmd(
@@ -108,6 +111,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Re-evaluate every claimed speedup in a fresh process with a new seed and more timed calls."""
         from ..report.models import verify_path
+        from ..study.verify import verdict_line
         from ..report.records import load
         from ..study.verify import verify
 
@@ -122,14 +126,7 @@ def register(app: typer.Typer) -> None:
 
             def show(rec):
                 if not json_out:
-                    m = rec["workloads"][0]["measured"] if rec["workloads"] else {}
-                    err_console.print(
-                        f"{rec['definition']} / {rec['solution']}: {rec['verdict']} (claimed "
-                        f"{rec['claimed_speedup']:.3g}x, measured "
-                        + (f"{rec['verified_speedup']:.3g}x" if rec.get("verified_speedup") else "-")
-                        + (f"; {rec['error']}" if rec.get("error") else "")
-                        + (f"; {m.get('status')}: {m.get('log')}" if m.get("log") else "") + ")",
-                        highlight=False, markup=False)
+                    err_console.print(verdict_line(rec), highlight=False, markup=False)
 
             recs = verify(rs.traces, solutions, target, problems=problems, device=dev, iters=iters,
                           on_record=show)

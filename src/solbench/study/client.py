@@ -21,10 +21,12 @@ process it started, at the timeout.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -77,7 +79,7 @@ class ChatClient:
 
     def __init__(self, base_url: str | None, api_key: str | None, *, timeout_s: float = 600.0,
                  retries: int = 4, backoff_s: float = 2.0, max_backoff_s: float = 60.0,
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = None, max_reply_bytes: int = 32 << 20):
         try:
             import openai
         except ImportError:
@@ -90,6 +92,7 @@ class ChatClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.max_tokens = max_tokens
+        self.max_reply_bytes = max_reply_bytes
 
     def request_body(self, model: str, messages: list[dict], temperature: float | None) -> dict:
         body: dict[str, Any] = {"model": model, "messages": messages}
@@ -110,12 +113,12 @@ class ChatClient:
             attempts.append(rec)
             retry_after = None
             try:
-                raw = self.client.chat.completions.with_raw_response.create(**body)
-            except oa.APITimeoutError:
+                http_status, data = self._post(body, t0)
+            except (oa.APITimeoutError, _Deadline):
                 rec.update(elapsed_s=round(time.time() - t0, 3), error=f"timeout after {self.timeout_s:g} s")
                 outcome = Answer(TIMEOUT, attempts=attempts,
                                  message=f"no reply within {self.timeout_s:g} s ({i + 1} attempts)")
-            except oa.APIConnectionError as e:
+            except (oa.APIConnectionError, _Broken) as e:
                 rec.update(elapsed_s=round(time.time() - t0, 3), error=f"connection: {e}")
                 outcome = Answer(API_ERROR, attempts=attempts, message=f"connection error: {e}")
             except oa.APIStatusError as e:
@@ -133,9 +136,8 @@ class ChatClient:
                 if not (code == 429 or code >= 500):
                     return outcome
             else:
-                rec.update(elapsed_s=round(time.time() - t0, 3), http_status=raw.status_code)
-                text = _text(raw.http_response)
-                return self._parse(raw, text, attempts)
+                rec.update(elapsed_s=round(time.time() - t0, 3), http_status=http_status)
+                return self._parse(data, attempts)
             if i < self.retries:
                 delay = min(self.max_backoff_s, retry_after if retry_after is not None
                             else self.backoff_s * 2 ** i)
@@ -143,20 +145,55 @@ class ChatClient:
                 time.sleep(max(0.0, delay))
         return outcome
 
-    def _parse(self, raw, text: str | None, attempts) -> Answer:
+    def _post(self, body: dict, t0: float) -> tuple[int, bytes]:
+        """POST the request and read the body as it streams in, within ``timeout_s`` in all
+        (the client's own timeout bounds each read, so a server that trickles bytes forever
+        would pass it) and ``max_reply_bytes``. Raises _Deadline past the time; a longer body
+        is cut there (then it is not JSON: MALFORMED_REPLY with the size)."""
+        with self.client.chat.completions.with_streaming_response.create(**body) as resp:
+            buf = bytearray()
+            try:
+                for chunk in resp.iter_bytes():
+                    buf += chunk
+                    if time.time() - t0 > self.timeout_s:
+                        raise _Deadline()
+                    if len(buf) > self.max_reply_bytes:
+                        break
+            except (_Deadline, self._openai.APIError):
+                raise
+            except Exception as e:  # noqa: BLE001 - the transport's own (httpx or httpx2) errors
+                if "timeout" in type(e).__name__.lower():
+                    raise _Deadline() from e
+                raise _Broken(f"{type(e).__name__}: {e}") from e
+            return resp.status_code, bytes(buf)
+
+    def _parse(self, data: bytes, attempts) -> Answer:
+        text = data[:200_000].decode("utf-8", errors="replace")
+        if len(data) > self.max_reply_bytes:
+            return Answer(MALFORMED_REPLY, attempts=attempts, raw=text,
+                          message=f"reply over {self.max_reply_bytes} bytes: not read further")
         try:
-            comp = raw.parse()
+            comp = self._openai.types.chat.ChatCompletion.model_validate(json.loads(data))
             choice = comp.choices[0]
             content = choice.message.content
             usage = comp.usage.model_dump() if getattr(comp, "usage", None) is not None else {}
         except Exception as e:  # noqa: BLE001 - any body that is not a completion
             return Answer(MALFORMED_REPLY, attempts=attempts, raw=text,
-                          message=f"reply is not a chat completion: {type(e).__name__}: {str(e)[:200]}")
+                          message=f"reply is not a chat completion: {type(e).__name__}: "
+                                  f"{str(e).splitlines()[0][:200] if str(e) else ''}")
         if not isinstance(content, str):
             return Answer(MALFORMED_REPLY, attempts=attempts, raw=text, usage=usage,
                           message="reply has no message content")
         return Answer(ANSWERED, content=content, usage=usage, attempts=attempts, raw=text,
                       finish_reason=getattr(choice, "finish_reason", None), message="answered")
+
+
+class _Deadline(Exception):
+    """The whole reply did not arrive within the request's timeout."""
+
+
+class _Broken(Exception):
+    """The connection failed while the reply's body was read."""
 
 
 def _text(resp) -> str | None:
@@ -184,29 +221,43 @@ class AgentRunner:
         argv = self.argv + [str(problem_path), str(solution_path)]
         t0 = time.time()
         rec: dict[str, Any] = {"started": t0, "argv": argv}
-        try:
-            p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, start_new_session=True)
-        except OSError as e:
-            rec.update(elapsed_s=0.0, error=str(e))
-            return Answer(AGENT_ERROR, attempts=[rec], message=f"cannot start {argv[0]}: {e}")
-        try:
-            out, err = p.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(p)
-            out, err = p.communicate()
-            rec.update(elapsed_s=round(time.time() - t0, 3), error="timeout",
-                       stdout=out[-20000:], stderr=err[-20000:])
+        # stdout and stderr go to files, not pipes: an agent printing gigabytes costs disk, not
+        # the generator's memory, and a process it left behind in a session of its own cannot
+        # hold a pipe open and keep the run waiting after the agent itself has exited
+        with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+            try:
+                p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                     start_new_session=True)
+            except OSError as e:
+                rec.update(elapsed_s=0.0, error=str(e))
+                return Answer(AGENT_ERROR, attempts=[rec], message=f"cannot start {argv[0]}: {e}")
+            timed_out = False
+            try:
+                p.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(p)
+                p.wait()
+            out, err = _tail(fo), _tail(fe)
+        rec.update(elapsed_s=round(time.time() - t0, 3), stdout=out, stderr=err)
+        if timed_out:
+            rec["error"] = "timeout"
             return Answer(TIMEOUT, attempts=[rec], message=f"agent ran past {self.timeout_s:g} s")
-        finally:
-            _kill_group(p)
-        rec.update(elapsed_s=round(time.time() - t0, 3), returncode=p.returncode,
-                   stdout=out[-20000:], stderr=err[-20000:])
+        rec["returncode"] = p.returncode
         if p.returncode != 0:
             tail = (err.strip().splitlines() or [""])[-1][:300]
             return Answer(AGENT_ERROR, attempts=[rec],
                           message=f"agent exited with status {p.returncode}: {tail}")
         return Answer(ANSWERED, attempts=[rec], message="agent finished")
+
+
+def _tail(f, n: int = 20000) -> str:
+    """The last ``n`` characters of an agent's output file (any bytes: undecodable ones are
+    replaced)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - 4 * n))
+    return f.read().decode("utf-8", errors="replace")[-n:]
 
 
 _KILL_LOCK = threading.Lock()

@@ -1,7 +1,8 @@
 """Code out of a model's reply: the fenced block to use, and whether it can be a candidate.
 
-The reply is searched for fenced code blocks (```lang ... ```). Python targets take the
-longest ``python``/``py`` block (else the longest unlabelled one) that defines the entry
+The reply is searched for fenced code blocks (```lang ... ```, ````lang ... ```` or ~~~, closed
+by a line of the opening fence). Python targets take the longest ``python``/``py`` block that
+defines the entry, else the longest unlabelled one that does
 (``ModelNew`` for KernelBench problems, ``run`` otherwise); CUDA takes the longest
 ``cuda``/``cpp``/``c++`` block. A reply with no block at all is tried whole as Python, as some
 models omit the fence. Outcomes (:data:`STATUSES`):
@@ -18,7 +19,12 @@ import ast
 import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+# An opening fence is a run of 3+ backticks or tildes (CommonMark), here also found mid-line, as
+# models write one after a sentence; it closes only at a line of the same character at least as
+# long (so a ``` inside the code, e.g. in a comment or a string, does not cut it), or at the end
+# (a reply cut at max_tokens).
+_FENCE = re.compile(r"(?P<f>(?P<c>[`~])(?P=c){2,})[ \t]*(?P<lang>[A-Za-z0-9_+.\-]*)[^\n]*\n"
+                    r"(?P<body>.*?)(?:^[ \t]{0,3}(?P=f)(?P=c)*[ \t]*$|\Z)", re.S | re.M)
 _PY = {"python", "py", "python3"}
 _CU = {"cuda", "cu", "cpp", "c++", "cxx", "c"}
 
@@ -31,7 +37,7 @@ class Extracted:
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
-    return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    return [(m.group("lang").lower(), m.group("body")) for m in _FENCE.finditer(text)]
 
 
 def _defines(tree: ast.Module, name: str) -> bool:
@@ -54,25 +60,31 @@ def extract_code(reply: str, entry: str, language: str) -> Extracted:
         if "PYBIND11_MODULE" not in code:
             return Extracted("GENERATED", code, "CUDA block without PYBIND11_MODULE (the build will say)")
         return Extracted("GENERATED", code, f"CUDA block of {len(code.splitlines())} lines")
-    py = [c for lang, c in blocks if lang in _PY] or [c for lang, c in blocks if not lang]
+    # python-labelled blocks first, then unlabelled ones: a reply whose labelled block is a
+    # usage example and whose kernel sits in an unlabelled (or ````-fenced) block is no NO_CODE
+    groups = [[c for lang, c in blocks if lang in _PY], [c for lang, c in blocks if not lang]]
     if not blocks and (reply or "").strip():
-        py = [reply]
-    if not py:
+        groups = [[reply]]
+    if not any(groups):
         return Extracted("NO_CODE", None, "no ```python code block in the reply")
-    parsed, broken = [], []
-    for c in py:
-        try:
-            parsed.append((c, ast.parse(c)))
-        except SyntaxError as e:
-            broken.append((c, e))
-    naming = [c for c, tree in parsed if _defines(tree, entry)]
-    if naming:
-        code = max(naming, key=len)
-        return Extracted("GENERATED", code, f"{entry} defined, {len(code.splitlines())} lines")
-    mentioning = [(c, e) for c, e in broken if entry in c]
-    if mentioning:
-        code, e = max(mentioning, key=lambda x: len(x[0]))
-        return Extracted("SYNTAX_ERROR", code, f"line {e.lineno}: {e.msg}")
+    broken: list[list[tuple[str, SyntaxError]]] = []
+    for group in groups:
+        parsed, bad = [], []
+        for c in group:
+            try:
+                parsed.append((c, ast.parse(c)))
+            except SyntaxError as e:
+                bad.append((c, e))
+        broken.append(bad)
+        naming = [c for c, tree in parsed if _defines(tree, entry)]
+        if naming:
+            code = max(naming, key=len)
+            return Extracted("GENERATED", code, f"{entry} defined, {len(code.splitlines())} lines")
+    for bad in broken:
+        mentioning = [(c, e) for c, e in bad if entry in c]
+        if mentioning:
+            code, e = max(mentioning, key=lambda x: len(x[0]))
+            return Extracted("SYNTAX_ERROR", code, f"line {e.lineno}: {e.msg}")
     if not blocks:
         return Extracted("NO_CODE", None, "no code block in the reply")
     return Extracted("NO_CODE", None, f"no code block defines {entry}")

@@ -52,6 +52,7 @@ GEN_STATUSES = ("GENERATED", "SYNTAX_ERROR", "NO_CODE", "MALFORMED_REPLY", "TIME
                 "AGENT_ERROR")
 
 LOG_DIR = "_gen"
+MAX_LABEL_BYTES = 200
 FEEDBACK_FILE = "feedback.jsonl"
 
 
@@ -356,9 +357,65 @@ def _read_log(path: Path) -> dict | None:
     return rec
 
 
-def existing_generation(out: Path) -> bool:
-    """Whether ``out`` already holds generated exchanges (a run must then resume)."""
-    return Path(out).is_dir() and any(Path(out).glob(f"*/{LOG_DIR}/*.json"))
+def _check_name(problem: Problem) -> None:
+    """A problem's name is a folder of OUT: one path component, never ``..`` or absolute (a
+    definition named ``../../x`` would have its candidates and exchanges written outside)."""
+    n = problem.name
+    if not n or n in (".", "..") or "/" in n or "\\" in n or "\0" in n:
+        where = problem.path / "definition.json" if problem.path.is_dir() else problem.path
+        raise SpecError(where, "name", f"{n!r} is not a plain name (a folder of the output)")
+
+
+def _config_prefix(model: str, temperature: float | None) -> str:
+    """The label prefix shared by every sample and turn of (model, temperature)."""
+    lab = ModelConfig(model, temperature, 0, 1).label()
+    return lab[: -len("0.t1")]
+
+
+def existing_generation(out: Path, model: str | None = None,
+                        temperature: float | None = None) -> bool:
+    """Whether ``out`` already holds generated exchanges (of ``model`` at ``temperature`` when
+    a model is named: another model's candidates in the same folder are no conflict)."""
+    if not Path(out).is_dir():
+        return False
+    pattern = "*" if model is None else f"{glob_escape(_config_prefix(model, temperature))}*"
+    return any(Path(out).glob(f"*/{LOG_DIR}/{pattern}.json"))
+
+
+def glob_escape(s: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in s)
+
+
+class _FolderLock:
+    """An exclusive lock on (OUT, model configuration) for the life of one generate run: a
+    second run of the same configuration on the same folder would send every request twice
+    and race on the candidate files. ``flock`` is released by the kernel when the process
+    dies, so a killed run leaves no stale lock. ``wait``: block until free (short critical
+    sections such as study.json's update) instead of refusing."""
+
+    def __init__(self, out: Path, prefix: str, wait: bool = False):
+        self.path = out / f".{prefix[:-2]}.lock"
+        self.fd: int | None = None
+        self.wait = wait
+
+    def __enter__(self):
+        import fcntl
+
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            holder = os.read(self.fd, 64).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise SpecError(self.path.parent, "", f"another solbench generate (pid {holder}) is "
+                                                  "writing this model configuration here; wait for "
+                                                  "it or use another folder") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, str(os.getpid()).encode())
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the lock
 
 
 def generate(problem_paths: list[Path], opts: GenerateOptions, *, client: ChatClient | None = None,
@@ -381,11 +438,25 @@ def generate(problem_paths: list[Path], opts: GenerateOptions, *, client: ChatCl
     if o.language not in prompts.LANGUAGES:
         raise SpecError(None, "--language", f"{o.language!r} not in {list(prompts.LANGUAGES)}")
     ModelConfig(o.model, o.temperature).label()  # validates model name and temperature
-    if existing_generation(o.out) and not o.resume:
-        raise SpecError(o.out, "", "holds an earlier generation; pass --resume to continue it "
-                                   "(stored replies are never asked again) or choose a new folder")
+    longest = ModelConfig(o.model, o.temperature, o.samples - 1, o.turns).label()
+    if len(longest.encode()) > MAX_LABEL_BYTES:
+        # a file name holds 255 bytes; the atomic write's temporary name adds about 40
+        raise SpecError(None, "--model", f"{o.model[:40]!r}...: its label {longest[:40]}... is "
+                                         f"{len(longest.encode())} bytes, too long for a file name "
+                                         f"({MAX_LABEL_BYTES} at most)")
     problems = [load_problem(p) for p in problem_paths]
+    for p in problems:
+        _check_name(p)
     o.out.mkdir(parents=True, exist_ok=True)
+    with _FolderLock(o.out, _config_prefix(o.model, o.temperature)):
+        if existing_generation(o.out, o.model, o.temperature) and not o.resume:
+            raise SpecError(o.out, "", f"holds an earlier generation of {o.model!r} at this "
+                                       "temperature; pass --resume to continue it (stored replies "
+                                       "are never asked again) or choose a new folder")
+        return _generate(problems, o, client, agent, on_event)
+
+
+def _generate(problems: list[Problem], o: GenerateOptions, client, agent, on_event) -> GenerateResult:
     _record_run(o, problems)
     study = _Study(o, client, agent, on_event)
     errors: list[BaseException] = []
@@ -411,9 +482,14 @@ def generate(problem_paths: list[Path], opts: GenerateOptions, *, client: ChatCl
 
 
 def _record_run(o: GenerateOptions, problems: list[Problem]) -> None:
+    p = o.out / "study.json"
+    with _FolderLock(o.out, "study.json.s", wait=True):  # runs of other models may share OUT
+        _update_study_json(p, o, problems)
+
+
+def _update_study_json(p: Path, o: GenerateOptions, problems: list[Problem]) -> None:
     from .. import __version__
 
-    p = o.out / "study.json"
     try:
         data = json.loads(p.read_text())
         runs = data["runs"] if isinstance(data, dict) and isinstance(data.get("runs"), list) else []

@@ -157,6 +157,22 @@ def judge(claim: Claim, new: list[Trace], error: str, seed: int | None, iters: i
             "iters": iters, "error": error or None, "workloads": rows}
 
 
+def verdict_line(rec: dict) -> str:
+    """One line for a verification record: verdict, claimed and re-measured speedups and, for
+    a re-measured speedup that is not verified, why (its low end, or no speedup resolved)."""
+    m = rec["workloads"][0]["measured"] if rec.get("workloads") else {}
+    vs, low = rec.get("verified_speedup"), rec.get("verified_speedup_low")
+    measured = f"{vs:.3g}x" if vs is not None else "-"
+    if rec["verdict"] in ("verified", "not_reproduced") and vs is not None and low is not None:
+        measured += f", low end {low:.3g}x"
+    elif rec["verdict"] == "not_reproduced" and vs is None:
+        measured += ": a workload's speedup is not resolved"
+    return (f"{rec['definition']} / {rec['solution']}: {rec['verdict']} (claimed "
+            f"{rec['claimed_speedup']:.3g}x, measured {measured}"
+            + (f"; {rec['error']}" if rec.get("error") else "")
+            + (f"; {m.get('status')}: {m.get('log')}" if m.get("log") else "") + ")")
+
+
 def find_problems(definitions: set[str], targets: Sequence[str]) -> dict[str, Path]:
     """definition name -> problem path, from ``targets`` (as ``generate`` takes them) and the
     bundled suites."""
