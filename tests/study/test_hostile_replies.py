@@ -246,9 +246,6 @@ def test_a_model_name_too_long_for_a_file_name_is_one_line(tmp_path):
 
 
 
-@pytest.mark.xfail(strict=True, reason="suites.runner.candidate_files joins the definition's name "
-                   "to --solutions unchecked: a problem named '../x' takes candidates from outside "
-                   "the solutions folder (harness-level; reported to the lead, not changed here)")
 def test_run_takes_no_candidate_from_outside_the_solutions_folder(tmp_path):
     import shutil
 

@@ -108,6 +108,9 @@ def candidate_files(solutions_dir: Path, problem: Problem) -> list[Path]:
     names = [problem.name]
     if problem.path.name != problem.name:
         names.append(problem.path.stem if problem.path.is_file() else problem.path.name)
+    # a name is one folder of the solutions directory: a definition named '../x' or 'a/b'
+    # would take candidates from outside it
+    names = [n for n in names if n and n not in (".", "..") and Path(n).name == n and "\\" not in n]
     for n in names:
         d = Path(solutions_dir) / n
         if d.is_dir():
