@@ -157,17 +157,23 @@ def speedup_low(trace: Trace) -> float | None:
     """The low end of a PASSED trace's speedup as the run's own noise allows it: ref Q1 /
     cand Q3 (``report.tables.speedup_interval``), never above the speedup itself; with one
     side unresolved, the counted bound (:func:`counted_bound`, already conservative); None
-    without a speedup or without the quartiles to tell (the point speedup then counts)."""
+    without a speedup or without the quartiles to tell (the point speedup then counts). A
+    speedup the paired-block rule refused (``spec.trace.speedup_resolved`` False) is noise
+    (docs/harness.md, Resolved speedups): its low end is at most 1, so no fast_p with p >= 1
+    counts it, whatever its quartiles say."""
     s = trace_speedup(trace)
     if s is None:
         return None
     ev = trace.evaluation
+    cap = 1.0 if speedup_resolved(ev) is False else math.inf
     if any(ts is not None and ts.resolved is False for ts in (ev.timing, ev.reference_timing)):
-        return s
+        return min(s, cap)
     from .tables import speedup_interval
 
     iv = speedup_interval(trace)
-    return None if iv is None else min(iv[0], s)
+    if iv is None:
+        return None if cap == math.inf else min(s, cap)
+    return min(iv[0], s, cap)
 
 
 def unit_low(lows: Sequence[float | None]) -> float | None:
