@@ -101,3 +101,21 @@ def test_every_bundled_and_dev_reference_matches_its_inputs():
             n += 1
             assert reference_signature_issue(p.definition) is None, defn
     assert n >= 100
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    """A new user reads ``solbench X --help``: an option listed without a word (``compare
+    --include-unverified`` was) leaves them guessing. Walks the click tree, no subprocess."""
+    from solbench.cli import command
+
+    bare = []
+
+    def walk(cmd, path):
+        for p in cmd.params:
+            if getattr(p, "param_type_name", None) == "option" and not (p.help or "").strip():
+                bare.append(f"{path} {p.opts[0]}")
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(command(), "solbench")
+    assert bare == []

@@ -23,7 +23,8 @@ out by hand):
   noise cannot take it back to p: the low end of its noise interval (:func:`speedup_low`,
   ref Q1 / cand Q3, as ``report.tables.speedup_interval``) is above p as well. A unit whose
   point speedup is above p but whose noise interval reaches p is *left out* and counted in
-  ``fast_p_left_out`` (a ``1.03x ~`` is no win).
+  ``fast_p_left_out`` (a ``1.03x ~`` is no win). A speedup the paired-block rule refused
+  (``evaluation.speedup_resolution.resolved`` false) is noise too: its low end is at most 1.
 * win rate against eager = fast_1 (correct and faster than the eager reference beyond the
   run's noise).
 * median / geometric-mean speedup: over correct units only (None when there are none).
