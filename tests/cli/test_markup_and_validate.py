@@ -119,3 +119,24 @@ def test_every_option_of_every_command_says_what_it_does():
 
     walk(command(), "solbench")
     assert bare == []
+
+
+def test_validate_takes_an_extract_output_folder_as_written(tmp_path):
+    """``solbench extract -o DIR`` writes problem directories and DIR/extract_report.json;
+    ``solbench validate DIR`` read that report as a solution.json and called it INVALID
+    ("name: Field required (and 6 more errors)") although every problem was valid and
+    ``solbench run DIR`` took the folder as is."""
+    import shutil
+
+    from solbench.cli.validate import validate_path
+
+    shutil.copytree(Path(solbench.__file__).parent / "suites" / "data" / "l1" / "relu_fp32",
+                    tmp_path / "001_relu")
+    (tmp_path / "extract_report.json").write_text(json.dumps({"model": "hf:llama", "written": ["001_relu"],
+                                                             "failed": []}))
+    res = validate_path(tmp_path)
+    assert [ok for ok, _ in res] == [True], res
+    # a solution.json beside it is still checked
+    (tmp_path / "sol").mkdir()
+    (tmp_path / "sol" / "solution.json").write_text("{}")
+    assert [ok for ok, _ in validate_path(tmp_path)] == [True, False]
