@@ -140,3 +140,15 @@ def test_validate_takes_an_extract_output_folder_as_written(tmp_path):
     (tmp_path / "sol").mkdir()
     (tmp_path / "sol" / "solution.json").write_text("{}")
     assert [ok for ok, _ in validate_path(tmp_path)] == [True, False]
+
+
+def test_readme_names_every_command():
+    """A new user learns the CLI from README.md alone: every top-level command appears there
+    as ``solbench <command>`` (``compare``, ``results`` and ``selftest`` did not)."""
+    import re
+
+    from solbench.cli import command
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [c for c in sorted(command().commands) if not re.search(rf"solbench {re.escape(c)}\b", readme)]
+    assert missing == []
