@@ -101,3 +101,54 @@ def test_every_bundled_and_dev_reference_matches_its_inputs():
             n += 1
             assert reference_signature_issue(p.definition) is None, defn
     assert n >= 100
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    """A new user reads ``solbench X --help``: an option listed without a word (``compare
+    --include-unverified`` was) leaves them guessing. Walks the click tree, no subprocess."""
+    from solbench.cli import command
+
+    bare = []
+
+    def walk(cmd, path):
+        for p in cmd.params:
+            if getattr(p, "param_type_name", None) == "option" and not (p.help or "").strip():
+                bare.append(f"{path} {p.opts[0]}")
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(command(), "solbench")
+    assert bare == []
+
+
+def test_validate_takes_an_extract_output_folder_as_written(tmp_path):
+    """``solbench extract -o DIR`` writes problem directories and DIR/extract_report.json;
+    ``solbench validate DIR`` read that report as a solution.json and called it INVALID
+    ("name: Field required (and 6 more errors)") although every problem was valid and
+    ``solbench run DIR`` took the folder as is."""
+    import shutil
+
+    from solbench.cli.validate import validate_path
+
+    shutil.copytree(Path(solbench.__file__).parent / "suites" / "data" / "l1" / "relu_fp32",
+                    tmp_path / "001_relu")
+    (tmp_path / "extract_report.json").write_text(json.dumps({"model": "hf:llama", "written": ["001_relu"],
+                                                             "failed": []}))
+    res = validate_path(tmp_path)
+    assert [ok for ok, _ in res] == [True], res
+    # a solution.json beside it is still checked
+    (tmp_path / "sol").mkdir()
+    (tmp_path / "sol" / "solution.json").write_text("{}")
+    assert [ok for ok, _ in validate_path(tmp_path)] == [True, False]
+
+
+def test_readme_names_every_command():
+    """A new user learns the CLI from README.md alone: every top-level command appears there
+    as ``solbench <command>`` (``compare``, ``results`` and ``selftest`` did not)."""
+    import re
+
+    from solbench.cli import command
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [c for c in sorted(command().commands) if not re.search(rf"solbench {re.escape(c)}\b", readme)]
+    assert missing == []

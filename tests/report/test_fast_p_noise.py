@@ -69,3 +69,27 @@ def test_no_sol_score_ranks_correct_count_then_speedup_and_failures_last():
     assert [c.label for c in lb] == ["two", "honest", "cache", "hack"]
     assert _top_text(lb[0]) == "two (2/2 correct, geomean speedup 1.1x)"
     assert _top_text(lb[2]) == "none correct"
+
+
+def test_a_speedup_the_paired_blocks_refused_counts_as_noise():
+    """docs/harness.md, Resolved speedups: a pair whose paired-block rule refused the claim
+    (``speedup_resolution.resolved`` false, e.g. on a loaded host) keeps its ratio but reports
+    count it as noise. Seen in ``solbench demo`` on a loaded 2-core host: the DLRM reference
+    against itself read ``6.03x !`` with IQRs apart and the claim refused. The clear pair
+    (speedup 2.06, low end 1.691 by hand above) counted in fast_1 and fast_1.5 although refused;
+    it must be left out of both, and its table cell marked ``~``."""
+    from solbench.report.tables import speedup_text
+
+    ts = _traces()
+    ts[1].evaluation.speedup_resolution = {"resolved": False, "reason": "loaded host"}
+    s = summarize(ts, label_of=lambda t: "k")["k"]
+    assert s.fast_p["0"] == 1.0
+    assert s.win_rate == s.fast_p["1"] == 0.0 and s.fast_p_left_out["1"] == 2
+    assert s.fast_p["1.5"] == 0.0 and s.fast_p_left_out["1.5"] == 1
+    rows, _ = rows_from_traces(ts, Path("x/results.jsonl"), labels={})
+    (c,) = leaderboards(rows)[("x", "NVIDIA H200")]
+    assert c.fast_p["1"] == 0.0 and c.fast_p_left_out["1"] == 2
+    assert speedup_text(ts[1]) == "2.06x ~"
+    ts[1].evaluation.speedup_resolution = {"resolved": True}
+    assert speedup_text(ts[1]) == "2.06x"
+    assert summarize(ts, label_of=lambda t: "k")["k"].fast_p["1.5"] == 0.5

@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         label_a: str = typer.Option(None, "--label-a", help="only this candidate label from A"),
         label_b: str = typer.Option(None, "--label-b", help="only this candidate label from B"),
         fmt: str = typer.Option("table", "--format", help=" | ".join(FORMATS)),
-        include_unverified: bool = typer.Option(False, "--include-unverified"),
+        include_unverified: bool = typer.Option(False, "--include-unverified", help="also use lines that fail authentication (marked)"),
         changed_only: bool = typer.Option(False, "--changed", help="list only pairs that are not 'same'"),
     ) -> None:
         """Compare two results files workload by workload."""

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
 
     @hw_app.command("show")
     def show_cmd(name: str = typer.Argument(..., help="spec id or .toml path"),
-                 as_json: bool = typer.Option(False, "--json")) -> None:
+                 as_json: bool = typer.Option(False, "--json", help="print the spec as JSON")) -> None:
         """Show one spec in full."""
         from ..sol import load_hardware, spec_to_toml
 

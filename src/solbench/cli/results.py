@@ -29,7 +29,7 @@ def _load(paths, include_unverified):
 @results_app.command("verify")
 def verify_cmd(
     results: list[Path] = typer.Argument(..., help="results JSONL files"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="print each file's state and rejected lines as JSON"),
 ) -> None:
     """Check every line's authentication; exit 1 when any line was not written by solbench."""
     from ..store import read_store
@@ -65,7 +65,7 @@ def query_cmd(
     results: list[Path] = typer.Argument(..., help="results JSONL files"),
     fmt: str = typer.Option("table", "--format", help="table | csv | json"),
     db: Optional[Path] = typer.Option(None, "--db", help="also keep the DuckDB database in this file"),
-    include_unverified: bool = typer.Option(False, "--include-unverified"),
+    include_unverified: bool = typer.Option(False, "--include-unverified", help="also use lines that fail authentication (marked)"),
 ) -> None:
     """Run SQL on a DuckDB database built from the results files (docs/reports.md lists the columns)."""
     from ..store import db as sdb
@@ -102,7 +102,7 @@ def export_cmd(
     results: list[Path] = typer.Argument(..., help="results JSONL files"),
     out: Path = typer.Option(..., "-o", "--out", help="folder for <view>.parquet / .csv"),
     fmt: str = typer.Option("parquet", "--format", help="parquet | csv"),
-    include_unverified: bool = typer.Option(False, "--include-unverified"),
+    include_unverified: bool = typer.Option(False, "--include-unverified", help="also use lines that fail authentication (marked)"),
 ) -> None:
     """Write the views (traces, findings, workloads, candidates, sources) as Parquet or CSV."""
     from ..store import db as sdb

@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
                                            "<first results>.verify.jsonl, which report reads)"),
         iters: Optional[int] = typer.Option(None, "--iters", help="timed calls (default max(20, 2x the claim's))"),
         device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda or cuda:N"),
-        json_out: bool = typer.Option(False, "--json"),
+        json_out: bool = typer.Option(False, "--json", help="print the verdict counts as JSON"),
     ) -> None:
         """Re-evaluate every claimed speedup in a fresh process with a new seed and more timed calls."""
         from ..report.models import verify_path

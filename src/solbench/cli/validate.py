@@ -177,6 +177,11 @@ def kernelbench_static(path: Path, text: str, candidate: bool) -> str:
     return f"OK {path.stem}: KernelBench problem, {desc}; checked statically (get_inputs() not run)"
 
 
+#: JSON files a folder of problems holds that are no solution: the problem's own, and the report
+#: ``solbench extract -o DIR`` writes beside the problems it extracted (extract/pipeline.py)
+_NOT_SOLUTIONS = ("definition.json", "metadata.json", "config.json", "extract_report.json")
+
+
 def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
     """(ok, line) for ``path``: a problem dir, definition/workload file, solution.json,
     KernelBench file, or a directory searched for problem dirs and solution files.
@@ -204,7 +209,7 @@ def validate_path(path: Path, strict: bool = False) -> list[tuple[bool, str]]:
     if kind == "dir":
         out: list[tuple[bool, str]] = []
         found = sorted(p.parent for p in path.rglob("definition.json"))
-        sols = sorted(p for p in path.rglob("*.json") if p.name not in ("definition.json", "metadata.json", "config.json")
+        sols = sorted(p for p in path.rglob("*.json") if p.name not in _NOT_SOLUTIONS
                       and not (p.parent / "definition.json").exists() or p.name == "solution.json")
         for d in found:
             out += validate_path(d, strict)

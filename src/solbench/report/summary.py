@@ -23,7 +23,8 @@ out by hand):
   noise cannot take it back to p: the low end of its noise interval (:func:`speedup_low`,
   ref Q1 / cand Q3, as ``report.tables.speedup_interval``) is above p as well. A unit whose
   point speedup is above p but whose noise interval reaches p is *left out* and counted in
-  ``fast_p_left_out`` (a ``1.03x ~`` is no win).
+  ``fast_p_left_out`` (a ``1.03x ~`` is no win). A speedup the paired-block rule refused
+  (``evaluation.speedup_resolution.resolved`` false) is noise too: its low end is at most 1.
 * win rate against eager = fast_1 (correct and faster than the eager reference beyond the
   run's noise).
 * median / geometric-mean speedup: over correct units only (None when there are none).
@@ -157,17 +158,23 @@ def speedup_low(trace: Trace) -> float | None:
     """The low end of a PASSED trace's speedup as the run's own noise allows it: ref Q1 /
     cand Q3 (``report.tables.speedup_interval``), never above the speedup itself; with one
     side unresolved, the counted bound (:func:`counted_bound`, already conservative); None
-    without a speedup or without the quartiles to tell (the point speedup then counts)."""
+    without a speedup or without the quartiles to tell (the point speedup then counts). A
+    speedup the paired-block rule refused (``spec.trace.speedup_resolved`` False) is noise
+    (docs/harness.md, Resolved speedups): its low end is at most 1, so no fast_p with p >= 1
+    counts it, whatever its quartiles say."""
     s = trace_speedup(trace)
     if s is None:
         return None
     ev = trace.evaluation
+    cap = 1.0 if speedup_resolved(ev) is False else math.inf
     if any(ts is not None and ts.resolved is False for ts in (ev.timing, ev.reference_timing)):
-        return s
+        return min(s, cap)
     from .tables import speedup_interval
 
     iv = speedup_interval(trace)
-    return None if iv is None else min(iv[0], s)
+    if iv is None:
+        return None if cap == math.inf else min(s, cap)
+    return min(iv[0], s, cap)
 
 
 def unit_low(lows: Sequence[float | None]) -> float | None:

@@ -14,7 +14,7 @@ from typing import Iterable
 from .markup import TextTable as Table
 from .markup import styled
 
-from ..spec.trace import Status, TimingStats, Trace
+from ..spec.trace import Status, TimingStats, Trace, speedup_resolved
 
 STATUS_STYLE = {
     Status.PASSED: "green", Status.INCORRECT_NUMERICAL: "red", Status.INCORRECT_STRICT: "red",
@@ -26,7 +26,8 @@ STATUS_STYLE = {
 
 #: printed under every table that holds a noise-marked speedup
 NOISE_LEGEND = ("~ : speedup within this run's timing noise (the candidate's and the reference's "
-                "interquartile ranges of latency overlap); ! : timing_unstable (IQR/median above "
+                "interquartile ranges of latency overlap, or the paired-block rule refused the claim: "
+                "docs/harness.md); ! : timing_unstable (IQR/median above "
                 "the harness's limit)")
 
 #: the log prefix with which the harness records a safetensors blob missing on disk
@@ -73,6 +74,10 @@ def speedup_interval(trace: Trace) -> tuple[float, float] | None:
 
 
 def within_noise(trace: Trace) -> bool:
+    """The speedup is noise: its interval (:func:`speedup_interval`) holds 1, or the paired-block
+    rule refused it (``spec.trace.speedup_resolved`` False; docs/harness.md, Resolved speedups)."""
+    if speedup_resolved(trace.evaluation) is False:
+        return True
     iv = speedup_interval(trace)
     return iv is not None and iv[0] <= 1.0 <= iv[1]
 
@@ -148,7 +153,8 @@ def speedup_text(trace: Trace, short: bool = False) -> str:
 
 def geomean_interval_text(traces: list[Trace], value: float | None) -> str:
     """A geomean speedup over ``traces`` marked ``~`` when the geomeans of their noise
-    intervals (see :func:`speedup_interval`) still hold 1.0."""
+    intervals (see :func:`speedup_interval`) still hold 1.0 or the paired-block rule refused
+    any of their claims."""
     if value is None:
         return "-"
     ivs = [speedup_interval(t) for t in traces if t.evaluation.performance is not None]
@@ -157,6 +163,8 @@ def geomean_interval_text(traces: list[Trace], value: float | None) -> str:
         lo = math.exp(sum(math.log(iv[0]) for iv in ivs) / len(ivs))  # type: ignore[index]
         hi = math.exp(sum(math.log(iv[1]) for iv in ivs) / len(ivs))  # type: ignore[index]
         mark = "~" if lo <= 1.0 <= hi else ""
+    if any(speedup_resolved(t.evaluation) is False for t in traces if t.evaluation.performance is not None):
+        mark = "~"  # a refused claim is noise (within_noise)
     if any(timing_unstable(t) for t in traces if t.evaluation.performance is not None):
         mark += "!"
     return f"{value:.3g}x" + (f" {mark}" if mark else "")
