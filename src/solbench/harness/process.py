@@ -375,10 +375,14 @@ class WorkerHandle:
         # the candidate, whose output goes to the trace's log: sandbox.worker_env)
         env = sandbox.worker_env(os.environ)
         # the worker imports the same solbench as this process (an installed copy elsewhere
-        # must never stand in for it), and nothing else through PYTHONPATH
+        # must never stand in for it), then the installed distributions this process imports
+        # from outside the interpreter's own paths (its dependencies, e.g. wheels installed with
+        # --target and put on PYTHONPATH), and nothing else
         import solbench
 
-        env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))]
+            + sandbox.installed_import_paths())
         env["PYTHONUNBUFFERED"] = "1"
         env["SOLBENCH_SANDBOX_MODE"] = mode
         # the memory bound (harness/memcap.py): a cgroup the launcher joins, else the worker's

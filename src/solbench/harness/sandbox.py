@@ -198,6 +198,31 @@ def _interpreter_sys_path() -> list[str]:
     return list(paths)
 
 
+def installed_import_paths() -> list[str]:
+    """The folders of this process's import path that hold installed distributions (a
+    ``*.dist-info`` or ``*.egg-info`` entry: ``pip install --target DIR``, a user site, a
+    PYTHONPATH of wheels) and that a fresh interpreter does not put there by itself
+    (:func:`_interpreter_sys_path`): part of the Python installation the worker's imports
+    (pydantic, torch, ...) may come from. A folder on the import path that holds no
+    distribution (a project, the working directory, pytest's test folders) is not one of
+    them."""
+    base = {os.path.realpath(x) for x in _interpreter_sys_path()}
+    out: list[str] = []
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        if real in base or real in out:
+            continue
+        try:
+            names = os.listdir(real)
+        except OSError:
+            continue
+        if any(n.endswith((".dist-info", ".egg-info")) for n in names):
+            out.append(real)
+    return out
+
+
 def _toolchain_paths() -> list[str]:
     """Folders of the build tools a candidate's build runs in the worker where they live
     outside the system folders: the CUDA toolkit torch's extension builder would use
@@ -217,8 +242,9 @@ def _toolchain_paths() -> list[str]:
 
 def code_paths() -> list[str]:
     """Host folders a worker sees read-only besides :data:`SYSTEM_PATHS`: the interpreter's
-    prefixes and its own sys.path (:func:`_interpreter_sys_path`), the solbench package
-    root it imports, the build tools (:func:`_toolchain_paths`), the folders of
+    prefixes and its own sys.path (:func:`_interpreter_sys_path`), the folders of installed
+    distributions on this process's import path (:func:`installed_import_paths`), the solbench
+    package root it imports, the build tools (:func:`_toolchain_paths`), the folders of
     ``$LD_LIBRARY_PATH`` and ``$SOLBENCH_SANDBOX_BIND`` (extra folders, ``os.pathsep``-separated,
     for a host whose runtime lives elsewhere). Real paths, outermost first, none inside
     another, never /."""
@@ -227,7 +253,8 @@ def code_paths() -> list[str]:
     want = [sys.prefix, sys.base_prefix, sys.exec_prefix,
             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
             os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))]
-    want += _interpreter_sys_path() + _toolchain_paths() + _env_paths("SOLBENCH_SANDBOX_BIND")
+    want += (_interpreter_sys_path() + installed_import_paths() + _toolchain_paths()
+             + _env_paths("SOLBENCH_SANDBOX_BIND"))
     # the folders the dynamic linker is told to search (a host's libcuda outside /usr), but
     # never the home itself
     home = os.path.realpath(os.path.expanduser("~"))
@@ -313,7 +340,7 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
     # private scratch
     for p in code_paths():
         if _under(p, [SCRATCH]) and p != SCRATCH:
-            a += ["--ro-bind", p, p]
+            _bind_with_parents(a, p, made)
     shown = code + [p for p in SYSTEM_PATHS + SYS_PATHS if os.path.isdir(p) and not os.path.islink(p)]
     for d in _hidden_dirs():  # inside something bound: an empty folder instead
         if _under(d, shown) and d not in shown:
