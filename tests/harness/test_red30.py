@@ -48,3 +48,14 @@ def test_forged_flag_baseline_is_still_a_precision_downgrade(tmp_path, solbench_
     assert ev.status == Status.REWARD_HACK and any(
         "allow_tf32" in f.message or f.check == "backend_flags" for f in ev.findings), \
         (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
+
+
+@pytest.mark.xfail(strict=True, reason="the worker reads the backend flags through Python it "
+                   "cannot protect (guards._FLAG_READERS, a plain dict, and the torch getters the "
+                   "readers call); memguard guards neither. A fix reads the flags through C "
+                   "functions bound before candidate code, each a guarded name")
+def test_rewritten_flag_readers_still_show_the_precision_downgrade(tmp_path, solbench_cache):
+    ev = _one(tmp_path, "cand_flag_readers.py", size=256, tol=1e-4)
+    assert ev.status == Status.REWARD_HACK and any(
+        "allow_tf32" in f.message or "float32_matmul_precision" in f.message for f in ev.findings), \
+        (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
