@@ -178,9 +178,6 @@ def memguard_baseline(h: WorkerHandle) -> None:
         # (the worker's snapshot, the timing cross-checks) that this read would pre-empt
         h.memguard_note = "turned off (SOLBENCH_MEMGUARD=off)"
         return
-    if not memguard.SUPPORTED:
-        h.memguard_note = f"no CPython layout known for {sys.version.split()[0]}"
-        return
     try:
         rep = protocol.request(h, protocol.GuardTable(), timeout_s=60)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
@@ -188,6 +185,11 @@ def memguard_baseline(h: WorkerHandle) -> None:
         return
     if not isinstance(rep, protocol.GuardTableReply):
         h.memguard_note = "the worker did not list its guarded names"
+        return
+    # the flags as they were before any candidate code: the baseline the parent judges by
+    h.flags0 = dict(rep.flags0) if rep.flags0 is not None else None
+    if not memguard.SUPPORTED:
+        h.memguard_note = f"no CPython layout known for {sys.version.split()[0]}"
         return
     entries = [e.model_dump() for e in rep.entries]
     fd = open_worker_memory(h.pid)
@@ -258,8 +260,9 @@ def guard_findings(run: WorkloadRun, when: str) -> None:
                                    f"{g.message}", {"type": g.type}))
         return
     if run.flags0 is None:
-        run.flags0 = dict(g.flags0)
-    elif dict(g.flags0) != run.flags0:
+        # the parent's copy taken before the build (memguard_baseline), else the first reply
+        run.flags0 = getattr(h, "flags0", None) or dict(g.flags0)
+    if dict(g.flags0) != run.flags0:
         add_once(findings, finding("guard_reply_invalid",
                                    f"{when}: the worker's starting backend flags changed between replies",
                                    {"before": run.flags0, "now": dict(g.flags0)}))
@@ -267,7 +270,7 @@ def guard_findings(run: WorkloadRun, when: str) -> None:
         add_once(findings, finding("harness_patch", f"timer/sync/harness functions replaced {when}: {list(g.changed)}",
                                    {"changed": list(g.changed)}))
     interposition_seen(g, findings, when)
-    precision_check(run, dict(g.flags0), dict(g.flags), when)
+    precision_check(run, run.flags0, dict(g.flags), when)
     extra = guards.unexplained_children(h.pid, getattr(h, "base_kids", set()),
                                         late="timing" in when) + stray_children()
     if extra:

@@ -289,6 +289,9 @@ class GuardEntry(_Msg):
 
 class GuardTableReply(_Msg):
     entries: Annotated[list[GuardEntry], Field(max_length=4096)]
+    #: the backend flags before any candidate code: the parent keeps them as the baseline, so a
+    #: candidate that rewrites the worker's own ``flags0`` later changes nothing
+    flags0: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)] | None = None
 
 
 #: op -> model of its "ok" reply

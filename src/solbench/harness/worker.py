@@ -193,7 +193,7 @@ class Worker:
             return "ok", {"pid": os.getpid()}
         if op == "guard_table":
             # asked before the build: nothing of the candidate's has run yet
-            return "ok", {"entries": self.mem_table}
+            return "ok", {"entries": self.mem_table, "flags0": self.flags0}
         if op == "warm_profiler":
             # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s
             # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it

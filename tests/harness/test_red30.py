@@ -1,0 +1,61 @@
+"""Issue 30's closing red team on the CPU (docs/threats.md, "Red team of issue 30"): the holes
+it found that are not fixed yet, each a real hostile candidate and a strict xfail naming what
+the right verdict is. The attempts the defences held against are listed in the doc's table, and the one fixed here (the forged flag baseline) is tested last."""
+
+from pathlib import Path
+
+import pytest
+
+from solbench.harness import EvalConfig, evaluate
+from solbench.spec import Status, load_solution
+
+from harness_helpers import matmul_problem
+
+HERE = Path(__file__).resolve().parent
+CFG = dict(device="cpu", iters=8, rounds=3, reference_timing=False)
+
+
+def _one(tmp_path, cand, size=128, tol=1e-3):
+    p = matmul_problem(tmp_path, (size,), tol=tol)
+    (t,) = evaluate(p, load_solution(HERE / cand, p), EvalConfig(**CFG))
+    return t.evaluation
+
+
+@pytest.mark.xfail(strict=True, reason="replay.py detects an identity-keyed cache only when the "
+                   "returned output is left unwritten or replayed whole; one element recomputed "
+                   "reads as write_coverage (INCORRECT_NUMERICAL), the act is not named")
+def test_identity_cache_that_rewrites_one_element_is_cached_output(tmp_path, solbench_cache):
+    ev = _one(tmp_path, "cand_cache_one_element.py")
+    assert ev.status == Status.REWARD_HACK and any(f.check == "cached_output" for f in ev.findings), \
+        (ev.status, ev.log)
+
+
+@pytest.mark.xfail(strict=True, reason="the timed calls reuse the same input values, so a cache "
+                   "keyed on values (not identity) hits there unseen: cached_output looks only at "
+                   "object identity; a fix needs the timed slots' values to change between calls "
+                   "or a re-check of a timed call against inputs with one value changed")
+def test_value_keyed_cache_is_cached_output(tmp_path, solbench_cache):
+    ev = _one(tmp_path, "cand_value_cache.py", size=256)
+    assert ev.status == Status.REWARD_HACK and any(f.check == "cached_output" for f in ev.findings), \
+        (ev.status, [f.check for f in ev.findings])
+
+
+def test_forged_flag_baseline_is_still_a_precision_downgrade(tmp_path, solbench_cache):
+    """Old code: INCORRECT_NUMERICAL with no flag named (the parent compared the worker's
+    reply against the worker's own, rewritten, ``flags0``). Now the parent keeps the flags the
+    worker listed before the build, and the downgrade is named with the flag."""
+    ev = _one(tmp_path, "cand_flags_forge.py", size=256, tol=1e-4)
+    assert ev.status == Status.REWARD_HACK and any(
+        "allow_tf32" in f.message or f.check == "backend_flags" for f in ev.findings), \
+        (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
+
+
+@pytest.mark.xfail(strict=True, reason="the worker reads the backend flags through Python it "
+                   "cannot protect (guards._FLAG_READERS, a plain dict, and the torch getters the "
+                   "readers call); memguard guards neither. A fix reads the flags through C "
+                   "functions bound before candidate code, each a guarded name")
+def test_rewritten_flag_readers_still_show_the_precision_downgrade(tmp_path, solbench_cache):
+    ev = _one(tmp_path, "cand_flag_readers.py", size=256, tol=1e-4)
+    assert ev.status == Status.REWARD_HACK and any(
+        "allow_tf32" in f.message or "float32_matmul_precision" in f.message for f in ev.findings), \
+        (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
