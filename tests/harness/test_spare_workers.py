@@ -309,7 +309,11 @@ def test_state_kept_across_workloads_of_one_worker_does_not_pass(problem):
         traces = ev.evaluate(py_solution("replay", REPLAY, problem.name))
     finally:
         ev.close()
-    assert [t.evaluation.status for t in traces] == [Status.INCORRECT_NUMERICAL, Status.INCORRECT_NUMERICAL]
+    # caught either way: a wrong answer, or, since harness/replay.py, the replayed output
+    # named a cache (cached_output)
+    assert len(traces) == 2
+    assert all(t.evaluation.status in (Status.INCORRECT_NUMERICAL, Status.REWARD_HACK) for t in traces), \
+        [t.evaluation.status for t in traces]
 
 
 def test_spares_started_while_a_candidate_crashed_are_dropped(problem):
