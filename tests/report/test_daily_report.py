@@ -153,30 +153,25 @@ def test_failure_reason_in_run_summary_table_and_html(gelu_run, keys):
 
     wd, _, out, summary = gelu_run
     why = {p["label"]: p["reason"] for p in summary["problems"]}
-    assert why["gelu_cache"].startswith("INCORRECT_NUMERICAL: write_coverage: y: only 0.0000% of the "
-                                        "output was written; finding audit.global_cache: ")
+    # the cache returns its first call's tensor again: named as such (harness/replay.py)
+    assert why["gelu_cache"].startswith("REWARD_HACK: cached_output: "), why["gelu_cache"]
     assert why["gelu_wrong"].startswith("INCORRECT_NUMERICAL: tolerance: y: matched ")
     assert why["gelu_honest"] == ""
     # the run's per-problem table shows it (folded in its "why" column)
-    assert "INCORRECT_NUMERICAL: write_coverage" in next(ln for ln in out.splitlines() if "gelu_cache" in ln)
+    assert "REWARD_HACK: cached_output" in next(ln for ln in out.splitlines() if "gelu_cache" in ln)
     assert "INCORRECT_NUMERICAL: tolerance" in next(ln for ln in out.splitlines() if "gelu_wrong" in ln)
     rs = load([wd / "r.jsonl"])
     text = _render(trace_table(rs.traces))
     row = next(ln for ln in text.splitlines() if "gelu_cache" in ln).split("│")
-    # max abs err and rel L2 of an output that was never written: "-", not 0.00e+00
-    assert row[8].strip() == "-" and row[9].strip() == "-"
-    assert "0.00e+00" not in "".join(row)
-    assert "write_coverage" in row[11] and "audit.global_cache" in text
+    assert "cached_output" in row[11] and "audit.global_cache" in text
     from solbench.report.html import build_report
 
     build_report(rs, wd / "rep4")
     page = (wd / "rep4" / "problems" / "gelu_fp32.html").read_text()
     assert "failure log" in page and "correctness round" in page
-    assert "only 0.0000% of the output was written" in page
+    assert "cached_output" in page
     summ = page.split("<h2>candidates</h2>")[1].split("</table>")[0]
     assert summ.index("gelu_honest") < summ.index("gelu_cache")  # correct candidates first
-    cache = next(r for r in rs.rows if r.label == "gelu_cache")
-    assert cache.max_abs_error is None and cache.rel_l2 is None  # the SQL view's too
 
 
 # --- item 8: rich markup never eats text ------------------------------------------------------
