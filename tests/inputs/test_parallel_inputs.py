@@ -140,5 +140,7 @@ def test_estimate_line_counts_every_input_set(tmp_path, capsys, monkeypatch):
     line = next(x for x in err.splitlines() if "input sets of" in x)
     assert line.startswith("add2 / w0: about ") and ": 19 input sets of 512 bytes" in line
     assert len(t.evaluation.input_seeds) == 19
+    # the CPU default of 16 timed calls each side: 8 rounds + 7 first fills + 32 + 2 late = 49
+    # sets; 49 x 0.5 s = 24.5 s, printed to the nearest second (round half to even: 24)
     assert evaluator.input_sets_notice("p", "u", 8, 8, harness.EvalConfig(device="cpu"), 0.5, 63_053_832,
-                                       late=2) == "p / u: about 18 s: 37 input sets of 63,053,832 bytes (0.50 s each to make)"
+                                       late=2) == "p / u: about 24 s: 49 input sets of 63,053,832 bytes (0.50 s each to make)"

@@ -152,10 +152,16 @@ def _is_counting_child(pid: str) -> bool:
 
 
 def test_cache_is_filled_by_the_counting_child_and_read_back(tmp_path):
-    """`solbench sol --cache DIR`: the counting child stores one entry per workload and a
-    second run reads them back (the same output); an entry's field changed on disk shows in
-    the third run's rows, so the rows come from the entries, not from a new count."""
+    """`solbench sol --cache DIR`: the counting child stores one signed entry per workload and
+    a second run reads them back (the same output). An entry whose counts are changed on disk
+    without the user's key is a miss (recounted: the hand-worked 8 bytes per element again); one
+    re-signed with the key shows its changed field in the rows, so the rows come from the
+    entries, not from a new count."""
+    import hashlib
+    import hmac
+
     from solbench.cli import app
+    from solbench.store.auth import load_key
 
     d = _problem(tmp_path, "a", 1.0)
     cache = tmp_path / "cache"
@@ -168,7 +174,16 @@ def test_cache_is_filled_by_the_counting_child_and_read_back(tmp_path):
     assert second.exit_code == 0 and json.loads(second.stdout) == json.loads(first.stdout)
     for f in entries:
         j = json.loads(f.read_text())
-        j["bytes_unfused"] = 12345.0
+        j["counts"]["bytes_unfused"] = 12345.0
         f.write_text(json.dumps(j))
     third = CliRunner().invoke(app, args)
-    assert [w["bytes"]["unfused"] for w in json.loads(third.stdout)["workloads"]] == [12345.0, 12345.0]
+    assert [w["bytes"]["unfused"] for w in json.loads(third.stdout)["workloads"]] == [8 * 64, 8 * 1024]
+    key = load_key(create=True)
+    for f in cache.rglob("*.json"):
+        j = json.loads(f.read_text())
+        j["counts"]["bytes_unfused"] = 12345.0
+        body = json.dumps(j["counts"], sort_keys=True, allow_nan=False)
+        j["mac"] = hmac.new(key, f.stem.encode() + b"\n" + body.encode(), hashlib.sha256).hexdigest()
+        f.write_text(json.dumps(j))
+    fourth = CliRunner().invoke(app, args)
+    assert [w["bytes"]["unfused"] for w in json.loads(fourth.stdout)["workloads"]] == [12345.0, 12345.0]

@@ -165,7 +165,7 @@ def test_run_records_a_problem_that_does_not_load_and_goes_on(tmp_path):
     bad = _problem_dir(probs / "add3", dict(ADD, name="add3"))
     (bad / "workload.jsonl").write_text('{"uuid": "w0", "axes": {"n": "many"}}\n')
     sols = tmp_path / "sols"
-    r = CliRunner().invoke(app, ["baseline", str(probs / "add2"), "--eager", "-o", str(sols / "add2")])
+    r = CliRunner().invoke(app, ["baseline", str(probs / "add2"), "--eager", "-o", str(sols)])
     assert r.exit_code == 0, r.output
     out = tmp_path / "r.jsonl"
     r = CliRunner().invoke(app, ["run", str(probs), "--solutions", str(sols), "--device", "cpu",

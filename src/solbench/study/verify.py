@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 
 from ..report.models import read_verifications, verify_path  # noqa: F401 - the file format's reader
 from ..spec import Problem, Trace, load_problem
+from ..harness.seeds import fingerprint
 from ..spec.trace import Status
 
 VERDICTS = ("verified", "not_reproduced", "failed", "missing")
@@ -234,7 +235,7 @@ def verify(traces: Sequence[Trace], solutions: Path, out: Path, *, problems: Seq
                                          for t in c.traces))
             seed = secrets.randbits(63)
             old = {t.evaluation.input_seed for t in c.traces}
-            while hex(seed)[2:] in old:  # a new seed, never the claim's own
+            while fingerprint(seed) in old:  # a new seed, never the claim's own
                 seed = secrets.randbits(63)
             uuids = [t.workload.uuid for t in c.traces]
             if reevaluate is None:
