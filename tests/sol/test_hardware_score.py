@@ -100,3 +100,20 @@ def test_cli_errors_are_one_line(tmp_path):
     assert res.exit_code == 2 and "unknown hardware" in res.output
     res = CliRunner().invoke(app, ["hardware", "list", "--json"])
     assert res.exit_code == 0 and any(s["id"] == "H200" for s in json.loads(res.stdout))
+
+
+def test_parsed_specs_are_reused_but_never_shared_or_stale(tmp_path):
+    """A spec file is parsed once per version: a caller's change to its copy reaches no other
+    caller, and the file rewritten with another figure is read afresh."""
+    base = load_hardware("H200")
+    base.peak.dram_bytes_per_s = 1.0
+    assert load_hardware("H200").peak.dram_bytes_per_s > 1e12
+    f = tmp_path / "m.toml"
+    spec = calibrated_spec(load_hardware("H200"), {"dram_bytes_per_s": 4.0e12}, host="h", date="2026-12-06")
+    f.write_text(spec_to_toml(spec))
+    assert load_hardware(f).peak.dram_bytes_per_s == 4.0e12
+    spec2 = calibrated_spec(load_hardware("H200"), {"dram_bytes_per_s": 3.25e12}, host="h", date="2026-12-06")
+    import os
+    f.write_text(spec_to_toml(spec2))
+    os.utime(f, ns=(os.stat(f).st_atime_ns, os.stat(f).st_mtime_ns + 1_000_000_000))
+    assert load_hardware(f).peak.dram_bytes_per_s == 3.25e12

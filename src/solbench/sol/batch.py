@@ -214,6 +214,7 @@ def cached_bounds(problem, workloads, hardware: str | HardwareSpec, cache) -> di
         return {}
     from .bound import bound
 
+    hardware = load_hardware(hardware)  # once: each workload's two bounds price on this spec
     out: dict[str, dict] = {}
     for w in workloads:
         c = cache.get(problem, w)

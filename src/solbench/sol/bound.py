@@ -181,8 +181,9 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
     tensor_terms: dict[str, float] = {}
     terms: dict[str, float] = {}
     solar_macs = sum(counts.mma_flops_full.values()) / 2
-    if model == "solar" and counts.solar_graph is not None:
-        solar_macs = float(counts.solar_graph.macs())
+    solar = counts.solar() if model == "solar" else None
+    if solar is not None:
+        solar_macs = float(solar.macs)
     if model == "refined":
         # tensor-core-eligible work by the precision its operands' values carry (provenance
         # from the problem's inputs), each priced at the fastest unit delivering that accuracy
@@ -229,12 +230,12 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
         tensor_terms[rate_cls] = 2 * solar_macs / rate * 1e3
         flops[f"tensor_{rate_cls}"] = 2 * solar_macs
         terms["tensor"] = tensor_terms[rate_cls]
-        if counts.solar_graph is not None:
-            bytes_model = counts.solar_graph.fused_elements() * bpe
+        if solar is not None:
+            bytes_model = solar.fused_elements * bpe
             if rate_cls == "fp8":
                 # the GEMM weights of a fp8 problem are read at 2 B (16-bit module parameters
                 # in the kernels upstream traced): one more byte per weight element
-                bytes_model += counts.solar_graph.weight_root_elements() * (2.0 - bpe)
+                bytes_model += solar.weight_root_elements * (2.0 - bpe)
         else:
             bytes_model = counts.elements_io() * bpe
         terms["dram"] = bytes_model / hw.peak.dram_bytes_per_s * 1e3

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .counting import Counts
-from .solar_graph import Layer, SolarGraph
+from .solar_graph import SolarTotals
 
 _CODE_HASH: str | None = None
 #: Counts fields that are defaultdict(float) while counting
@@ -105,12 +105,7 @@ def workload_key(problem, workload) -> str:
 def counts_to_json(c: Counts) -> dict[str, Any]:
     """``c`` as plain JSON values (sets sorted, tuples as lists); :func:`counts_from_json`
     inverts it exactly (floats round-trip through ``repr``)."""
-    g = None
-    if c.solar_graph is not None:
-        g = [{"name": x.name, "in_elems": list(x.in_elems), "preds": sorted(x.preds), "out_elems": x.out_elems,
-              "consumed": x.consumed, "consumers": list(x.consumers), "gather": x.gather, "macs": x.macs,
-              "act_pred": x.act_pred, "act_elems": x.act_elems, "a_src": x.a_src, "b_src": x.b_src}
-             for x in c.solar_graph.layers]
+    st = c.solar()  # the priced figures, not the graph (see SolarTotals)
     out = {k: dict(getattr(c, k)) for k in _FLOAT_DICTS}
     out.update({
         "output_writes": [list(x) for x in c.output_writes], "sfu_ops": c.sfu_ops,
@@ -118,7 +113,8 @@ def counts_to_json(c: Counts) -> dict[str, Any]:
         "outputs": [list(x) for x in c.outputs], "op_counts": dict(c.op_counts),
         "unknown_ops": dict(c.unknown_ops), "attention_calls": list(c.attention_calls),
         "dtypes_seen": sorted(c.dtypes_seen), "mode": c.mode, "real_tensors": c.real_tensors,
-        "synthesized": list(c.synthesized), "notes": list(c.notes), "solar_graph": g,
+        "synthesized": list(c.synthesized), "notes": list(c.notes),
+        "solar_totals": None if st is None else [st.macs, st.fused_elements, st.weight_root_elements],
         "source_quant": sorted(c.source_quant), "fake_error": c.fake_error,
     })
     return out
@@ -145,16 +141,9 @@ def counts_from_json(d: dict[str, Any]) -> Counts:
     c.real_tensors = bool(d["real_tensors"])
     c.synthesized = [str(x) for x in d["synthesized"]]
     c.notes = [str(x) for x in d["notes"]]
-    if d["solar_graph"] is not None:
-        c.solar_graph = SolarGraph(layers=[
-            Layer(name=str(x["name"]), in_elems=[int(v) for v in x["in_elems"]], preds={int(v) for v in x["preds"]},
-                  out_elems=int(x["out_elems"]), consumed=bool(x["consumed"]),
-                  consumers=[int(v) for v in x["consumers"]], gather=bool(x["gather"]), macs=int(x["macs"]),
-                  act_pred=None if x["act_pred"] is None else int(x["act_pred"]),
-                  act_elems=int(x["act_elems"]),
-                  a_src=None if x["a_src"] is None else int(x["a_src"]),
-                  b_src=None if x["b_src"] is None else int(x["b_src"]))
-            for x in d["solar_graph"]])
+    if d["solar_totals"] is not None:
+        macs, fused, wre = (int(v) for v in d["solar_totals"])
+        c.solar_totals = SolarTotals(macs=macs, fused_elements=fused, weight_root_elements=wre)
     c.source_quant = set(d["source_quant"])
     c.fake_error = d["fake_error"]
     return c

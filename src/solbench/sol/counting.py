@@ -47,7 +47,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 from . import ops as optab
-from .solar_graph import SolarGraph, SolarGraphMode
+from .solar_graph import SolarGraph, SolarGraphMode, SolarTotals
 
 aten = torch.ops.aten
 
@@ -280,11 +280,21 @@ class Counts:
     notes: list[str] = field(default_factory=list)
     #: the torch-function-level layer graph upstream SOLAR's memory model walks (solar mode)
     solar_graph: SolarGraph | None = None
+    #: what the solar model prices from ``solar_graph`` (:meth:`solar`); a count read back from
+    #: the cache carries these alone (its ``solar_graph`` is None)
+    solar_totals: SolarTotals | None = None
     #: quantised formats the reference *source* names (``torch.float8_e4m3fn``, ...): "fp8",
     #: "fp4"; upstream picks the solar-mode rate and byte width from these literals alone
     source_quant: set = field(default_factory=set)
     #: why the FakeTensor run failed, for a count made on real tensors (None otherwise)
     fake_error: str | None = None
+
+    def solar(self) -> SolarTotals | None:
+        """The solar model's figures (:class:`~solbench.sol.solar_graph.SolarTotals`): the stored
+        ones, else those of ``solar_graph`` (computed once); None without either."""
+        if self.solar_totals is None and self.solar_graph is not None:
+            self.solar_totals = self.solar_graph.totals()
+        return self.solar_totals
 
     @property
     def bytes_fused(self) -> float:

@@ -85,7 +85,26 @@ class HardwareSpec(BaseModel):
         return self.peak.cuda_flops_per_s.get(cls)
 
 
+#: parsed specs by (path, modification time, size): a batch prices thousands of workloads, and
+#: parsing the TOML each time was most of a warm ``solbench sol``; a changed file is a new key
+_PARSED: dict[tuple[str, int, int], HardwareSpec] = {}
+
+
 def _parse(path: Path) -> HardwareSpec:
+    """The spec in ``path``: parsed once per file version, a deep copy handed out each time (a
+    caller that changes its copy changes no other's)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise HardwareError(f"{path}: file not found") from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    spec = _PARSED.get(key)
+    if spec is None:
+        spec = _PARSED[key] = _parse_file(path)
+    return spec.model_copy(deep=True)
+
+
+def _parse_file(path: Path) -> HardwareSpec:
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:

@@ -87,9 +87,27 @@ class Layer:
     b_src: int | None = None
 
 
+@dataclass(frozen=True)
+class SolarTotals:
+    """What the solar model prices from a :class:`SolarGraph` (:func:`solbench.sol.bound.bound_from_counts`),
+    as element and MAC counts (no bytes: the width is chosen at pricing): ``macs`` (:meth:`SolarGraph.macs`),
+    ``fused_elements`` (:meth:`SolarGraph.fused_elements`) and ``weight_root_elements``
+    (:meth:`SolarGraph.weight_root_elements`). A count's cache entry keeps these three, not the graph,
+    which for a reference that loops over requests or pages holds tens of thousands of layers."""
+
+    macs: int
+    fused_elements: int
+    weight_root_elements: int
+
+
 @dataclass
 class SolarGraph:
     layers: list[Layer] = field(default_factory=list)
+
+    def totals(self) -> SolarTotals:
+        """The figures the solar model prices (:class:`SolarTotals`)."""
+        return SolarTotals(macs=self.macs(), fused_elements=self.fused_elements(),
+                           weight_root_elements=self.weight_root_elements())
 
     def _gathered_only(self, i: int, depth: int = 0) -> int | None:
         """Elements gathered from layer ``i``'s output when every path from it ends in a gather
