@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import paths
 from ..spec.reference import cache_dir
 from ..spec.solution import Solution
 from . import languages as _languages
@@ -217,13 +218,13 @@ def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
     """
     global LAST_BUILD_SOURCE
     key = cpp_build_key(solution, device)
-    shared = os.environ.get("SOLBENCH_BUILD_CACHE")
+    shared = paths.build_cache_dir()
     if shared:
         so = built_module(Path(shared) / "cpp" / key)
         if so is not None:
             LAST_BUILD_SOURCE = "shared"
             return so
-    out = os.environ.get("SOLBENCH_BUILD_OUT")
+    out = paths.build_out()
     build_dir = Path(out) if out else cache_dir() / "cpp" / key
     build_dir.mkdir(parents=True, exist_ok=True)
     done = build_dir / "module_path.txt"

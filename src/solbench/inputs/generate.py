@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from .. import paths
 from ..errors import MissingBlobError, SpecError
 from ..spec.dtypes import to_torch
 from ..spec.problem import Problem
@@ -90,7 +91,7 @@ _POOL: list = []
 
 #: environment variable: threads drawing a large input set (default: the cores this process
 #: may use, at most 16; 1: in the calling thread). The values do not depend on it.
-THREADS_ENV = "SOLBENCH_INPUT_THREADS"
+THREADS_ENV = paths.INPUT_THREADS
 
 
 def _pool():
@@ -105,8 +106,8 @@ def _pool():
             n = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             n = os.cpu_count() or 1
-        if os.environ.get(THREADS_ENV, "").strip():
-            n = int(os.environ[THREADS_ENV])
+        if paths.input_threads() is not None:
+            n = paths.input_threads()
         n = max(1, min(16, n))
         _POOL.append(ThreadPoolExecutor(max_workers=n, thread_name_prefix="solbench-inputs") if n > 1 else None)
     return _POOL[0]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .. import paths
 from ..errors import SpecError
 from ..spec.trace import Trace
 from . import auth, manifest
@@ -159,7 +160,7 @@ def _keys(extra: Sequence[bytes] = ()) -> list[bytes]:
     k = auth.load_key(create=False)
     if k is not None:
         keys.append(k)
-    for f in filter(None, os.environ.get("SOLBENCH_TRACE_KEYS", "").split(os.pathsep)):
+    for f in paths.trace_key_files():
         keys.append(auth.load_key_file(f))
     return keys
 

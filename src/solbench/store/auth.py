@@ -23,6 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import paths
 from ..errors import SolbenchError
 
 ALG = "HMAC-SHA256"
@@ -35,13 +36,9 @@ class KeyError_(SolbenchError):
 
 def key_dir() -> Path:
     """Folder holding the trace key: ``$SOLBENCH_DATA_DIR`` if set, else
-    ``$XDG_DATA_HOME/solbench``, else ``~/.local/share/solbench``. The sandbox hides it."""
-    env = os.environ.get("SOLBENCH_DATA_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
-    return base / "solbench"
+    ``$XDG_DATA_HOME/solbench``, else ``~/.local/share/solbench`` (:func:`solbench.paths.data_dir`).
+    The sandbox hides it."""
+    return paths.data_dir()
 
 
 def key_path() -> Path:
