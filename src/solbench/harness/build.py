@@ -2,7 +2,7 @@
 own subprocess through :func:`run_build`, with a timeout.
 
 Which language builds a solution, what it needs and how it is compiled is declared by its
-plug-in (:mod:`solbench.harness.languages`); this module only carries the mechanics:
+plug-in (:mod:`solbench.languages`); this module only carries the mechanics:
 
 - Every build first checks the plug-in's GPU and toolchain requirements. An unmet one is a
   :class:`BuildError` whose message is one line naming what to install
@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import languages as _languages
 from .. import paths
+from ..languages.base import CPP_COMPILED_SUFFIXES, ToolchainMissing, cuda_home, gpu_identity, tool_version
 from ..spec.reference import cache_dir
 from ..spec.solution import Solution
-from . import languages as _languages
-from .languages.base import CPP_COMPILED_SUFFIXES, ToolchainMissing, cuda_home, gpu_identity, tool_version
 
 
 class BuildError(Exception):

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from .. import paths
+from ..inputs.seeds import InputSeeds
 from ..spec.problem import Problem
 from ..spec.trace import Finding, Status
 from ..spec.workload import Workload
@@ -28,7 +29,6 @@ from . import guards, protocol
 from .checks import add_once, finding, has
 from .config import EvalConfig
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout, stray_children
-from .seeds import InputSeeds
 from .slots import SlotPool
 
 #: seconds a thread seen right after a timed call gets to exit before it counts

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,7 +35,7 @@ import torch
 from .. import paths
 from ..errors import MissingBlobError, SpecError
 from ..spec.dtypes import to_torch
-from ..spec.problem import Problem
+from ..spec.problem import Problem, find_blob
 from ..spec.workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, Workload
 from .opclass import op_classes
 from .rules import InputRule, classify
@@ -51,18 +50,6 @@ STRICT_RULES = frozenset({"norm_weight_ones", "norm_bias_zeros"})
 #: rules whose inputs the stress distribution replaces
 STRESS_RULES = frozenset({"randn"})
 _STRESS_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def find_blob(problem: Problem, rel_path: str) -> Path | None:
-    """Locate a safetensors blob: the problem dir, then ``$FLASHINFER_TRACE_DIR``."""
-    bases = [Path(problem.path) if Path(problem.path).is_dir() else Path(problem.path).parent]
-    if os.environ.get("FLASHINFER_TRACE_DIR"):
-        bases.append(Path(os.environ["FLASHINFER_TRACE_DIR"]))
-    for b in bases:
-        p = b / rel_path
-        if p.is_file():
-            return p
-    return None
 
 
 def seed_global(seed: int, device: str) -> None:

@@ -1,5 +1,6 @@
 """Results store: trace JSON lines, appended by the parent only, authenticated, read back
-with verification; a run manifest beside each file; a DuckDB database built from them.
+with verification; a run manifest beside each file (the DuckDB database built from them is
+:mod:`solbench.report.db`).
 
 Stored line = the trace (``spec.trace.Trace``) plus an envelope: ``schema_version``
 (:data:`SCHEMA_VERSION`), ``run_id`` (the manifest entry of the run that wrote it), ``seq``
