@@ -104,9 +104,9 @@ def namespaces(mode: str, device: str) -> list[str]:
 def _hidden_dirs() -> list[str]:
     """Host folders a worker must not see even where they lie inside a folder it is shown
     (a venv inside the user's home, a cache under a bound prefix): the harness user's home
-    and /root, solbench's trace-key folder wherever the store keeps it (store.auth.key_dir),
-    and the solution/build caches ($SOLBENCH_CACHE, $SOLBENCH_BUILD_CACHE). Each gets an
-    empty tmpfs over it when it lies under a bound folder."""
+    and /root, solbench's trace-key folder wherever the store keeps it (paths.data_dir,
+    which store.auth.key_dir returns), and the solution/build caches ($SOLBENCH_CACHE,
+    $SOLBENCH_BUILD_CACHE). Each gets an empty tmpfs over it when it lies under a bound folder."""
     out = []
     for d in (os.path.expanduser("~"), "/root"):
         if d and d != "/" and os.path.isdir(d):

@@ -6,8 +6,8 @@ parent appends carries ``auth = {"alg": "HMAC-SHA256", "key_id": ..., "mac": ...
 over the line's canonical JSON (:func:`canonical`: the object without ``auth``, keys sorted,
 no spaces, no NaN). The key is 32 random bytes (hex) in ``<data dir>/trace.key``, created on
 first use with mode 0600; the sandbox hides ``<data dir>`` from the candidate's worker
-(``key_dir()`` is the one place that names it). ``key_id`` = first 16 hex digits of
-sha256(key): it names which key signed a line without revealing it.
+(``key_dir()``, which is :func:`solbench.paths.data_dir`, names it). ``key_id`` = first 16
+hex digits of sha256(key): it names which key signed a line without revealing it.
 
 HMAC: RFC 2104 (Krawczyk, Bellare, Canetti 1997), SHA-256: FIPS 180-4; Python's ``hmac``.
 """
