@@ -5,6 +5,7 @@ internals, or an import between the independent sol and harness layers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -13,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("importlinter", reason="import-linter is in the test extra: bash scripts/install.sh test")
-
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "pyproject.toml"
+
+
+def test_import_linter_is_installed():
+    """CI enforces the layers only where import-linter runs: its absence fails, never skips."""
+    import importlib.util
+
+    assert importlib.util.find_spec("importlinter"), \
+        "import-linter is missing: bash scripts/install.sh test (pyproject.toml's test extra)"
 
 
 def lint(src: Path) -> subprocess.CompletedProcess:
@@ -41,7 +48,6 @@ def copy(tmp_path_factory) -> Path:
 
 def _with(copy: Path, rel: str, text: str):
     """Context: ``text`` appended to ``solbench/rel`` of the copy, removed afterwards."""
-    import contextlib
 
     @contextlib.contextmanager
     def cm():

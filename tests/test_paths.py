@@ -4,6 +4,7 @@ docs/configuration.md is the page paths.py generates (so the two cannot drift)."
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def test_accessors_follow_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SOLBENCH_SANDBOX", " UID ")
     monkeypatch.setenv("SOLBENCH_SANDBOX_NET", "0")
     monkeypatch.setenv("SOLBENCH_SANDBOX_SECCOMP", "yes")  # only "1" turns it on
-    monkeypatch.setenv("SOLBENCH_TRACE_KEYS", f"a{__import__('os').pathsep}{__import__('os').pathsep}b")
+    monkeypatch.setenv("SOLBENCH_TRACE_KEYS", f"a{os.pathsep}{os.pathsep}b")
     monkeypatch.setenv("SOLBENCH_WORKER_PREROLL_US", "25000")  # clamped to 10 ms
     monkeypatch.setenv("SOLBENCH_SANDBOX_UID", "64007")
     monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")
@@ -170,7 +171,7 @@ def test_accessors_follow_the_environment(monkeypatch, tmp_path):
     assert paths.sandbox_wanted() == "uid" and not paths.sandbox_net_private() and not paths.sandbox_seccomp()
     assert paths.trace_key_files() == ["a", "b"]
     assert paths.worker_preroll_s() == 0.01
-    assert paths.pop_sandbox_uid() == 64007 and "SOLBENCH_SANDBOX_UID" not in __import__("os").environ
+    assert paths.pop_sandbox_uid() == 64007 and "SOLBENCH_SANDBOX_UID" not in os.environ
     assert not paths.memguard_on()
 
 
