@@ -51,7 +51,7 @@ def environment(device: str) -> dict:
 
     import torch
 
-    from solbench.harness.languages.base import cuda_home, gpu_identity, tool_version
+    from solbench.languages.base import cuda_home, gpu_identity, tool_version
 
     from solbench.harness.sandbox import sandbox_status
 
@@ -73,8 +73,8 @@ def environment(device: str) -> dict:
 
 def toolchains(device: str) -> dict[str, str]:
     """Per registered language: 'ok' or the one-line reason it cannot build here."""
-    from solbench.harness import languages
-    from solbench.harness.languages import ToolchainMissing
+    from solbench import languages
+    from solbench.languages import ToolchainMissing
 
     out = {}
     for name, lang in sorted(languages.LANGUAGES.items()):

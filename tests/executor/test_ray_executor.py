@@ -191,7 +191,7 @@ def test_ray_matches_local_verdicts_and_orders_its_file(suite, tmp_path):
     st = Counter(t.evaluation.status.value for t in b)
     assert st == {"PASSED": 6, "INCORRECT_NUMERICAL": 3, "COMPILE_ERROR": 3}
     # with the same seed the inputs are the same, so the errors are the same numbers
-    from solbench.harness.seeds import fingerprint
+    from solbench.inputs.seeds import fingerprint
 
     assert all(t.evaluation.input_seed == fingerprint(OPTS["seed"]) for t in b
                if t.evaluation.status.value != "COMPILE_ERROR")

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from solbench.harness.seeds import derived_seed
+from solbench.inputs.seeds import derived_seed
 from solbench.inputs import make_inputs
 from solbench.spec import load_problem
 

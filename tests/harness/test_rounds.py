@@ -52,7 +52,7 @@ def test_plan_follows_the_inputs():
 
 def test_round_order_is_random_after_the_first_and_replays_under_a_seed():
     from solbench.harness.rounds import order_rounds
-    from solbench.harness.seeds import InputSeeds
+    from solbench.inputs.seeds import InputSeeds
 
     ln = _problem("layernorm_affine_f32")
     plan = round_plan(5, ln, ln.workloads[0])  # 5 upstream + strict + 2 stress: 8 rounds

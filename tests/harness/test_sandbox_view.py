@@ -144,7 +144,7 @@ def test_recorded_seed_does_not_predict_later_workloads(outside_tmp, solbench_ca
     own generator and answers from a table. With the base in the trace (before) it PASSED
     every workload after the first; with the fingerprint nothing matches. The control gives it
     the base directly: then it passes, so the table itself is right."""
-    from solbench.harness.seeds import fingerprint
+    from solbench.inputs.seeds import fingerprint
 
     base = 0x5EED5EED1234567
     prob = _gelu3(outside_tmp)
@@ -296,7 +296,7 @@ def test_cap_setting():
 def test_manifest_never_holds_the_base_seed():
     """The manifest is written while the run goes on: its command line carries the base
     seed's fingerprint, in both spellings of the option."""
-    from solbench.harness.seeds import fingerprint
+    from solbench.inputs.seeds import fingerprint
     from solbench.store.manifest import redact_seed_argv
 
     argv = ["solbench", "eval", "p", "--seed", "0x5eed", "-o", "r.jsonl"]

@@ -5,7 +5,7 @@ fails when it is secret, which is the default."""
 from pathlib import Path
 
 from solbench.harness import EvalConfig, evaluate
-from solbench.harness.seeds import fingerprint
+from solbench.inputs.seeds import fingerprint
 from solbench.spec import Status, load_problem, load_solution
 
 ADV = Path(__file__).resolve().parents[1] / "adversarial"
@@ -34,8 +34,8 @@ def test_each_input_set_seed_is_drawn_when_the_set_is_made(solbench_cache, monke
     set is made (which a candidate reading /proc/<ppid>/mem could find) determines it. Every
     seed in the trace must be one the OS random source returned, one draw per set, and with a
     base seed (--seed) the seeds are its sha256 derivations, so the run replays."""
-    import solbench.harness.seeds as seeds_mod
-    from solbench.harness.seeds import derived_seed
+    import solbench.inputs.seeds as seeds_mod
+    from solbench.inputs.seeds import derived_seed
     from solbench.inputs import make_inputs
 
     drawn = []

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from solbench.harness import build, guards, languages
+from solbench import languages
+from solbench.harness import build, guards
 from solbench.harness.build import BuildError, BuildTimeout, first_error_line, run_build
-from solbench.harness.languages import base
+from solbench.languages import base
 from solbench.integrity.static_audit import audit_sources
 from solbench.spec import Solution
 
@@ -152,7 +153,7 @@ def test_cute_dsl_with_tvm_ffi_needs_the_tvm_ffi_extra(monkeypatch):
 
 def test_cutlass_headers_from_cutlass_dir(monkeypatch, tmp_path):
     monkeypatch.setattr(base, "package_dir", lambda m: None)
-    from solbench.harness.languages import cutlass as cutlass_plugin
+    from solbench.languages import cutlass as cutlass_plugin
 
     monkeypatch.setattr(cutlass_plugin, "package_dir", lambda m: None)
     monkeypatch.delenv("CUTLASS_DIR", raising=False)
@@ -169,7 +170,7 @@ def test_cutlass_headers_from_cutlass_dir(monkeypatch, tmp_path):
 
 
 def test_cutlass_headers_from_the_nvidia_cutlass_wheel_layout(monkeypatch, tmp_path):
-    from solbench.harness.languages import cutlass as cutlass_plugin
+    from solbench.languages import cutlass as cutlass_plugin
 
     inc = tmp_path / "cutlass_library" / "source" / "include" / "cutlass"
     inc.mkdir(parents=True)

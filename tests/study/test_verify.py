@@ -13,7 +13,7 @@ import pytest
 from solbench.report.models import category_of, model_rows, read_verifications, verify_path
 from solbench.report.records import label_for
 from solbench.spec import Trace, load_problem
-from solbench.harness.seeds import fingerprint
+from solbench.inputs.seeds import fingerprint
 from solbench.spec.generation import ModelConfig
 from solbench.study.verify import _eval_subprocess, claims, verify
 from solbench.suites import DATA_ROOT

@@ -24,6 +24,7 @@ from typing import Optional
 
 import typer
 
+from .. import paths
 from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, check_device, choose_workloads,
                      clean_errors, console, fail, parse_bytes)
 
@@ -121,7 +122,7 @@ def register(app: typer.Typer) -> None:
         workload_limit: Optional[int] = typer.Option(None, "--workload-limit", help=LIMIT_HELP + " per problem"),
         max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
         exclude_tag: list[str] = typer.Option([], "--exclude-tag", help=EXCLUDE_TAG_HELP),
-        out: Path = typer.Option(Path("results.jsonl"), "-o", "--out", help="results file (trace JSON lines, appended)"),
+        out: Path = typer.Option(paths.DEFAULT_RESULTS, "-o", "--out", help="results file (trace JSON lines, appended)"),
         resume: bool = typer.Option(False, "--resume", help="skip (solution hash, workload uuid) pairs already in the results file"),
         overwrite: bool = typer.Option(False, "--overwrite", help="start a fresh results file"),
         device: str = typer.Option("auto", "--device", help="cuda, cuda:N, cpu or auto"),
@@ -188,7 +189,7 @@ def register(app: typer.Typer) -> None:
         problems: Path = typer.Argument(..., help="KernelBench problem files (a folder, searched recursively, e.g. KernelBench/level1)"),
         candidates: Path = typer.Argument(..., help="folder of ModelNew candidate .py files, named after their problems"),
         label: Optional[str] = typer.Option(None, "--label", help="candidate family in the summary (default: the candidates folder's name)"),
-        out: Path = typer.Option(Path("results.jsonl"), "-o", "--out", help="results file (trace JSON lines, appended)"),
+        out: Path = typer.Option(paths.DEFAULT_RESULTS, "-o", "--out", help="results file (trace JSON lines, appended)"),
         resume: bool = typer.Option(False, "--resume", help="skip (solution hash, workload uuid) pairs already in the results file"),
         overwrite: bool = typer.Option(False, "--overwrite", help="start a fresh results file"),
         limit: Optional[int] = typer.Option(None, "--limit", help="the first N matched problems"),

@@ -68,7 +68,7 @@ def query_cmd(
     include_unverified: bool = typer.Option(False, "--include-unverified", help="also use lines that fail authentication (marked)"),
 ) -> None:
     """Run SQL on a DuckDB database built from the results files (docs/reports.md lists the columns)."""
-    from ..store import db as sdb
+    from ..report import db as sdb
 
     if fmt not in ("table", "csv", "json"):
         err_console.print(f"[red]error:[/red] --format: {fmt!r} not in ['table', 'csv', 'json']")
@@ -105,7 +105,7 @@ def export_cmd(
     include_unverified: bool = typer.Option(False, "--include-unverified", help="also use lines that fail authentication (marked)"),
 ) -> None:
     """Write the views (traces, findings, workloads, candidates, sources) as Parquet or CSV."""
-    from ..store import db as sdb
+    from ..report import db as sdb
 
     if fmt not in ("parquet", "csv"):
         err_console.print(f"[red]error:[/red] --format: {fmt!r} not in ['parquet', 'csv']")

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from .. import paths
 from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, EvalProgress, check_device,
                      choose_workloads, clean_errors, console, err_console, fail,
                      parse_bytes)
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
                                                "problem dir, or a dir of problem dirs"),
         solutions: Path = typer.Option(..., "--solutions", "-s",
                                        help="DIR holding <problem name>/<candidate>.json|.py"),
-        out: Path = typer.Option(Path("results.jsonl"), "-o", "--out",
+        out: Path = typer.Option(paths.DEFAULT_RESULTS, "-o", "--out",
                                  help="results file (trace JSON lines, appended)"),
         resume: bool = typer.Option(False, "--resume",
                                     help="skip (solution hash, workload uuid) pairs already "

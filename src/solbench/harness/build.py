@@ -2,7 +2,7 @@
 own subprocess through :func:`run_build`, with a timeout.
 
 Which language builds a solution, what it needs and how it is compiled is declared by its
-plug-in (:mod:`solbench.harness.languages`); this module only carries the mechanics:
+plug-in (:mod:`solbench.languages`); this module only carries the mechanics:
 
 - Every build first checks the plug-in's GPU and toolchain requirements. An unmet one is a
   :class:`BuildError` whose message is one line naming what to install
@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import languages as _languages
+from .. import paths
+from ..languages.base import CPP_COMPILED_SUFFIXES, ToolchainMissing, cuda_home, gpu_identity, tool_version
 from ..spec.reference import cache_dir
 from ..spec.solution import Solution
-from . import languages as _languages
-from .languages.base import CPP_COMPILED_SUFFIXES, ToolchainMissing, cuda_home, gpu_identity, tool_version
 
 
 class BuildError(Exception):
@@ -217,13 +218,13 @@ def build_cpp(solution: Solution, device: str, timeout_s: float) -> Path:
     """
     global LAST_BUILD_SOURCE
     key = cpp_build_key(solution, device)
-    shared = os.environ.get("SOLBENCH_BUILD_CACHE")
+    shared = paths.build_cache_dir()
     if shared:
         so = built_module(Path(shared) / "cpp" / key)
         if so is not None:
             LAST_BUILD_SOURCE = "shared"
             return so
-    out = os.environ.get("SOLBENCH_BUILD_OUT")
+    out = paths.build_out()
     build_dir = Path(out) if out else cache_dir() / "cpp" / key
     build_dir.mkdir(parents=True, exist_ok=True)
     done = build_dir / "module_path.txt"

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from .. import paths
+from ..inputs.seeds import InputSeeds
 from ..spec.problem import Problem
 from ..spec.trace import Finding, Status
 from ..spec.workload import Workload
@@ -27,7 +29,6 @@ from . import guards, protocol
 from .checks import add_once, finding, has
 from .config import EvalConfig
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout, stray_children
-from .seeds import InputSeeds
 from .slots import SlotPool
 
 #: seconds a thread seen right after a timed call gets to exit before it counts
@@ -173,7 +174,7 @@ def memguard_baseline(h: WorkerHandle) -> None:
     from .timed import open_worker_memory
 
     h.memguard, h.memguard_note = None, None
-    if os.environ.get("SOLBENCH_MEMGUARD", "on") == "off":
+    if not paths.memguard_on():
         # the parent's own switch (as SOLBENCH_SANDBOX): tests of the second line of defence
         # (the worker's snapshot, the timing cross-checks) that this read would pre-empt
         h.memguard_note = "turned off (SOLBENCH_MEMGUARD=off)"

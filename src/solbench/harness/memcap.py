@@ -39,6 +39,7 @@ import threading
 import time
 from typing import Any
 
+from .. import paths
 from .taskcap import PREFIX, _clean_stale, _own_base, _read, _rmdir_when_empty, _write, check_join, join_argv
 
 #: cgroups of this module are named ``<PREFIX>mem-<harness pid>-<n>``
@@ -100,8 +101,8 @@ def default_cap() -> int:
 def cap_bytes() -> int:
     """The memory cap of one worker in bytes (0: none). Raises ValueError on a bad
     ``SOLBENCH_SANDBOX_MEM``."""
-    env = os.environ.get("SOLBENCH_SANDBOX_MEM")
-    if env is not None and env.strip():
+    env = paths.sandbox_mem_setting()
+    if env is not None:
         if env.strip().lower() in ("off", "none", "no"):
             return 0
         return parse_bytes(env)
@@ -140,7 +141,7 @@ def probe(refresh: bool = False) -> dict[str, Any]:
     """Can this process make a memory cgroup for a worker? Makes one, joins a shell to it and
     removes it (cached). ``{"mechanism": "cgroup_v2"|"cgroup_v1"|"rlimit", "base": dir|None,
     "reason": why no cgroup ("" when there is one)}``."""
-    want = os.environ.get("SOLBENCH_SANDBOX_MEM_CGROUP", "auto").strip().lower()
+    want = paths.sandbox_mem_cgroup()
     with _lock:
         if want in _probe_cache and not refresh:
             return dict(_probe_cache[want])

@@ -55,13 +55,14 @@ from typing import Any
 
 import torch
 
+from .. import paths
 from ..spec.dtypes import element_bytes, to_torch
 from ..spec.problem import Problem
 from ..spec.workload import Workload
 from .config import EvalConfig
 
 #: environment variable that sets the available bytes (``4G``, ``512M``, ``1e9``)
-ENV = "SOLBENCH_MEMORY_AVAILABLE"
+ENV = paths.MEMORY_AVAILABLE
 #: a plan fits when its estimate is at most this share of the available bytes (room for the
 #: temporaries the estimate cannot see)
 MARGIN = 0.9
@@ -246,10 +247,11 @@ def available_bytes(device: str) -> tuple[int | None, str]:
     """(bytes available to this evaluation, where the figure came from); None when nothing
     says (the plan then runs every workload). Module doc: the sources, in order. Raises
     ValueError for a malformed ``$SOLBENCH_MEMORY_AVAILABLE``."""
-    if os.environ.get(ENV):
+    setting = paths.memory_available_setting()
+    if setting:
         # the run's share of the machine: what this process already holds (interpreter,
         # torch, the problem) counts against it, as it does against MemAvailable
-        share, own = parse_bytes(os.environ[ENV]), _own_resident()
+        share, own = parse_bytes(setting), _own_resident()
         return max(share - own, 0), f"${ENV} {gb(share)} less this process's {gb(own)}"
     if torch.device(device).type == "cuda":
         dev = torch.device(device)

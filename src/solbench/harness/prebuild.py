@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..spec.problem import Problem
 from ..spec.solution import Solution
 from . import protocol
@@ -47,7 +48,7 @@ def cache_root() -> Path:
     """The shared build cache, ``$SOLBENCH_BUILD_CACHE`` (set before any worker starts: the
     sandbox binds it into every worker), created with its ``cpp`` folder unlistable.
     Raises ValueError when it is not set."""
-    p = os.environ.get("SOLBENCH_BUILD_CACHE")
+    p = paths.build_cache_dir()
     if not p:
         raise ValueError("SOLBENCH_BUILD_CACHE is not set: no shared build cache to fill")
     root = Path(p).resolve()

@@ -1,6 +1,7 @@
 """Correctness rounds: fresh inputs, the trusted reference in the parent, one call each.
 
-The list of rounds is data (:func:`round_plan`): each :class:`RoundSpec` names its input set,
+The list of rounds is data (:func:`solbench.inputs.rounds.round_plan`): each
+:class:`~solbench.inputs.rounds.RoundSpec` names its input set,
 its input profile (:data:`solbench.inputs.PROFILES`) and the generator that makes it.
 The plan of a workload (docs/inputs.md, "Rounds"):
 
@@ -34,14 +35,15 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from ..errors import MissingBlobError, SpecError
-from ..inputs import differing_profiles, make_inputs, op_classes
 from ..inputs.generate import STRESS_PROFILES
+# the plan is data below the harness (the integrity screen reads it too); named here as before
+from ..inputs.rounds import SPARSE_SET, STRESS_SET, STRICT_SET, RoundSpec, round_plan  # noqa: F401
+from ..inputs.seeds import derived_seed
 from ..spec.capability import runtime_need
 from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
@@ -54,46 +56,6 @@ from .evidence import WorkloadRun, interposition_finding, kids_before, process_c
 from .process import ProtocolError, WorkerDied, WorkerTimeout
 from .slots import SlotPool, release_cached
 from .verdict import Failure
-
-
-@dataclass(frozen=True)
-class RoundSpec:
-    """One correctness round: input set ``index`` (names its seed under ``--seed``) of input
-    ``profile`` ("upstream", "strict", "stress"), made by
-    ``generate(problem, workload, seed, device, profile=profile) -> {name: value}``;
-    ``label`` names the round in verdicts ("upstream", "strict", "stress:softmax", ...)."""
-
-    index: int
-    label: str = "upstream"
-    generate: Callable[..., dict] = make_inputs
-    profile: str = "upstream"
-
-
-#: input-set index of the strict and stress rounds (their seeds under ``--seed``); the
-#: upstream rounds are 0..rounds-1, the timed sets 1001 on
-STRICT_SET, STRESS_SET, SPARSE_SET = 500, 501, 502
-
-
-def round_plan(rounds: int, problem: Problem | None = None, workload=None,
-               extra: bool = True) -> list[RoundSpec]:
-    """The plan of one workload (module doc): ``rounds`` upstream rounds, then a strict and
-    a stress round where :func:`solbench.inputs.differing_profiles` lists them for
-    ``workload`` of ``problem`` (both given, ``extra`` true). Raises ValueError for
-    ``rounds < 1``, SpecError from the input rules (an unknown role)."""
-    if rounds < 1:
-        raise ValueError(f"rounds: must be >= 1 (got {rounds}): a verdict needs a judged round")
-    plan = [RoundSpec(r) for r in range(rounds)]
-    if not extra or problem is None or workload is None:
-        return plan
-    profiles = differing_profiles(problem, workload)
-    if "strict" in profiles:
-        plan.append(RoundSpec(STRICT_SET, "strict", profile="strict"))
-    cls = op_classes(problem.definition).name
-    if "stress" in profiles:
-        plan.append(RoundSpec(STRESS_SET, f"stress:{cls}", profile="stress"))
-    if "stress_sparse" in profiles:
-        plan.append(RoundSpec(SPARSE_SET, f"stress_sparse:{cls}", profile="stress_sparse"))
-    return plan
 
 
 #: names the seed of the round order under a base seed (``--seed``); never an input set
@@ -109,8 +71,6 @@ def order_rounds(plan: list[RoundSpec], seeds) -> list[RoundSpec]:
     recorded in the trace (``correctness.extra["round_order"]``), not among the input seeds."""
     import random
     import secrets
-
-    from .seeds import derived_seed
 
     rest = list(plan[1:])
     base = getattr(seeds, "base", None)

@@ -37,14 +37,15 @@ import sys
 import threading
 from typing import Any
 
+from .. import paths
 from . import memcap, taskcap
 from .taskcap import default_limit
 
 #: first uid/gid of the pool the ``uid`` mode hands to workers (UID_BASE+1 .. UID_BASE+UID_COUNT)
-UID_BASE = int(os.environ.get("SOLBENCH_SANDBOX_UID_BASE", "64000"))
+UID_BASE = paths.sandbox_uid_base()
 UID_COUNT = 1000
 #: size of the private tmpfs (HOME, TMPDIR, compiler caches, build dirs) in bytes
-TMPFS_BYTES = int(os.environ.get("SOLBENCH_SANDBOX_TMPFS_BYTES", str(8 << 30)))
+TMPFS_BYTES = paths.sandbox_tmpfs_bytes()
 #: tasks (processes and threads) one sandbox may hold: its cgroup's pids.max (or the parent's
 #: watchdog) and RLIMIT_NPROC (which binds only in ``uid`` mode: harness/taskcap.py says why)
 NPROC = default_limit()
@@ -77,7 +78,7 @@ def _is_cuda(device: str) -> bool:
 
 
 def _wanted_mode(device: str) -> str:
-    want = os.environ.get("SOLBENCH_SANDBOX", "auto").strip().lower()
+    want = paths.sandbox_wanted()
     if want in ("off", "0", "none", "no"):
         return "none"
     if want in ("uid", "userns"):
@@ -89,7 +90,7 @@ def _unshare_net(device: str) -> bool:
     """A net namespace (no network) for the worker, unless ``SOLBENCH_SANDBOX_NET=0``: on CUDA
     too, since bench/sandbox_device.py on the H200 showed a sandboxed CUDA worker opening its
     IPC inputs and running its calls inside one."""
-    return os.environ.get("SOLBENCH_SANDBOX_NET", "1") != "0"
+    return paths.sandbox_net_private()
 
 
 def namespaces(mode: str, device: str) -> list[str]:
@@ -103,9 +104,9 @@ def namespaces(mode: str, device: str) -> list[str]:
 def _hidden_dirs() -> list[str]:
     """Host folders a worker must not see even where they lie inside a folder it is shown
     (a venv inside the user's home, a cache under a bound prefix): the harness user's home
-    and /root, solbench's trace-key folder wherever the store keeps it (store.auth.key_dir),
-    and the solution/build caches ($SOLBENCH_CACHE, $SOLBENCH_BUILD_CACHE). Each gets an
-    empty tmpfs over it when it lies under a bound folder."""
+    and /root, solbench's trace-key folder wherever the store keeps it (paths.data_dir,
+    which store.auth.key_dir returns), and the solution/build caches ($SOLBENCH_CACHE,
+    $SOLBENCH_BUILD_CACHE). Each gets an empty tmpfs over it when it lies under a bound folder."""
     out = []
     for d in (os.path.expanduser("~"), "/root"):
         if d and d != "/" and os.path.isdir(d):
@@ -113,16 +114,13 @@ def _hidden_dirs() -> list[str]:
     keys = [os.path.join(b, "solbench") for b in (os.environ.get("XDG_DATA_HOME"),
                                                   os.path.expanduser("~/.local/share")) if b]
     try:  # wherever the store keeps the trace key ($SOLBENCH_DATA_DIR, XDG, ~/.local/share)
-        from ..store.auth import key_dir
-
-        keys.append(str(key_dir()))
-    except Exception:  # noqa: BLE001
+        keys.append(str(paths.data_dir()))
+    except Exception:  # noqa: BLE001 - no home folder: the other candidates still apply
         pass
     for d in keys:
         if os.path.isdir(d):
             out.append(os.path.realpath(d))
-    for var in ("SOLBENCH_CACHE", "SOLBENCH_BUILD_CACHE"):
-        cache = os.environ.get(var)
+    for cache in (paths.cache_dir_setting(), paths.build_cache_dir()):
         if cache and os.path.isdir(cache):
             out.append(os.path.realpath(cache))
     return sorted(set(out), key=len)
@@ -137,7 +135,7 @@ def shared_build_cache() -> str | None:
     (mode 0311), so a worker reaches a build only through its key, the hash of the exact
     sources (:func:`solbench.harness.build.cpp_build_key`): another solution's build is
     reachable only by one who has that solution's source."""
-    d = os.environ.get("SOLBENCH_BUILD_CACHE")
+    d = paths.build_cache_dir()
     return os.path.realpath(d) if d and os.path.isdir(d) else None
 
 
@@ -254,7 +252,7 @@ def code_paths() -> list[str]:
             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
             os.path.dirname(os.path.dirname(os.path.abspath(solbench.__file__)))]
     want += (_interpreter_sys_path() + installed_import_paths() + _toolchain_paths()
-             + _env_paths("SOLBENCH_SANDBOX_BIND"))
+             + paths.sandbox_bind_paths())
     # the folders the dynamic linker is told to search (a host's libcuda outside /usr), but
     # never the home itself
     home = os.path.realpath(os.path.expanduser("~"))
@@ -278,7 +276,7 @@ def device_paths(device: str) -> list[str]:
     import glob
 
     found = {p for g in CUDA_DEVICE_GLOBS for p in glob.glob(g)}
-    found |= {p for p in _env_paths("SOLBENCH_SANDBOX_DEV_BIND") if os.path.exists(p)}
+    found |= {p for p in paths.sandbox_dev_bind_paths() if os.path.exists(p)}
     return sorted(found)
 
 
@@ -396,7 +394,7 @@ def resolve_mode(device: str) -> tuple[str, str | None]:
         return "none", ("SANDBOX DISABLED (SOLBENCH_SANDBOX=off): the candidate runs as the "
                         "harness's user with its rights")
     tried = []
-    for mode in ([want] if os.environ.get("SOLBENCH_SANDBOX", "auto") != "auto" else
+    for mode in ([want] if paths.sandbox_wanted() != "auto" else
                  [want] + (["userns"] if want == "uid" else [])):
         ok, why = _probe(mode, device)
         if ok:
@@ -426,7 +424,7 @@ def sandbox_status(device: str = "cpu") -> dict[str, Any]:
 
 
 def _seccomp_available() -> bool:
-    if os.environ.get("SOLBENCH_SANDBOX_SECCOMP", "1") != "1":
+    if not paths.sandbox_seccomp():
         return False
     try:
         import pyseccomp  # noqa: F401
@@ -472,7 +470,7 @@ ENV_ALLOWED_PREFIXES = ("SOLBENCH_", "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", 
                         "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "TRITON_", "OMP_", "KMP_", "MKL_",
                         "OPENBLAS_", "GOMP_", "MALLOC_")
 #: never passed on, whatever the prefix: solbench's secrets (the worker never needs them)
-ENV_DENIED = frozenset({"SOLBENCH_WORKER_AUTHKEY", "SOLBENCH_TRACE_KEY"})
+ENV_DENIED = frozenset({paths.WORKER_AUTHKEY, paths.TRACE_KEY})
 
 
 def worker_env(parent: dict[str, str] | os._Environ) -> dict[str, str]:
@@ -541,9 +539,9 @@ def limits(device: str) -> dict[str, tuple[int, int]]:
         except (ValueError, OSError):
             mem = 0
         if mem:
-            cap = int(os.environ.get("SOLBENCH_SANDBOX_AS_BYTES", str(mem + (8 << 30))))
+            cap = paths.sandbox_as_bytes(mem + (8 << 30))
             out["RLIMIT_AS"] = (cap, cap)
-    if os.environ.get("SOLBENCH_SANDBOX_MEM_RLIMIT") == "1":  # set by the parent: no cgroup
+    if paths.sandbox_mem_rlimit():  # set by the parent: no cgroup
         cap = memcap.cap_bytes()
         if cap:
             out["RLIMIT_DATA"] = (cap, cap)
@@ -573,7 +571,7 @@ def seccomp_filter() -> bool:
         import pyseccomp as sc
 
         f = sc.SyscallFilter(defaction=sc.ALLOW)
-        if os.environ.get("SOLBENCH_SANDBOX_SECCOMP_SSB", "1") == "1":
+        if paths.sandbox_seccomp_ssb():
             # SECCOMP_FILTER_FLAG_SPEC_ALLOW: on kernels whose speculation mitigations default
             # to "seccomp" (x86 before 5.16), loading a filter would also force Speculative
             # Store Bypass Disable (and STIBP/IBPB) on the worker, slowing all its host code
@@ -604,15 +602,14 @@ def enter_in_worker(device: str) -> None:
     import resource
     import signal
 
-    uid = os.environ.pop("SOLBENCH_SANDBOX_UID", None)
-    if uid is not None:
-        u = int(uid)
+    u = paths.pop_sandbox_uid()
+    if u is not None:
         os.setgroups([])
         os.setresgid(u, u, u)
         os.setresuid(u, u, u)
         if os.getresuid() != (u, u, u) or os.getresgid() != (u, u, u) or os.getgroups():
             raise OSError(f"sandbox: could not drop to uid {u}")
-    if os.environ.get("SOLBENCH_SANDBOX_MODE", "none") != "none":
+    if paths.sandbox_mode_in_worker() != "none":
         for name, (soft, hard) in limits(device).items():
             try:
                 resource.setrlimit(getattr(resource, name), (soft, hard))
@@ -625,9 +622,8 @@ def enter_in_worker(device: str) -> None:
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (bwrap sets it; unsandboxed too)
     except Exception:  # noqa: BLE001
         pass
-    if os.environ.get("SOLBENCH_SANDBOX_MODE", "none") != "none" \
-            and os.environ.get("SOLBENCH_SANDBOX_SECCOMP", "1") == "1":
-        os.environ["SOLBENCH_SANDBOX_SECCOMP_LOADED"] = "1" if seccomp_filter() else "0"
+    if paths.sandbox_mode_in_worker() != "none" and paths.sandbox_seccomp():
+        os.environ[paths.SANDBOX_SECCOMP_LOADED] = "1" if seccomp_filter() else "0"
     for d in ("cache", "data", "config"):
         try:
             os.makedirs(os.path.join(os.environ.get("TMPDIR", SCRATCH), d), exist_ok=True)

@@ -317,9 +317,9 @@ def _cuda_pool():
     """A fresh ``torch.cuda.MemPool`` for one SlotPool's shared buffers, or None where this
     torch has none (then the default pool is used and the segment sharing described in
     :class:`SlotPool` remains) or ``SOLBENCH_CUDA_SLOT_POOL=0``."""
-    import os
+    from .. import paths
 
-    if os.environ.get("SOLBENCH_CUDA_SLOT_POOL", "1") == "0":
+    if not paths.cuda_slot_pool():
         return None
     pool_cls = getattr(torch.cuda, "MemPool", None)
     if pool_cls is None or not hasattr(torch.cuda, "use_mem_pool"):

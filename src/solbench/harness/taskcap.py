@@ -44,6 +44,8 @@ import threading
 import time
 from typing import Any
 
+from .. import paths
+
 #: seconds between two looks of the parent's monitor (pids.events, or the watchdog's count)
 WATCHDOG_INTERVAL_S = 0.1
 #: prefix of the cgroups this module makes (``<prefix><harness pid>-<n>``)
@@ -67,9 +69,9 @@ def default_limit() -> int:
     above all of these on any host; 4096 keeps the small hosts' margin (the peak of the
     honest candidates measured on this project's 2-CPU host was far below: docs/isolation.md).
     """
-    env = os.environ.get("SOLBENCH_SANDBOX_NPROC")
-    if env:
-        return int(env)
+    env = paths.sandbox_nproc()
+    if env is not None:
+        return env
     return max(4096, 32 * (os.cpu_count() or 1))
 
 
@@ -209,7 +211,7 @@ def probe(refresh: bool = False) -> dict[str, Any]:
 
     Returns ``{"mechanism": "cgroup_v2"|"cgroup_v1"|"watchdog", "base": dir|None,
     "reason": why no cgroup ("" when there is one)}``."""
-    want = os.environ.get("SOLBENCH_SANDBOX_PIDS_CGROUP", "auto").strip().lower()
+    want = paths.sandbox_pids_cgroup()
     with _lock:
         if want in _probe_cache and not refresh:
             return dict(_probe_cache[want])

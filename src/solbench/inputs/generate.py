@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from .. import paths
 from ..errors import MissingBlobError, SpecError
 from ..spec.dtypes import to_torch
-from ..spec.problem import Problem
+from ..spec.problem import Problem, find_blob
 from ..spec.workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, Workload
 from .opclass import op_classes
 from .rules import InputRule, classify
@@ -50,18 +50,6 @@ STRICT_RULES = frozenset({"norm_weight_ones", "norm_bias_zeros"})
 #: rules whose inputs the stress distribution replaces
 STRESS_RULES = frozenset({"randn"})
 _STRESS_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def find_blob(problem: Problem, rel_path: str) -> Path | None:
-    """Locate a safetensors blob: the problem dir, then ``$FLASHINFER_TRACE_DIR``."""
-    bases = [Path(problem.path) if Path(problem.path).is_dir() else Path(problem.path).parent]
-    if os.environ.get("FLASHINFER_TRACE_DIR"):
-        bases.append(Path(os.environ["FLASHINFER_TRACE_DIR"]))
-    for b in bases:
-        p = b / rel_path
-        if p.is_file():
-            return p
-    return None
 
 
 def seed_global(seed: int, device: str) -> None:
@@ -90,7 +78,7 @@ _POOL: list = []
 
 #: environment variable: threads drawing a large input set (default: the cores this process
 #: may use, at most 16; 1: in the calling thread). The values do not depend on it.
-THREADS_ENV = "SOLBENCH_INPUT_THREADS"
+THREADS_ENV = paths.INPUT_THREADS
 
 
 def _pool():
@@ -105,8 +93,8 @@ def _pool():
             n = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             n = os.cpu_count() or 1
-        if os.environ.get(THREADS_ENV, "").strip():
-            n = int(os.environ[THREADS_ENV])
+        if paths.input_threads() is not None:
+            n = paths.input_threads()
         n = max(1, min(16, n))
         _POOL.append(ThreadPoolExecutor(max_workers=n, thread_name_prefix="solbench-inputs") if n > 1 else None)
     return _POOL[0]

@@ -30,13 +30,13 @@ check most.
 
 Separately, for each workload whose input rules give stress rounds (docs/inputs.md,
 "Rounds"), the reference runs on each stress input set and is judged as the harness judges
-it before a stress round (``harness.rounds.Oracle.stress_reference_issue``: NaN/Inf in a
+it before a stress round (``harness.Oracle.stress_reference_issue``: NaN/Inf in a
 float output, an exception, or a miss of its own fp64 truth by the workload's tolerance).
 Such a round does not apply when candidates are evaluated (advisory
 ``stress_reference_failed``): the audit lists it per workload in
 ``stress_reference_failed``, since every candidate of the problem goes unjudged there. The
 stress inputs are those ``solbench evaluate --seed SEED`` draws for the workload when every
-workload is evaluated (``harness.seeds.derived_seed`` of the workload's index and the
+workload is evaluated (``inputs.seeds.derived_seed`` of the workload's index and the
 round's input-set index).
 
 Inputs come from :func:`solbench.inputs.make_inputs` (seeded), the reference from
@@ -260,8 +260,9 @@ def _stress_reference(problem: Problem, w: Workload, seed: int, device: str, tol
     """The reference judged on each stress round of ``w`` (module doc): one dict per round
     with ``round``, ``label``, ``profile``, ``reference_failed`` and ``reason`` (None when it
     holds). Raises nothing: inputs that cannot be made are a failed round with the reason."""
-    from ..harness.rounds import Oracle, round_plan
-    from ..harness.seeds import derived_seed
+    from ..harness import Oracle
+    from ..inputs.rounds import round_plan
+    from ..inputs.seeds import derived_seed
 
     try:
         plan = [r for r in round_plan(1, problem, w) if r.profile.startswith("stress")]

@@ -12,8 +12,8 @@ C/C++/CUDA sources (``.cu``, ``.cpp``, ``.h`` files and the ``cpp_sources`` / ``
 strings given to ``torch.utils.cpp_extension.load_inline``) are tokenised (comments and
 literals stripped) and their identifiers looked up; no C++ parse is attempted.
 
-Language plug-ins (:mod:`solbench.harness.languages`) add rules of their own
-(:class:`~solbench.harness.languages.AuditRules`): C++ identifiers (CUTLASS's ``half_t``,
+Language plug-ins (:mod:`solbench.languages`) add rules of their own
+(:class:`~solbench.languages.AuditRules`): C++ identifiers (CUTLASS's ``half_t``,
 cuDNN's ``CUDNN_DATA_HALF``, cuBLAS's reduced compute types), the dtype names of a Python DSL
 (``cutlass.Float16``, ``cuda.tile.bfloat16``) and its cast methods (``astype``), and calls such
 as a CUDA stream made through cuda-python. :func:`audit_solution` applies the rules of the
@@ -224,7 +224,7 @@ class _LangRules:
 
 
 def _lang_rules(languages: Iterable[str] | None) -> _LangRules:
-    from ..harness import languages as registry
+    from .. import languages as registry
 
     names = list(languages or [])
     langs = registry.for_languages(names) if names else list(registry.LANGUAGES.values())

@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from .counting import Counts
 from .solar_graph import SolarTotals
 
@@ -36,20 +37,11 @@ _CODE_HASH: str | None = None
 _FLOAT_DICTS = ("mma_flops", "mma_flops_full", "mma_by_precision", "cuda_by_precision", "cuda_flops")
 
 
-#: ``SOLBENCH_SOL_CACHE``: a folder, or one of these to turn the default cache off
-_OFF = {"", "0", "off", "no", "false", "none"}
-
-
 def default_cache_dir() -> Path | None:
     """Where counts are cached by default: ``$SOLBENCH_SOL_CACHE`` when set (None when it is
     ``off``/``0``/``none``/empty: no cache), else ``$XDG_CACHE_HOME/solbench/sol-counts``, else
     ``~/.cache/solbench/sol-counts`` (the XDG Base Directory Specification's cache home)."""
-    env = os.environ.get("SOLBENCH_SOL_CACHE")
-    if env is not None:
-        return None if env.strip().lower() in _OFF else Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "solbench" / "sol-counts"
+    return paths.sol_cache_dir()
 
 
 def code_hash() -> str:

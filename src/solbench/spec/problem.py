@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from .. import paths
 from ..errors import ConstraintError, SpecError
 from .definition import Definition
 from .reference import import_source
@@ -147,14 +148,27 @@ class Problem:
 
     def missing_blobs(self) -> list[tuple[str, str, str]]:
         """(workload uuid, input name, path) for each safetensors blob not on disk."""
-        from ..inputs.generate import find_blob
-
         out = []
         for w in self.workloads:
             for name, src in w.inputs.items():
                 if isinstance(src, SafetensorsInput) and find_blob(self, src.path) is None:
                     out.append((w.uuid, name, src.path))
         return out
+
+
+def find_blob(problem: Problem, rel_path: str) -> Path | None:
+    """Locate a workload's safetensors blob ``rel_path``: under the problem's folder (the
+    folder of a single-file problem), then under ``$FLASHINFER_TRACE_DIR``
+    (:func:`solbench.paths.flashinfer_trace_dir`); None when neither holds a file there."""
+    bases = [Path(problem.path) if Path(problem.path).is_dir() else Path(problem.path).parent]
+    extra = paths.flashinfer_trace_dir()
+    if extra is not None:
+        bases.append(extra)
+    for b in bases:
+        p = b / rel_path
+        if p.is_file():
+            return p
+    return None
 
 
 #: upstream SOL-ExecBench quirks the loader accepts with a warning (``strict`` rejects them):

@@ -7,25 +7,18 @@ import hashlib
 import linecache
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
+
+from .. import paths
 
 _CACHE: dict[str, ModuleType] = {}
 
 
 def cache_dir() -> Path:
-    """Directory for generated files (``$SOLBENCH_CACHE`` or ``~/.cache/solbench``)."""
-    base = os.environ.get("SOLBENCH_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "solbench"
-    )
-    p = Path(base)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        p = Path(tempfile.gettempdir()) / "solbench-cache"
-        p.mkdir(parents=True, exist_ok=True)
-    return p
+    """Directory for generated files (``$SOLBENCH_CACHE`` or ``~/.cache/solbench``):
+    :func:`solbench.paths.cache_dir`."""
+    return paths.cache_dir()
 
 
 def import_source(source: str, stem: str = "ref") -> ModuleType:

@@ -7,12 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-
-def _registry():
-    """The language registry (imported on first use: the harness package imports this module)."""
-    from ..harness import languages
-
-    return languages
+from .. import languages as _languages
 
 
 class _Strict(BaseModel):
@@ -37,7 +32,7 @@ class BuildSpec(_Strict):
     @field_validator("languages")
     @classmethod
     def _langs(cls, v: list[str]) -> list[str]:
-        reg = _registry()
+        reg = _languages
         v = [x.lower() for x in v]
         if not v:
             raise ValueError("at least one language is required")
@@ -58,14 +53,14 @@ class BuildSpec(_Strict):
 
     @model_validator(mode="after")
     def _language_rules(self):
-        for lang in _registry().for_languages(self.languages):
+        for lang in _languages.for_languages(self.languages):
             lang.validate_spec(self)
         return self
 
     @property
     def language(self):
-        """The plug-in (:class:`solbench.harness.languages.Language`) that builds this."""
-        return _registry().primary(self.languages)
+        """The plug-in (:class:`solbench.languages.Language`) that builds this."""
+        return _languages.primary(self.languages)
 
     @property
     def is_cpp(self) -> bool:

@@ -1,5 +1,6 @@
 """Results store: trace JSON lines, appended by the parent only, authenticated, read back
-with verification; a run manifest beside each file; a DuckDB database built from them.
+with verification; a run manifest beside each file (the DuckDB database built from them is
+:mod:`solbench.report.db`).
 
 Stored line = the trace (``spec.trace.Trace``) plus an envelope: ``schema_version``
 (:data:`SCHEMA_VERSION`), ``run_id`` (the manifest entry of the run that wrote it), ``seq``
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .. import paths
 from ..errors import SpecError
 from ..spec.trace import Trace
 from . import auth, manifest
@@ -159,7 +161,7 @@ def _keys(extra: Sequence[bytes] = ()) -> list[bytes]:
     k = auth.load_key(create=False)
     if k is not None:
         keys.append(k)
-    for f in filter(None, os.environ.get("SOLBENCH_TRACE_KEYS", "").split(os.pathsep)):
+    for f in paths.trace_key_files():
         keys.append(auth.load_key_file(f))
     return keys
 

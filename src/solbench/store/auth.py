@@ -6,8 +6,8 @@ parent appends carries ``auth = {"alg": "HMAC-SHA256", "key_id": ..., "mac": ...
 over the line's canonical JSON (:func:`canonical`: the object without ``auth``, keys sorted,
 no spaces, no NaN). The key is 32 random bytes (hex) in ``<data dir>/trace.key``, created on
 first use with mode 0600; the sandbox hides ``<data dir>`` from the candidate's worker
-(``key_dir()`` is the one place that names it). ``key_id`` = first 16 hex digits of
-sha256(key): it names which key signed a line without revealing it.
+(``key_dir()``, which is :func:`solbench.paths.data_dir`, names it). ``key_id`` = first 16
+hex digits of sha256(key): it names which key signed a line without revealing it.
 
 HMAC: RFC 2104 (Krawczyk, Bellare, Canetti 1997), SHA-256: FIPS 180-4; Python's ``hmac``.
 """
@@ -23,6 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import paths
 from ..errors import SolbenchError
 
 ALG = "HMAC-SHA256"
@@ -35,13 +36,9 @@ class KeyError_(SolbenchError):
 
 def key_dir() -> Path:
     """Folder holding the trace key: ``$SOLBENCH_DATA_DIR`` if set, else
-    ``$XDG_DATA_HOME/solbench``, else ``~/.local/share/solbench``. The sandbox hides it."""
-    env = os.environ.get("SOLBENCH_DATA_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
-    return base / "solbench"
+    ``$XDG_DATA_HOME/solbench``, else ``~/.local/share/solbench`` (:func:`solbench.paths.data_dir`).
+    The sandbox hides it."""
+    return paths.data_dir()
 
 
 def key_path() -> Path:

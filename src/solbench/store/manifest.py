@@ -100,7 +100,7 @@ def gpus() -> list[dict[str, Any]] | dict[str, str]:
 
 
 def _seed_fingerprint(value: Any) -> str:
-    from ..harness.seeds import fingerprint
+    from ..inputs.seeds import fingerprint
 
     try:
         if isinstance(value, int):
@@ -116,7 +116,7 @@ def _seed_fingerprint(value: Any) -> str:
 
 def redact_seed_argv(argv: list[str]) -> list[str]:
     """``argv`` with the value of ``--seed`` replaced by its fingerprint
-    (:func:`solbench.harness.seeds.fingerprint`): the base seed is the run's secret, and the
+    (:func:`solbench.inputs.seeds.fingerprint`): the base seed is the run's secret, and the
     manifest is written while the run goes on (docs/inputs.md)."""
     out = list(argv)
     for i, a in enumerate(out):

@@ -61,7 +61,7 @@ def export(results: Sequence[Path], bundle: Path, *, problems: Sequence[str] = (
     from .. import __version__
     from ..report.models import model_rows, read_verifications, verify_path, write_tables
     from ..report.records import label_for, load
-    from ..store import db as sdb
+    from ..report import db as sdb
     from ..store import merge
     from ..store.manifest import git_commit
     from .verify import find_problems

@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 
 from ..report.models import read_verifications, verify_path  # noqa: F401 - the file format's reader
 from ..spec import Problem, Trace, load_problem
-from ..harness.seeds import fingerprint
+from ..inputs.seeds import fingerprint
 from ..spec.trace import Status
 
 VERDICTS = ("verified", "not_reproduced", "failed", "missing")

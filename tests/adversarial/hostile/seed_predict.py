@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from solbench.harness.seeds import derived_seed as _seed
+from solbench.inputs.seeds import derived_seed as _seed
 from solbench.inputs import make_inputs
 from solbench.spec import load_problem
 

@@ -1,7 +1,7 @@
 """The registry of kernel languages: one plug-in module each, one line each below.
 
 Adding a language: write ``languages/<name>.py`` defining ``LANGUAGE = Language(...)``
-(see :class:`~solbench.harness.languages.base.Language`) and add its module to
+(see :class:`~solbench.languages.base.Language`) and add its module to
 ``_MODULES``. Spec validation, the build step, the child-process allow-list and the static
 audit read it from here; nothing else changes.
 

@@ -1,7 +1,7 @@
 """What a kernel language plug-in declares, and the shared checks behind those declarations.
 
 A plug-in is one :class:`Language` instance in its own module, listed once in
-:mod:`solbench.harness.languages` (the registry). Everything that depends on the language
+:mod:`solbench.languages` (the registry). Everything that depends on the language
 reads the plug-in: spec validation (:mod:`solbench.spec.solution`), the build step
 (:mod:`solbench.harness.build`), the child-process allow-list
 (:data:`solbench.harness.guards.ALLOWED_CHILD_CMDLINE`) and the static audit's
@@ -22,10 +22,35 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import Callable, Literal, Protocol, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ...spec.solution import BuildSpec, Solution
+
+# What a plug-in reads of a solution, as structural types: the registry sits below spec
+# (spec.solution validates its languages here), so it names spec's models only by shape.
+class BuildSpec(Protocol):
+    """The fields of :class:`solbench.spec.solution.BuildSpec` a plug-in reads."""
+
+    binding: str | None
+
+    @property
+    def entry_file(self) -> str: ...
+
+
+class SourceFile(Protocol):
+    """One source of a solution: its relative ``path`` and text ``content``."""
+
+    path: str
+    content: str
+
+
+class Solution(Protocol):
+    """The fields of :class:`solbench.spec.solution.Solution` a plug-in reads."""
+
+    @property
+    def sources(self) -> Sequence[SourceFile]: ...
+
+    @property
+    def spec(self) -> BuildSpec: ...
 
 #: suffixes of C/C++/CUDA sources torch.utils.cpp_extension compiles (headers are included)
 CPP_COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")

@@ -1,7 +1,8 @@
 """DuckDB database of results files, for SQL queries and Parquet/CSV export.
 
 Built from the verified traces (``store.read_store`` through ``report.records.load``), in
-memory or in a file. Base tables and views (columns: docs/reports.md, "Results database"):
+memory or in a file. It lives in ``report`` because it is built from the report's rows and
+leaderboards (the store below never imports the report: docs/architecture.md). Base tables and views (columns: docs/reports.md, "Results database"):
 
 ``traces``      one row per accepted trace (``report.records.TraceRow`` without raw samples):
                 file, line, provenance (verified | legacy | unverified:<state>), suite,
@@ -57,8 +58,8 @@ def build(rs, path: str | Path = ":memory:"):
     a ``report.records.ResultSet``. ``path`` other than ``:memory:`` is overwritten."""
     import pyarrow as pa
 
-    from ..report.aggregate import leaderboards
-    from ..report.records import FindingRow, TraceRow
+    from .aggregate import leaderboards
+    from .records import FindingRow, TraceRow
 
     duckdb = _require_duckdb()
     if str(path) != ":memory:":
