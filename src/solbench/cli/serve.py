@@ -85,6 +85,7 @@ def register(app: typer.Typer) -> None:
             sock.bind((host, port))
         except OSError as e:
             fail(f"--host/--port: cannot listen on {host}:{port}: {e.strerror or e}")
+        sock.listen(128)  # connections wait in the backlog from the moment the line is printed
         bound = sock.getsockname()[1]
         lifetime.arm_watchdog()
         with clean_errors():
