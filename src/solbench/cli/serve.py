@@ -32,7 +32,10 @@ def register(app: typer.Typer) -> None:
                                                        "on first use)"),
         no_token: bool = typer.Option(False, "--no-token",
                                       help="accept requests without a token (loopback only)"),
-        spares: int = typer.Option(2, "--spares", help="workers kept started ahead of need per device"),
+        spares: int = typer.Option(3, "--spares",
+                                   help="workers kept started ahead of need per device (the "
+                                        "first evaluation of a problem takes two: candidate "
+                                        "and reference)"),
         max_problems: int = typer.Option(16, "--max-problems",
                                          help="problems whose state (reference, workers, bounds) is kept"),
         max_body: str = typer.Option("16M", "--max-body", help="largest request body"),

@@ -226,7 +226,7 @@ class Service:
     one client may have queued (more is answered 429). ``keep_jobs``: finished jobs kept
     for clients to fetch (oldest dropped first)."""
 
-    def __init__(self, roots: list[Path], device: str, *, spares: int = 2, max_problems: int = 16,
+    def __init__(self, roots: list[Path], device: str, *, spares: int = 3, max_problems: int = 16,
                  output: Path | None = None, max_queued: int = 256, keep_jobs: int = 1000):
         from ..suites import DATA_ROOT
 
