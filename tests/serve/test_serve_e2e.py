@@ -54,13 +54,30 @@ def run(x):
     return torch.softmax(x, dim=1)
 """
 
+# a worker reused across candidates would hand this one its own earlier import's mark (one
+# interpreter, builtins shared): it then answers zeros (INCORRECT_NUMERICAL); in a fresh worker
+# per candidate it never sees one (PASSED), however often it is submitted
+STATEFUL = """import builtins
+
+import torch
+
+SEEN = getattr(builtins, "_solbench_serve_seen", False)
+builtins._solbench_serve_seen = True
+
+
+def run(x):
+    if SEEN:
+        return torch.zeros_like(x)
+    return torch.softmax(x, dim=1)
+"""
+
 # kind -> the status worked out from what the candidate does (the harness's own tests and
 # `solbench demo` hold the same expectations for these candidates)
 EXPECTED = {"honest": "PASSED", "segv": "RUNTIME_ERROR", "hang": "TIMEOUT",
             "build_fail": "COMPILE_ERROR", "replay": "REWARD_HACK", "timer": "REWARD_HACK",
-            "uniform": "INCORRECT_NUMERICAL", "netprobe": "PASSED"}
-ORDER = ["honest", "segv", "honest", "replay", "netprobe", "uniform", "hang", "honest", "timer",
-         "build_fail", "segv", "honest", "replay", "netprobe", "uniform", "honest", "timer", "hang",
+            "uniform": "INCORRECT_NUMERICAL", "netprobe": "PASSED", "stateful": "PASSED"}
+ORDER = ["honest", "segv", "honest", "replay", "netprobe", "uniform", "hang", "stateful", "timer",
+         "build_fail", "segv", "honest", "replay", "netprobe", "uniform", "stateful", "timer", "hang",
          "build_fail", "honest"]
 
 
@@ -100,7 +117,7 @@ def server(tmp_path_factory):
 
 
 def _candidates(folder: Path, port: int) -> dict[str, Path]:
-    src = {"honest": HONEST, "segv": SEGV, "hang": HANG, "build_fail": BUILD_FAIL,
+    src = {"honest": HONEST, "stateful": STATEFUL, "segv": SEGV, "hang": HANG, "build_fail": BUILD_FAIL,
            "netprobe": NETPROBE.format(port=port),
            "replay": (DEMO / "softmax_replay.py").read_text(),
            "timer": (DEMO / "softmax_timer_patch.py").read_text(),
@@ -269,3 +286,36 @@ def test_non_loopback_requires_token(tmp_path):
         assert e.value.status == 401
     finally:
         _stop(proc)
+
+
+@pytest.mark.slow
+def test_clients_queued_fairly(server, tmp_path):
+    """A's three jobs and then B's one, submitted at once: B's runs before A's third (round-robin
+    across clients), where one FIFO for all would run it last."""
+    proc, url, tok, _ = server
+    cand = tmp_path / "honest.py"
+    cand.write_text(HONEST)
+    from solbench.spec import load_problem, load_solution
+    from solbench.suites import resolve_problem
+
+    problem = load_problem(resolve_problem(PROBLEM))
+    req = {"problem": str(Path(problem.path).resolve()), "device": "cpu", "timing": False, "rounds": 1,
+           "solution": load_solution(cand, problem).model_dump(mode="json"),
+           "workloads": [problem.workloads[0].uuid]}
+    a, b = ServeClient(url, token=tok, client="A"), ServeClient(url, token=tok, client="B")
+    jobs = [a.submit(req), a.submit(req), a.submit(req), b.submit(req)]
+    assert jobs[3]["position"] is not None
+    done = []
+    for j in jobs:
+        while True:
+            v = a.job(j["id"], wait=25)
+            if v["state"] in ("done", "failed", "cancelled"):
+                break
+        assert v["state"] == "done" and v["traces"][0]["evaluation"]["status"] == "PASSED"
+        done.append(v)
+    order = [v["client"] + str(i) for i, v in sorted(enumerate(done), key=lambda p: p[1]["started_at"])]
+    assert order == ["A0", "A1", "B3", "A2"], order
+    # a queued job can be cancelled, a finished one cannot
+    with pytest.raises(ServeError) as e:
+        a.cancel(jobs[0]["id"])
+    assert e.value.status == 409
