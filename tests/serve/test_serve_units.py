@@ -96,3 +96,18 @@ def test_request_model_refuses_unknown_and_bad_fields():
                 {"problem": "x", "rounds": 0}, {"problem": ""}, {"problem": "x", "seed": -1}):
         with pytest.raises(ValidationError):
             EvalRequest(**bad)
+
+
+def test_serve_without_the_extra_says_which(monkeypatch):
+    """Without fastapi/uvicorn, `solbench serve` ends with one line naming the extra."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from solbench.cli import app
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn raises ImportError
+    res = CliRunner().invoke(app, ["serve", "--port", "0"])
+    assert res.exit_code == 2
+    out = res.stderr.strip()
+    assert "solbench[serve]" in out and len(out.splitlines()) == 1
