@@ -111,3 +111,19 @@ def test_serve_without_the_extra_says_which(monkeypatch):
     assert res.exit_code == 2
     out = res.stderr.strip()
     assert "solbench[serve]" in out and len(out.splitlines()) == 1
+
+
+def test_client_refuses_a_url_without_scheme_and_names_an_absent_server():
+    from solbench.serve.client import ServeClient, ServeError
+
+    with pytest.raises(ServeError, match="not an http"):
+        ServeClient("127.0.0.1:8765")
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    with pytest.raises(ServeError, match="is `solbench serve` running") as e:
+        ServeClient(f"http://127.0.0.1:{port}", token="t" * 20).health()
+    assert e.value.status == 0

@@ -38,6 +38,9 @@ class ServeClient:
 
     def __init__(self, url: str, token: str | None = None, client: str = "default",
                  timeout_s: float = 60.0):
+        if not url.startswith(("http://", "https://")):
+            raise ServeError(0, f"--server: {url!r} is not an http:// or https:// URL "
+                                "(e.g. http://127.0.0.1:8765)")
         self.url = url.rstrip("/")
         self.token = client_token(token)
         self.client = client

@@ -239,7 +239,8 @@ class Service:
         self.keep_jobs = keep_jobs
         self.jobs: "collections.OrderedDict[str, Job]" = collections.OrderedDict()
         self.lanes: dict[str, Lane] = {}
-        self.problems: dict[Path, tuple[tuple, Any]] = {}
+        #: loaded problems by resolved path: (file signature, Problem), least recently used first
+        self.problems: "collections.OrderedDict[Path, tuple[tuple, Any]]" = collections.OrderedDict()
         self.closing = False
         self.started_at = time.time()
         self._lock = threading.RLock()
@@ -270,6 +271,7 @@ class Service:
         with self._lock:
             got = self.problems.get(path)
             if got is not None and got[0] == sig:
+                self.problems.move_to_end(path)
                 return got[1], (str(path), sig)
         try:
             prob = load_problem(path)
@@ -277,6 +279,9 @@ class Service:
             raise RequestError(400, str(e)) from None
         with self._lock:
             self.problems[path] = (sig, prob)
+            self.problems.move_to_end(path)
+            while len(self.problems) > 4 * self.max_problems:  # a bound on what clients can fill
+                self.problems.popitem(last=False)
         return prob, (str(path), sig)
 
     def check_device(self, device: str | None) -> str:
