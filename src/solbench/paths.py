@@ -341,6 +341,18 @@ def sol_in_process() -> bool:
     return _flag(SOL_IN_PROCESS, False)
 
 
+# ------------------------------------------------------------------------------------ serve
+SERVE_TOKEN = _declare(
+    "SOLBENCH_SERVE_TOKEN", "unset (the file serve.token in the trace key's folder)", "string, >= 16 characters",
+    "The bearer token of `solbench serve` and its clients (docs/serve.md); overrides the token file.")
+
+
+def serve_token() -> str | None:
+    """``$SOLBENCH_SERVE_TOKEN`` stripped, or None when unset or empty."""
+    v = _raw(SERVE_TOKEN)
+    return v.strip() if v and v.strip() else None
+
+
 # ------------------------------------------------------- the wire to child processes (set by solbench)
 BUILD_OUT = _declare(
     "SOLBENCH_BUILD_OUT", "unset", "folder",

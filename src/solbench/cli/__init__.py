@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "report", "results", "compare",  # results store and reports
     "study",  # generate, verify, export: the model study
     "selftest",
+    "serve",  # the warm evaluation service (docs/serve.md)
 ]
 
 

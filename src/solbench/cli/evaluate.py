@@ -56,6 +56,9 @@ def register(app: typer.Typer) -> None:
         keep_going: bool = typer.Option(False, "--keep-going",
                                         help="after a TIMEOUT, still run the solution's other "
                                              "workloads (default: recorded as not run)"),
+        server: Optional[str] = typer.Option(None, "--server",
+                                             help="run it on a `solbench serve` at this URL "
+                                                  "(http://127.0.0.1:8765): same traces and output"),
     ) -> None:
         """Evaluate a candidate: correctness over fresh inputs, cold-L2 timing, SOL score.
         Progress goes to stderr (a bar on a terminal, one line per finished workload
@@ -101,8 +104,14 @@ def register(app: typer.Typer) -> None:
                     write(t)
                     prog.done(t)
 
-                traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
-                                            on_trace=on_trace, on_stage=prog.stage)
+                if server:
+                    from ..serve.client import evaluate_remote
+
+                    traces = evaluate_remote(server, prob, sol, cfg, hardware=hardware, sol_model=sol_model,
+                                             on_trace=on_trace, on_stage=prog.stage)
+                else:
+                    traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
+                                                on_trace=on_trace, on_stage=prog.stage)
         if as_json:
             typer.echo(json.dumps([json.loads(t.to_json_line()) for t in traces], allow_nan=False))
         else:

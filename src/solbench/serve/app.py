@@ -1,0 +1,107 @@
+"""The HTTP layer of ``solbench serve`` (FastAPI on uvicorn): routes, the bearer-token check,
+the request-size bound and the error format. docs/serve.md documents every endpoint.
+
+Errors are ``{"error": "<one line>"}`` with the status: 400 a bad field, 401 no or wrong
+token, 403 a path outside the allowed roots, 404 no such job or problem, 409 cancelling a
+job that is not queued, 413 a body over the bound, 429 too many jobs queued for one
+client, 503 shutting down.
+"""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from .. import __version__
+from .api import EvalRequest
+from .service import RequestError, Service
+from .token import token_ok
+
+#: longest a ``GET /v1/jobs/{id}?wait=`` holds the request open (s)
+MAX_WAIT_S = 30.0
+
+
+def make_app(service: Service, token: str | None, max_body: int = 16 << 20) -> FastAPI:
+    """The app serving ``service``. ``token``: the bearer token every request must carry
+    (None: none required; the CLI allows that on a loopback bind only). ``max_body``: the
+    most bytes a request body may have (413 beyond)."""
+
+    def auth(request: Request) -> None:
+        if not token_ok(token, request.headers.get("authorization")):
+            raise RequestError(401, "missing or wrong token (Authorization: Bearer <token>; "
+                                    "the server printed where its token is)")
+
+    app = FastAPI(title="solbench serve", version=__version__, dependencies=[Depends(auth)],
+                  docs_url=None, redoc_url=None)
+
+    @app.exception_handler(RequestError)
+    async def _refused(request: Request, e: RequestError):
+        headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
+        return JSONResponse({"error": e.message}, status_code=e.status, headers=headers)
+
+    @app.get("/v1/health")
+    def health() -> dict:
+        return {"ok": not service.closing, "version": __version__}
+
+    @app.get("/v1/status")
+    def status() -> dict:
+        return service.status()
+
+    @app.post("/v1/jobs", status_code=202)
+    async def submit(request: Request) -> dict:
+        body = await _read_body(request, max_body)
+        try:
+            req = EvalRequest.model_validate_json(body)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err.get("loc", ()))
+            raise RequestError(400, f"{loc}: {err.get('msg')}" if loc else str(err.get("msg"))) from None
+        job = await run_in_threadpool(service.submit, req)
+        return job.view(position=service.position(job)).model_dump(mode="json")
+
+    @app.get("/v1/jobs/{job_id}")
+    def get_job(job_id: str, after: int = 0, wait: float = 0.0, stages: int = 0) -> dict:
+        """``after``: traces already fetched (only later ones come back); ``wait``: hold the
+        request up to this many seconds (at most 30) until a new trace or stage line, or the
+        end; ``stages``: stage lines already seen."""
+        job = service.job(job_id)
+        if wait > 0:
+            job.wait(after, stages, min(float(wait), MAX_WAIT_S))
+        return job.view(after, position=service.position(job)).model_dump(mode="json")
+
+    @app.delete("/v1/jobs/{job_id}")
+    def cancel(job_id: str) -> dict:
+        job = service.job(job_id)
+        service.cancel(job)
+        return job.view().model_dump(mode="json")
+
+    return app
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed ``limit`` bytes: by its
+    declared Content-Length before a byte is read, else while it streams in."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            n = int(declared)
+        except ValueError:
+            raise RequestError(400, "Content-Length is not a number") from None
+        if n > limit:
+            raise RequestError(413, f"request body of {n:,} bytes exceeds the server's "
+                                    f"{limit:,} (--max-body)")
+    chunks, got = [], 0
+    async for chunk in request.stream():
+        got += len(chunk)
+        if got > limit:
+            raise RequestError(413, f"request body exceeds the server's {limit:,} bytes (--max-body)")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body:
+        raise RequestError(400, "empty body: expected a JSON evaluation request")
+    return body
+
+
+__all__ = ["make_app"]
