@@ -6,10 +6,6 @@ a pipe (:mod:`.lines`), the registry of this process's own helper processes
 Used by the harness (workers, the stray-process guard, freezing a candidate), the SOL
 counting child (:mod:`solbench.sol.isolated`) and the CLI (:mod:`solbench.cli.lifetime`).
 Imports nothing else of solbench, and nothing outside the standard library. Linux only.
+Import the submodules themselves (``from solbench.proc import procfs, signals``): this
+package imports none of them, so the watchdog script loads only what it uses.
 """
-
-from . import lines, procfs, registry, signals
-from .lines import LineReader
-from .registry import OWN, OwnProcesses
-
-__all__ = ["LineReader", "OWN", "OwnProcesses", "lines", "procfs", "registry", "signals"]

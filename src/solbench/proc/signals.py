@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import procfs
 
@@ -103,11 +102,13 @@ def wait_stopped(pids: Iterable[int], wait_s: float, poll_s: float = 0.0001) -> 
     return True
 
 
-def reap(proc: subprocess.Popen, timeout_s: float = 5.0, tries: int = 2) -> int | None:
-    """Wait for the (killed) child ``proc``; its exit status, or None when it cannot be
+def reap(proc, timeout_s: float = 5.0, tries: int = 2) -> int | None:
+    """Wait for the (killed) child ``proc`` (a :class:`subprocess.Popen`); its exit status, or None when it cannot be
     reaped in ``tries`` x ``timeout_s``. A traced process (ptrace) is reported to its tracer
     first, so a tracer that never waits would hold this wait for ever: after each timeout the
     tracer (:func:`procfs.tracer_pid`) is SIGKILLed."""
+    import subprocess
+
     for _ in range(tries):
         try:
             return proc.wait(timeout=timeout_s)

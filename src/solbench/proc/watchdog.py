@@ -12,19 +12,21 @@ process: a process may fork while it is being killed)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 #: sweeps of the marked processes after the parent's death
 SWEEPS = 5
 
 
-def start(var: str, token: str) -> subprocess.Popen:
+def start(var: str, token: str):
     """Launch the watchdog for processes marked ``var=token`` (in its own session, so a
     signal to the caller's group does not take it) and register it as a surviving helper.
     The caller keeps the returned process (its stdin pipe) for as long as it lives; it
     should then put ``var=token`` in its own environment, so every process it starts carries
-    the mark. Raises OSError when it cannot be started."""
+    the mark. Returns the :class:`subprocess.Popen`; raises OSError when it cannot be
+    started."""
+    import subprocess
+
     from .registry import OWN
 
     env = {k: v for k, v in os.environ.items() if k != var}
@@ -38,14 +40,15 @@ def start(var: str, token: str) -> subprocess.Popen:
 
 
 def main(argv: list[str]) -> None:
+    # imported before the wait: the sweep starts the moment the parent is gone
+    from solbench.proc.signals import kill_marked
+
     var, token = argv[1], argv[2]
     try:
         while os.read(0, 65536):
             pass
     except OSError:
         pass
-    from solbench.proc.signals import kill_marked
-
     kill_marked(var, token, sweeps=SWEEPS)
 
 
