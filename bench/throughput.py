@@ -268,9 +268,9 @@ PROBES = [
     ("solbench.harness.timed", "Hold.settle"), ("solbench.harness.timed", "Hold.stop"),
     ("solbench.harness.timed", "open_worker_memory"),
     ("solbench.harness.workers", "ReferenceWorkers.handle"), ("solbench.harness.workers", "start_candidate"),
-    ("solbench.harness.guards", "thread_ids"), ("solbench.harness.guards", "digests"),
-    ("solbench.harness.guards", "descendants"), ("solbench.harness.guards", "sched_state"),
-    ("solbench.harness.guards", "running_tasks"),
+    ("solbench.proc.procfs", "thread_ids"), ("solbench.harness.guards", "digests"),
+    ("solbench.proc.procfs", "descendants"), ("solbench.proc.procfs", "sched_state"),
+    ("solbench.proc.procfs", "running_tasks"),
     ("solbench.pipeline", "sol_block"), ("solbench.pipeline", "attach_static_audit"),
     ("solbench.spec", "load_problem"),
 ]

@@ -17,10 +17,7 @@ SRC = ROOT / "src" / "solbench"
 
 #: files other work owns that still read SOLBENCH_* variables themselves: each is switched
 #: to solbench.paths when that work lands (then its line here goes; a stale line fails)
-PENDING = {
-    "harness/worker.py": {"SOLBENCH_WORKER_PREROLL_US"},  # worker code: paths.worker_preroll_s()
-    "sol/isolated.py": {"SOLBENCH_SOL_COUNT_TIMEOUT_S", "SOLBENCH_SOL_IN_PROCESS"},  # proc/ work
-}
+PENDING: dict[str, set[str]] = {}
 
 _ENV_METHODS = {"get", "pop", "setdefault", "__getitem__"}
 

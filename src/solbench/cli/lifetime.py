@@ -1,7 +1,7 @@
 """Every process a solbench command starts ends with it, on every exit path.
 
 - SIGTERM and SIGHUP (a timeout, CI cancellation, a closed terminal): the harness's workers
-  (:data:`solbench.harness.process.LIVE_WORKERS`, each the leader of its own process group),
+  (the workers of :data:`solbench.proc.registry.OWN`, each the leader of its own process group),
   their process groups, everything they started, and any other child of this process are
   SIGKILLed (a stopped worker too: SIGKILL needs no SIGCONT), then the process exits with
   128 + the signal number, as a shell reports a death by that signal. A trace being written
@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import threading
 from contextlib import contextmanager
@@ -32,16 +31,17 @@ from contextlib import contextmanager
 #: the environment variable that marks the processes of one solbench run
 RUN_ENV = "SOLBENCH_RUN"
 
-#: the watchdog script (standalone: it imports nothing of solbench)
-_WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
-
 _state = {"watchdog": None, "writing": 0, "pending": None}
 _lock = threading.Lock()
 
 
 def kill_all() -> list[int]:
     """SIGKILL every worker of this process, its process group and descendants, and every
-    other child of this process. Returns the pids signalled. Safe to call at any time."""
+    other child of this process but the helpers registered to survive (the watchdog, the
+    backstop). Returns the pids signalled. Safe to call at any time."""
+    from ..proc import procfs, signals
+    from ..proc.registry import OWN
+
     killed: list[int] = []
     proc_mod = sys.modules.get("solbench.harness.process")
     shutdown = getattr(proc_mod, "shutdown_all", None) if proc_mod is not None else None
@@ -50,27 +50,12 @@ def kill_all() -> list[int]:
             shutdown()
         except Exception:  # noqa: BLE001 - the sweep below still runs
             pass
-    held = False
-    lock = getattr(proc_mod, "_SPAWN_LOCK", None) if proc_mod is not None else None
-    if lock is not None:  # no worker is half-spawned (forked, not registered) while we sweep
-        held = lock.acquire(timeout=5)
+    # no worker is half-spawned (forked, not registered) while we sweep
+    held = OWN.lock.acquire(timeout=5)
     try:
-        pids = set(getattr(proc_mod, "LIVE_WORKERS", ()) or ())
-        pids |= _children(os.getpid())
-        wd = _state["watchdog"]
-        pids.discard(wd.pid if wd is not None else -1)  # it stays, as the backstop
+        pids = (set(OWN.workers) | procfs.child_pids(os.getpid())) - OWN.helpers(survive=True)
         for pid in sorted(pids):
-            for p in [pid, *sorted(_descendants(pid))]:
-                try:
-                    if os.getpgid(p) == p:
-                        os.killpg(p, signal.SIGKILL)
-                except OSError:
-                    pass
-                try:
-                    os.kill(p, signal.SIGKILL)
-                    killed.append(p)
-                except OSError:
-                    pass
+            killed += signals.kill_tree(pid)
         for p in pids:
             try:
                 os.waitpid(p, os.WNOHANG)
@@ -78,34 +63,8 @@ def kill_all() -> list[int]:
                 pass
     finally:
         if held:
-            lock.release()
+            OWN.lock.release()
     return killed
-
-
-def _children(pid: int) -> set[int]:
-    out: set[int] = set()
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for t in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                out |= {int(x) for x in f.read().split()}
-        except OSError:
-            pass
-    return out
-
-
-def _descendants(pid: int) -> set[int]:
-    seen: set[int] = set()
-    todo = [pid]
-    while todo:
-        for c in _children(todo.pop()):
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
-    return seen
 
 
 def _say(text: str) -> None:
@@ -165,21 +124,17 @@ def install() -> None:
 
 
 def arm_watchdog() -> None:
-    """Start the parent-death watchdog once per process (see the module docstring) and mark
-    this process's environment, so every process started from now on carries the token."""
+    """Start the parent-death watchdog once per process (:mod:`solbench.proc.watchdog`; see
+    the module docstring) and mark this process's environment, so every process started from
+    now on carries the token."""
     if _state["watchdog"] is not None or not os.path.isdir("/proc"):
         return
+    from ..proc import watchdog
+
     token = secrets.token_hex(16)
-    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", _WATCHDOG, RUN_ENV, token],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=env, close_fds=True,
-                                start_new_session=True)
+        proc = watchdog.start(RUN_ENV, token)
     except OSError:  # pragma: no cover - no watchdog: the signal handlers still work
         return
     _state["watchdog"] = proc
-    from ..harness.process import own_helper
-
-    own_helper(proc.pid)
     os.environ[RUN_ENV] = token

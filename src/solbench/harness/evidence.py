@@ -22,6 +22,7 @@ import torch
 
 from .. import paths
 from ..inputs.seeds import InputSeeds
+from ..proc import procfs
 from ..spec.problem import Problem
 from ..spec.trace import Finding, Status
 from ..spec.workload import Workload
@@ -116,7 +117,7 @@ def window_check(run: WorkloadRun, when: str, reported: dict[str, float | None],
 
 
 def kids_before(run: WorkloadRun) -> set[int]:
-    return guards.descendants(run.h.pid)
+    return procfs.descendants(run.h.pid)
 
 
 def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> bool:
@@ -127,7 +128,7 @@ def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> 
     seen in each call, whatever the workload's length. Returns True when one was found."""
     extra = guards.unexplained_children(run.h.pid, before, late=late) + stray_children()
     # a process in the sandbox outside the worker's tree is never an honest helper
-    extra += [{"pid": pid, "outside_worker_tree": True, "cmdline": guards.cmdline(pid)[:200]}
+    extra += [{"pid": pid, "outside_worker_tree": True, "cmdline": procfs.cmdline(pid)[:200]}
               for pid in run.h.outside_worker_tree()]
     if extra:
         add_once(run.findings, finding("child_process", f"the worker started processes {when}: {extra[:3]}",
@@ -364,8 +365,8 @@ def new_threads(run: WorkloadRun, base: set[int], seen: set[int]) -> set[int]:
     """OS threads of the worker not in ``base`` or ``seen`` that are still alive after a
     grace period (a joined thread's OS thread lingers in /proc for about a millisecond after
     join() returns; seen with a per-call ThreadPool)."""
-    fresh = guards.thread_ids(run.h.pid) - base - seen
+    fresh = procfs.thread_ids(run.h.pid) - base - seen
     if fresh:
         time.sleep(THREAD_GRACE_S)
-        fresh &= guards.thread_ids(run.h.pid)
+        fresh &= procfs.thread_ids(run.h.pid)
     return fresh

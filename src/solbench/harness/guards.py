@@ -22,11 +22,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
+# the /proc readers live in solbench.proc; these names stay importable from here for the
+# tests that use them (guards.thread_ids, guards.cmdline, ...)
+from ..proc.procfs import (cmdline, descendants, exe_name, process_cpu_ms,  # noqa: F401
+                           runqueue_wait_ms, sched_state, thread_ids)
+from ..proc.procfs import state as proc_state  # noqa: F401
 from ..spec.trace import Finding
 from . import languages as _languages
 
@@ -34,27 +38,6 @@ from . import languages as _languages
 #: the executables and ``python -m`` modules every registered language plug-in declares
 #: (:mod:`solbench.harness.languages`). A new language adds its own there, not here.
 ALLOWED_CHILD_CMDLINE = tuple(sorted(_languages.child_tools())) + _languages.child_modules()
-
-
-def thread_ids(pid: int) -> set[int]:
-    """OS thread ids of process ``pid`` (empty if it is gone)."""
-    try:
-        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return set()
-
-
-def sched_state(pid: int) -> dict[int, tuple]:
-    """Per OS thread of ``pid``: (scheduling policy, nice value, CPU affinity). Threads that
-    vanish while being read are left out."""
-    out: dict[int, tuple] = {}
-    for tid in thread_ids(pid):
-        try:
-            out[tid] = (os.sched_getscheduler(tid), os.getpriority(os.PRIO_PROCESS, tid),
-                        tuple(sorted(os.sched_getaffinity(tid))))
-        except OSError:
-            continue
-    return out
 
 
 def sched_tampered(pid: int, baseline: tuple) -> list[str]:
@@ -73,149 +56,8 @@ def sched_tampered(pid: int, baseline: tuple) -> list[str]:
     return out
 
 
-def _proc_text(path: str) -> str | None:
-    """The whole text of a /proc file, read with raw reads until end of file and decoded
-    with replacement (a command name is any bytes); None when it cannot be opened or read.
-    These scans run thousands of times a workload (every thread's stat and children file,
-    around every call): pathlib's read_text took about 3x as long per file
-    (bench/results/overhead_cpu_before.md)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        parts = []
-        while True:
-            b = os.read(fd, 65536)
-            if not b:
-                break
-            parts.append(b)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(parts).decode("utf-8", "replace")
-
-
-def _stat_fields(path: str) -> list[str] | None:
-    """The fields of a /proc ``stat`` file after the command name (state first, then ppid,
-    pgrp, session, ...); None when it is gone."""
-    txt = _proc_text(path)
-    if txt is None:
-        return None
-    return txt[txt.rfind(")") + 2:].split() or None
-
-
-def proc_state(pid: int) -> str | None:
-    """The one-letter state of ``pid`` from /proc/<pid>/stat (R, S, D, T stopped, t traced,
-    Z zombie, ...); None when it is gone."""
-    f = _stat_fields(f"/proc/{pid}/stat")
-    return f[0] if f else None
-
-
-def session_id(pid: int) -> int | None:
-    """The session id of ``pid`` (/proc/<pid>/stat field 6); None when it is gone."""
-    f = _stat_fields(f"/proc/{pid}/stat")
-    return int(f[3]) if f and len(f) > 3 else None
-
-
-def last_cpu(pid: int) -> int | None:
-    """The CPU ``pid`` (its main thread) last ran on (/proc/<pid>/stat field 39,
-    ``processor``); None when it is gone or the field is missing."""
-    f = _stat_fields(f"/proc/{pid}/stat")
-    try:
-        return int(f[36]) if f and len(f) > 36 else None
-    except ValueError:
-        return None
-
-
-def runqueue_wait_ms(pid: int | None = None) -> float | None:
-    """Milliseconds the main thread of ``pid`` (``None``: the calling thread) has spent
-    runnable but waiting for a CPU since it started: the second field of
-    ``/proc/<pid>/task/<pid>/schedstat`` (``/proc/thread-self/schedstat``), in nanoseconds
-    (Linux, Documentation/scheduler/sched-stats.rst). It grows only while the thread could
-    run and another task held its CPU: the host's load, not the thread's own work or sleep.
-    None where the kernel keeps no such statistics (CONFIG_SCHED_INFO off) or the thread
-    is gone."""
-    txt = _proc_text("/proc/thread-self/schedstat" if pid is None else f"/proc/{pid}/task/{pid}/schedstat")
-    try:
-        return int(txt.split()[1]) / 1e6 if txt else None
-    except (IndexError, ValueError):
-        return None
-
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def process_cpu_ms(pid: int) -> float | None:
-    """CPU time (ms) process ``pid`` has used: user + system time of all its threads, the
-    exited ones included, and of its children it has waited for (``/proc/<pid>/stat`` fields
-    utime, stime, cutime, cstime, in clock ticks of 1/``SC_CLK_TCK`` s: 10 ms on Linux; see
-    proc(5)). A loaded host stretches a process's wall time, never its CPU time. None when
-    the process is gone."""
-    f = _stat_fields(f"/proc/{pid}/stat")
-    try:
-        # after the command name: state is field 3 of proc(5), utime..cstime fields 14-17
-        return sum(int(x) for x in f[11:15]) * 1e3 / _CLK_TCK if f else None
-    except (IndexError, ValueError):
-        return None
-
-
-def running_tasks(pid: int) -> list[str]:
-    """States of the threads of ``pid`` that can run (not stopped, traced, zombie or dead),
-    read from every /proc/<pid>/task/*/stat: a process whose main thread exited (a zombie
-    leader) still runs its other threads."""
-    out = []
-    for tid in thread_ids(pid):
-        f = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
-        if f and f[0] not in "TtZX":
-            out.append(f[0])
-    return out
-
-
-def child_pids(pid: int) -> set[int]:
-    """Direct child processes of ``pid`` (from /proc/<pid>/task/*/children)."""
-    out: set[int] = set()
-    for tid in thread_ids(pid):
-        txt = _proc_text(f"/proc/{pid}/task/{tid}/children")
-        if txt is None:
-            continue
-        out.update(int(x) for x in txt.split())
-    return out
-
-
-def descendants(pid: int) -> set[int]:
-    seen, stack = set(), [pid]
-    while stack:
-        p = stack.pop()
-        for c in child_pids(p):
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
-    return seen
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 _TOOLS = _languages.child_tools()
 _MODULES = _languages.child_modules()
-
-
-def exe_name(pid: int) -> str | None:
-    """Basename of the executable a process really runs (``/proc/<pid>/exe``; argv[0] is
-    the process's own choice and proves nothing), with a target-triple prefix and a version
-    suffix removed (``x86_64-linux-gnu-gcc-12`` -> ``gcc``). None when unreadable."""
-    try:
-        base = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-    except OSError:
-        return None
-    base = re.sub(r"^(x86_64|aarch64|i686|powerpc64le)-[a-z0-9_]+-[a-z0-9_]+-", "", base)
-    return re.sub(r"-\d+(\.\d+)*$", "", base)
 
 
 def _allowed(cmd: str, exe: str | None = None, late: bool = False) -> bool:

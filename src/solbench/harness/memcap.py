@@ -40,7 +40,8 @@ import time
 from typing import Any
 
 from .. import paths
-from .taskcap import PREFIX, _clean_stale, _own_base, _read, _rmdir_when_empty, _write, check_join, join_argv
+from ..proc.procfs import mem_available
+from .taskcap import PREFIX, _own_base, _read, _write, join_argv, probe_cgroup
 
 #: cgroups of this module are named ``<PREFIX>mem-<harness pid>-<n>``
 MEM_PREFIX = f"{PREFIX}mem-"
@@ -71,18 +72,6 @@ def parse_bytes(text: str) -> int:
     if v < 0:
         raise ValueError(f"SOLBENCH_SANDBOX_MEM: {text!r} is negative")
     return int(v)
-
-
-def mem_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (proc(5)); None when unreadable."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def default_cap() -> int:
@@ -139,33 +128,12 @@ def _set_limit(path: str, kind: str, cap: int) -> None:
 
 def probe(refresh: bool = False) -> dict[str, Any]:
     """Can this process make a memory cgroup for a worker? Makes one, joins a shell to it and
-    removes it (cached). ``{"mechanism": "cgroup_v2"|"cgroup_v1"|"rlimit", "base": dir|None,
-    "reason": why no cgroup ("" when there is one)}``."""
-    want = paths.sandbox_mem_cgroup()
-    with _lock:
-        if want in _probe_cache and not refresh:
-            return dict(_probe_cache[want])
-    if want in ("0", "off", "no"):
-        res = {"mechanism": "rlimit", "base": None, "reason": "SOLBENCH_SANDBOX_MEM_CGROUP=0"}
-    else:
-        kind, base, why = _base()
-        res = {"mechanism": "rlimit", "base": None, "reason": why}
-        if kind is not None:
-            _clean_stale(base, MEM_PREFIX)
-            test = os.path.join(base, f"{MEM_PREFIX}{os.getpid()}-probe")
-            try:
-                os.mkdir(test)
-                try:
-                    _set_limit(test, kind, 256 << 20)
-                    check_join(test)
-                finally:
-                    _rmdir_when_empty(test)
-                res = {"mechanism": kind, "base": base, "reason": ""}
-            except OSError as e:
-                res["reason"] = f"{kind} at {base}: cannot make a child cgroup ({e.strerror or e})"
-    with _lock:
-        _probe_cache[want] = res
-    return dict(res)
+    removes it (cached; :func:`~solbench.harness.taskcap.probe_cgroup`). ``{"mechanism":
+    "cgroup_v2"|"cgroup_v1"|"rlimit", "base": dir|None, "reason": why no cgroup ("" when
+    there is one)}``."""
+    return probe_cgroup(paths.SANDBOX_MEM_CGROUP, paths.sandbox_mem_cgroup(), "memory", "memory.limit_in_bytes", MEM_PREFIX,
+                        "rlimit", lambda path, kind: _set_limit(path, kind, 256 << 20),
+                        _probe_cache, _lock, refresh)
 
 
 def status() -> dict[str, Any]:

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 
 from .. import paths
+from ..proc import procfs
 from ..spec.dtypes import element_bytes, to_torch
 from ..spec.problem import Problem
 from ..spec.workload import Workload
@@ -224,23 +225,9 @@ def _cgroup_room() -> int | None:
     return limit - use + _stat_value(v1 / "memory.stat", ("total_inactive_file", "inactive_file"))
 
 
-def _mem_available() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def _own_resident() -> int:
     """Resident bytes of this process (``/proc/self/statm``), 0 where unreadable."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return pages * os.sysconf("SC_PAGE_SIZE")
+    return procfs.resident_bytes("self")
 
 
 def available_bytes(device: str) -> tuple[int | None, str]:
@@ -258,7 +245,7 @@ def available_bytes(device: str) -> tuple[int | None, str]:
         free, _total = torch.cuda.mem_get_info(dev)
         cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
         return int(free + max(cached, 0)), "free device memory"
-    avail = _mem_available()
+    avail = procfs.mem_available()
     room = _cgroup_room()
     if room is not None and (avail is None or room < avail):
         return max(room, 0), "cgroup limit"

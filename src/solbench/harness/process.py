@@ -13,6 +13,8 @@ import time
 import weakref
 from typing import Any
 
+from ..proc import procfs, signals
+from ..proc.registry import OWN
 from .memcap import MemCap
 from .taskcap import TaskCap
 
@@ -31,34 +33,17 @@ CAPPED_OPS = frozenset({"ping", "load", "noop", "guards", "time_begin"})
 HARNESS_OP_FLOOR_S = 10.0
 
 
-#: pids of workers alive in this process (anything else the parent adopts is a stray)
-LIVE_WORKERS: set[int] = set()
-_PRE_EXISTING: set[int] | None = None
-#: held while a worker is spawned and registered, and while strays are listed, so a worker
-#: started on another thread (the reference worker, started beside the candidate's) is never
-#: seen between its fork and its registration
-_SPAWN_LOCK = threading.RLock()
-
-
-class _HarnessHelpers:
-    """Pids of the parent's own helper processes that are not workers (the SOL counting child
-    started alongside an evaluation, :class:`solbench.sol.isolated.CountingChild`'s
-    ``registry``): children the stray check must not take for a candidate's. ``lock`` is held
-    while one is spawned and registered, as for workers."""
-
-    lock = _SPAWN_LOCK
-    pids: set[int] = set()
-
-    @classmethod
-    def add(cls, pid: int) -> None:
-        cls.pids.add(pid)
-
-    @classmethod
-    def discard(cls, pid: int) -> None:
-        cls.pids.discard(pid)
-
-
-HARNESS_HELPERS = _HarnessHelpers
+#: the one registry of this process's own children (workers, helpers, the children older
+#: than the first worker): :mod:`solbench.proc.registry`. The names below are its parts under
+#: the names the harness's callers and tests know: the live workers' pids (anything else the
+#: parent adopts is a stray); the lock held while a worker or helper is spawned and
+#: registered, and while strays are listed, so a worker started on another thread (the
+#: reference worker, started beside the candidate's) is never seen between its fork and its
+#: registration; and the registry itself, as the ``registry`` of
+#: :class:`solbench.sol.isolated.CountingChild` (``add(pid)``: a helper killed at shutdown).
+LIVE_WORKERS: set[int] = OWN.workers
+_SPAWN_LOCK = OWN.lock
+HARNESS_HELPERS = OWN
 
 
 #: every WorkerHandle not yet killed (shutdown_all ends them all)
@@ -141,9 +126,11 @@ def _read_child_pid(fd: int, timeout_s: float, proc) -> int | None:
 
 def shutdown_all() -> int:
     """Kill and reap every worker of this process (and whatever a candidate left re-parented
-    here), and refuse new ones: for the CLI's SIGTERM/SIGHUP handler, so solbench leaves
-    nothing behind when it is stopped. Returns how many workers were killed. Safe to call
-    from a signal handler on the main thread."""
+    here, and the helpers not flagged to survive), and refuse new ones: for the CLI's
+    SIGTERM/SIGHUP handler, so solbench leaves nothing behind when it is stopped. Children
+    older than the first worker and ``survive`` helpers (the CLI's watchdog) are left alone.
+    Returns how many workers were killed. Safe to call from a signal handler on the main
+    thread."""
     global _SHUTTING_DOWN
     _SHUTTING_DOWN = True
     handles = list(_HANDLES)
@@ -152,93 +139,55 @@ def shutdown_all() -> int:
             h.kill()
         except Exception:  # noqa: BLE001
             pass
-    for pid in sorted(LIVE_WORKERS):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        from .guards import child_pids
-
-        for pid in child_pids(os.getpid()) - (_PRE_EXISTING or set()):
+    signals.send(sorted(OWN.workers), signal.SIGKILL)
+    for pid in sorted(procfs.child_pids(os.getpid()) - OWN.spared_at_shutdown()):
+        if signals.send([pid], signal.SIGKILL):
             try:
-                os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             except OSError:
                 pass
-    except Exception:  # noqa: BLE001
-        pass
     return len(handles)
 
 
 def become_subreaper() -> None:
-    """Make this process the Linux child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a
-    candidate's double-forked, setsid'd daemon is re-parented here instead of to init, where
-    :func:`stray_children` can see and kill it. No-op where prctl is unavailable."""
-    global _PRE_EXISTING
-    if _PRE_EXISTING is not None:
-        return
-    from .guards import child_pids
-
-    _PRE_EXISTING = child_pids(os.getpid())
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def own_helper(pid: int) -> None:
-    """Count ``pid``, a child this process started for itself (the CLI's watchdog), among the
-    children that were there before the first worker: started after it (a CLI command run
-    in a process that has evaluated before), it was taken for a stray of the candidate's
-    (``child_process``, REWARD_HACK) and could be killed with them."""
-    with _SPAWN_LOCK:
-        if _PRE_EXISTING is not None:
-            _PRE_EXISTING.add(int(pid))
+    """Make this process the Linux child subreaper, once, after recording the children it
+    already has (:meth:`OwnProcesses.mark_baseline <solbench.proc.registry.OwnProcesses.mark_baseline>`),
+    so a candidate's double-forked, setsid'd daemon is re-parented here instead of to init,
+    where :func:`stray_children` can see and kill it. No-op where prctl is unavailable."""
+    with OWN.lock:
+        if OWN.mark_baseline():
+            signals.become_subreaper()
 
 
 def stray_children() -> list[dict[str, Any]]:
-    """Children of this process that are neither workers, nor runtime helpers, nor older than
-    the first worker: processes a candidate left behind (re-parented to us)."""
-    from .guards import _allowed, cmdline, exe_name
+    """Children of this process that are neither workers, nor registered helpers, nor older
+    than the first worker, nor runtime helpers (:func:`~.guards._allowed`, judged by the real
+    executable): processes a candidate left behind (re-parented to us)."""
+    from .guards import _allowed
 
     out = []
     for c in unregistered_children():
-        cmd = cmdline(c)
-        if cmd and not _allowed(cmd, exe_name(c) or "?"):
+        cmd = procfs.cmdline(c)
+        if cmd and not _allowed(cmd, procfs.exe_name(c) or "?"):
             out.append({"pid": c, "cmdline": cmd[:200]})
     return out
 
 
 def unregistered_children() -> list[int]:
-    """Every child of this process that is not a live worker and was not there before the
-    first worker: whatever a candidate left re-parented here, runtime helper or not."""
-    from .guards import child_pids, proc_state, running_tasks
-
-    with _SPAWN_LOCK:
-        kids = sorted(child_pids(os.getpid()) - LIVE_WORKERS - HARNESS_HELPERS.pids - (_PRE_EXISTING or set()))
-    out = []
-    for pid in kids:
-        if proc_state(pid) == "Z" and not running_tasks(pid):
-            try:  # a finished orphan re-parented here: reap it (this process is the subreaper)
-                os.waitpid(pid, os.WNOHANG)
-            except OSError:
-                pass
-            continue
-        out.append(pid)
-    return out
+    """Every child of this process the registry does not account for
+    (:meth:`solbench.proc.registry.OwnProcesses.unregistered_children`): whatever a candidate
+    left re-parented here, runtime helper or not."""
+    return OWN.unregistered_children()
 
 
 def kill_strays() -> list[dict[str, Any]]:
     strays = stray_children()
     for s in strays:
-        try:
-            os.kill(s["pid"], signal.SIGKILL)
-            os.waitpid(s["pid"], os.WNOHANG)
-        except OSError:
-            pass
+        if signals.send([s["pid"]], signal.SIGKILL):
+            try:
+                os.waitpid(s["pid"], os.WNOHANG)
+            except OSError:
+                pass
     return strays
 
 
@@ -281,18 +230,6 @@ class ChannelTampered(ProtocolError):
         self.evidence = evidence
         super().__init__(f"the worker's channel to the parent was replaced during {during}: "
                          f"{evidence.get('problems')}")
-
-
-def _fd_target(pid: int, fd: int) -> str | None:
-    """``readlink /proc/<pid>/fd/<fd>`` ("socket:[inode]" for a socket); None when the fd is
-    closed; raises PermissionError when /proc of ``pid`` cannot be read, ProcessLookupError
-    when the process is gone."""
-    try:
-        return os.readlink(f"/proc/{pid}/fd/{fd}")
-    except FileNotFoundError:
-        if not os.path.exists(f"/proc/{pid}"):
-            raise ProcessLookupError(pid) from None
-        return None
 
 
 #: glibc malloc of every worker (candidate's and reference's alike): no allocation is served by
@@ -464,20 +401,16 @@ class WorkerHandle:
         self.alive = True
         status, hello = self._wait(0, start_timeout_s, "start")
         if info_w is not None and status == "ok":
-            from .guards import child_pids
-
-            kids = sorted(child_pids(self.init_pid))  # the worker, which has said hello
+            kids = sorted(procfs.child_pids(self.init_pid))  # the worker, which has said hello
             if len(kids) != 1:
                 self.kill()
                 raise WorkerDied(self._exitcode(), f"start: sandbox init has children {kids}")
             self.pid = kids[0]
             LIVE_WORKERS.add(self.pid)
         if status == "ok":
-            from .guards import thread_ids
-
             # the worker's threads before any candidate code was imported (evidence for a
             # tampering finding: a proxy thread started at import is among the later ones)
-            self.tids_hello = thread_ids(self.pid)
+            self.tids_hello = procfs.thread_ids(self.pid)
         try:  # bwrap --new-session: the worker is in its init's session and process group
             self.pgid = os.getpgid(self.pid)
         except OSError:
@@ -496,13 +429,11 @@ class WorkerHandle:
         there was made by the candidate to leave the worker's tree (``clone(CLONE_PARENT)``
         makes the new process a child of init, ``setsid`` takes it out of the process group)
         and is seen by no walk from the worker. Empty when unsandboxed."""
-        from .guards import descendants
-
         init = getattr(self, "init_pid", None)
         if not init or not self.alive:
             return []
-        mine = descendants(self.pid) | {self.pid}
-        return sorted(descendants(init) - mine)
+        mine = procfs.descendants(self.pid) | {self.pid}
+        return sorted(procfs.descendants(init) - mine)
 
     def _exitcode(self) -> int | None:
         """The worker's exit status as multiprocessing reports it (negative = signal); bwrap
@@ -621,7 +552,7 @@ class WorkerHandle:
         problems: list[str] = []
         try:
             for name, (fd, want) in self.channels.items():
-                got = _fd_target(self.pid, fd)
+                got = procfs.fd_target(self.pid, fd)
                 if got != want:
                     problems.append(f"{name} fd {fd} is {got or 'closed'}, the parent's socket is {want}")
             if full:
@@ -629,7 +560,7 @@ class WorkerHandle:
                 for entry in os.listdir(f"/proc/{self.pid}/fd"):
                     try:
                         n = int(entry)
-                        target = _fd_target(self.pid, n)
+                        target = procfs.fd_target(self.pid, n)
                     except (ValueError, ProcessLookupError):
                         continue
                     if target in wanted and wanted[target] != n:
@@ -641,9 +572,7 @@ class WorkerHandle:
                 self.channel_unverifiable = f"/proc/{self.pid}/fd unreadable: {type(e).__name__}: {e}"
             return None
         if problems:
-            from .guards import thread_ids
-
-            now = thread_ids(self.pid)
+            now = procfs.thread_ids(self.pid)
             self.tampered = {"problems": problems, "during": during,
                              "threads_at_hello": len(self.tids_hello),
                              "threads_since_hello": sorted(now - self.tids_hello)[:20]}
@@ -805,22 +734,8 @@ class WorkerHandle:
 
         self.alive = False
         pid = getattr(self, "pid", None)
-        try:
-            from .guards import descendants
-
-            kids = descendants(pid) if pid else set()
-        except Exception:  # noqa: BLE001
-            kids = set()
-        for target in {pid, getattr(self, "pgid", None)} - {None, 0}:
-            try:
-                os.killpg(target, signal.SIGKILL)
-            except OSError:
-                pass
-        for c in [pid, *kids] if pid else kids:
-            try:
-                os.kill(c, signal.SIGKILL)
-            except OSError:
-                pass
+        if pid:  # its descendants are listed before any is killed (they re-parent away)
+            signals.kill_tree(pid, groups=[getattr(self, "pgid", None) or 0])
         try:
             self.proc.kill()
         except OSError:
@@ -830,11 +745,8 @@ class WorkerHandle:
         except Exception:  # noqa: BLE001
             pass
         init = getattr(self, "init_pid", None)
-        if init:
-            try:
-                os.kill(init, signal.SIGKILL)  # takes every process left in the pid namespace
-            except OSError:
-                pass
+        if init:  # takes every process left in the pid namespace
+            signals.send([init], signal.SIGKILL)
         cap = getattr(self, "taskcap", None)
         if cap is not None:  # whatever is left in its cgroup, then the cgroup itself
             cap.release()
@@ -865,18 +777,12 @@ class WorkerHandle:
         """SIGSTOP the worker's process group and the worker itself by pid (no thread of it
         runs until :meth:`resume`): a candidate can take the worker out of the group it
         started in (``setpgid(0, 0)``), and a stop of the group alone would then miss it."""
-        for stop in (lambda: os.killpg(self.pgid, signal.SIGSTOP), lambda: os.kill(self.pid, signal.SIGSTOP)):
-            try:
-                stop()
-            except OSError:
-                pass
+        signals.send_group(self.pgid, signal.SIGSTOP)
+        signals.send([self.pid], signal.SIGSTOP)
 
     def resume(self) -> None:
-        for cont in (lambda: os.killpg(self.pgid, signal.SIGCONT), lambda: os.kill(self.pid, signal.SIGCONT)):
-            try:
-                cont()
-            except OSError:
-                pass
+        signals.send_group(self.pgid, signal.SIGCONT)
+        signals.send([self.pid], signal.SIGCONT)
 
     def close(self) -> None:
         if self.alive:

@@ -27,7 +27,7 @@ A speedup (a ratio outside the noise, or a bound with one CPU side unresolved) i
 3. the host was not loaded: the share of the timed windows (CUDA: the parent's round
    trips around the calls) that the parent's calling thread and the worker's threads spent
    runnable but waiting for a CPU
-   (``/proc/<pid>/task/*/schedstat``; :func:`process_wait_ms`) is at most
+   (``/proc/<pid>/task/*/schedstat``; :func:`solbench.proc.procfs.process_wait_ms`) is at most
    :data:`LOAD_WAIT_SHARE` on each side, and on the CPU known (a kernel without schedstat
    resolves no CPU speedup: the block agreement alone resolved 6% of same-code pairs under a model of
    drifting load);
@@ -42,10 +42,11 @@ latencies, and ``performance.speedup_factor`` keeps the ratio of medians.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..proc.procfs import process_wait_ms  # noqa: F401 - its home is solbench.proc; kept for callers
 
 #: fewest block pairs for a resolved CPU speedup (4: the CPU default is 12 calls per side in
 #: 4 blocks of 3)
@@ -60,32 +61,6 @@ MARGIN_CUDA = 0.02
 LOAD_WAIT_SHARE = 0.10
 #: the no-op medians at the first and the last reference block must agree within this factor
 NOOP_DRIFT = 1.5
-
-
-def process_wait_ms(pid: int | None) -> float | None:
-    """Milliseconds the threads of process ``pid`` (``None``: the calling thread only) have
-    spent runnable but waiting for a CPU: the sum of the second field of
-    ``/proc/<pid>/task/*/schedstat`` (ns; Linux, Documentation/scheduler/sched-stats.rst).
-    Every thread counts, not only the main one: a torch intra-op pool whose threads wait
-    for a CPU stretches a call while its main thread spins at a barrier. Exited threads no
-    longer count (a pool joined inside the call ends with its wait). None where the kernel
-    keeps no such statistics or the process is gone."""
-    if pid is None:
-        paths = ["/proc/thread-self/schedstat"]
-    else:
-        try:
-            paths = [f"/proc/{pid}/task/{t}/schedstat" for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:
-            return None
-    total, seen = 0.0, False
-    for p in paths:
-        try:
-            with open(p) as f:
-                total += int(f.read().split()[1]) / 1e6
-            seen = True
-        except (OSError, IndexError, ValueError):
-            continue
-    return total if seen else None
 
 
 def split_sizes(total: int, parts: int) -> list[int]:

@@ -44,10 +44,11 @@ from ..inputs.generate import STRESS_PROFILES
 # the plan is data below the harness (the integrity screen reads it too); named here as before
 from ..inputs.rounds import SPARSE_SET, STRESS_SET, STRICT_SET, RoundSpec, round_plan  # noqa: F401
 from ..inputs.seeds import derived_seed
+from ..proc import procfs
 from ..spec.capability import runtime_need
 from ..spec.problem import Problem
 from ..spec.trace import Correctness, Finding, Status
-from . import guards, protocol
+from . import protocol
 from .checks import add_once, finding, has
 from .correctness import (CheckReport, bits_equal, check_outputs, infer_semantics, is_exact_dtype,
                           norm_max_error, rel_l2)
@@ -583,7 +584,7 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             same_outs = len(outs) == len(first_outs) and all(bits_equal(o, f) for o, f in zip(outs, first_outs))
         run.tick("correctness.constant_check", tp)
         if n == 0:
-            h.tids_round0 = guards.thread_ids(h.pid)
+            h.tids_round0 = procfs.thread_ids(h.pid)
             # later calls: a multiple of the reference's time, with a floor (the first call
             # paid the JIT and autotuning)
             run.call_timeout_s = cfg.later_call_timeout(run.reference_call_s)

@@ -45,6 +45,7 @@ import time
 from typing import Any
 
 from .. import paths
+from ..proc import procfs, signals
 
 #: seconds between two looks of the parent's monitor (pids.events, or the watchdog's count)
 WATCHDOG_INTERVAL_S = 0.1
@@ -206,37 +207,55 @@ def join_argv(path: str, argv: list[str]) -> list[str]:
     return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(path, "cgroup.procs")] + list(argv)
 
 
-def probe(refresh: bool = False) -> dict[str, Any]:
-    """Can this process make a pids cgroup for a worker? Makes and removes one (cached).
+def probe_cgroup(env: str, want: str, controller: str, v1_file: str, prefix: str, fallback: str,
+                 set_limit, cache: dict, lock, refresh: bool = False, before=None) -> dict[str, Any]:
+    """Can this process make a cgroup of ``controller`` for a worker? Makes one named
+    ``<prefix><pid>-probe``, gives it a limit (``set_limit(path, kind)``), joins a shell to
+    it and removes it; the answer is cached in ``cache`` (under ``lock``) per ``want``, the
+    value of the environment variable ``env`` as :mod:`solbench.paths` reads it
+    (``0``/``off``/``no``: never a cgroup). ``before()`` runs
+    once a hierarchy is found, before the probe cgroup is made. The one probe of
+    :func:`probe` (pids) and :func:`solbench.harness.memcap.probe` (memory).
 
-    Returns ``{"mechanism": "cgroup_v2"|"cgroup_v1"|"watchdog", "base": dir|None,
-    "reason": why no cgroup ("" when there is one)}``."""
-    want = paths.sandbox_pids_cgroup()
-    with _lock:
-        if want in _probe_cache and not refresh:
-            return dict(_probe_cache[want])
+    Returns ``{"mechanism": "cgroup_v2"|"cgroup_v1"|fallback, "base": dir|None, "reason": why
+    no cgroup ("" when there is one)}``."""
+    with lock:
+        if want in cache and not refresh:
+            return dict(cache[want])
     if want in ("0", "off", "no"):
-        res = {"mechanism": "watchdog", "base": None, "reason": "SOLBENCH_SANDBOX_PIDS_CGROUP=0"}
+        res = {"mechanism": fallback, "base": None, "reason": f"{env}=0"}
     else:
-        kind, base, why = _own_base()
-        res = {"mechanism": "watchdog", "base": None, "reason": why}
+        kind, base, why = _own_base(controller, v1_file)
+        res = {"mechanism": fallback, "base": None, "reason": why}
         if kind is not None:
-            _clean_stale(base)
-            retry_pending()
-            test = os.path.join(base, f"{PREFIX}{os.getpid()}-probe")
+            _clean_stale(base, prefix)
+            if before is not None:
+                before()
+            test = os.path.join(base, f"{prefix}{os.getpid()}-probe")
             try:
                 os.mkdir(test)
                 try:
-                    _write(os.path.join(test, "pids.max"), "64")
+                    set_limit(test, kind)
                     check_join(test)
                 finally:
                     _rmdir_when_empty(test)
                 res = {"mechanism": kind, "base": base, "reason": ""}
             except OSError as e:
                 res["reason"] = f"{kind} at {base}: cannot make a child cgroup ({e.strerror or e})"
-    with _lock:
-        _probe_cache[want] = res
+    with lock:
+        cache[want] = res
     return dict(res)
+
+
+def probe(refresh: bool = False) -> dict[str, Any]:
+    """Can this process make a pids cgroup for a worker? Makes and removes one (cached;
+    :func:`probe_cgroup`).
+
+    Returns ``{"mechanism": "cgroup_v2"|"cgroup_v1"|"watchdog", "base": dir|None,
+    "reason": why no cgroup ("" when there is one)}``."""
+    return probe_cgroup(paths.SANDBOX_PIDS_CGROUP, paths.sandbox_pids_cgroup(), "pids", "cgroup.procs", PREFIX, "watchdog",
+                        lambda path, kind: _write(os.path.join(path, "pids.max"), "64"),
+                        _probe_cache, _lock, refresh, before=retry_pending)
 
 
 def _rmdir_when_empty(path: str, timeout_s: float = 2.0) -> None:
@@ -392,14 +411,8 @@ class TaskCap:
     def kill_all(self) -> None:
         """SIGKILL every task of the sandbox: the watched pids and their descendants, and
         everything in the cgroup (v2: cgroup.kill, one write for the whole subtree)."""
-        from .guards import descendants
-
         for p in self._live():
-            for q in {p} | descendants(p):
-                try:
-                    os.kill(q, signal.SIGKILL)
-                except OSError:
-                    pass
+            signals.send({p} | procfs.descendants(p), signal.SIGKILL)
         if self.path is None:
             return
         try:
@@ -488,31 +501,18 @@ atexit.register(_retry_pending_at_exit)
 def _own_child(pid: int) -> bool:
     """Whether ``pid`` is an unreaped child of this process (ppid is ours; a zombie counts:
     its pid cannot be reused until it is reaped)."""
-    from .guards import _stat_fields
-
-    f = _stat_fields(f"/proc/{pid}/stat")
-    return bool(f) and len(f) > 1 and f[1] == str(os.getpid())
+    return procfs.parent_pid(pid) == os.getpid()
 
 
 def _count_tasks(pids: list[int]) -> int:
     """Tasks (threads) of ``pids`` and all their descendants, from /proc (num_threads of each
     process's stat, proc(5) field 20)."""
-    from .guards import _stat_fields, descendants
-
     seen: set[int] = set()
     for p in pids:
         if p not in seen and os.path.exists(f"/proc/{p}"):
             seen.add(p)
-            seen |= descendants(p)
-    n = 0
-    for p in seen:
-        f = _stat_fields(f"/proc/{p}/stat")
-        if f and len(f) > 17:
-            try:
-                n += int(f[17])
-            except ValueError:
-                n += 1
-    return n
+            seen |= procfs.descendants(p)
+    return sum(procfs.num_threads(p) or 0 for p in seen)
 
 
 class _Monitor:

@@ -15,12 +15,14 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import signal
 import statistics
 import time
 from typing import Any
 
 import torch
 
+from ..proc import procfs, signals
 from ..spec.trace import Finding, TimingStats
 from . import guards, protocol
 from .checks import add_once, finding, has
@@ -33,7 +35,7 @@ from .process import WorkerHandle, unregistered_children
 from .rounds import Oracle, inplace_judged
 from .shm import max_span, strided_span
 from .slots import FlushBuffers, release_cached
-from .resolution import SideEvidence, pair_resolution, process_wait_ms, split_sizes
+from .resolution import SideEvidence, pair_resolution, split_sizes
 from .stopping import relative_halfwidth, total_iterations
 from .telemetry import Telemetry, clock_summary, throttled
 from .workers import ReferenceWorkers
@@ -173,7 +175,7 @@ def parent_flush(slots, value: int, pid: int) -> tuple[float, bool]:
     write took on the parent's clock, whether it ran on the worker's CPU)."""
     if slots.flush is None:
         return 0.0, False
-    cpu = guards.last_cpu(pid)
+    cpu = procfs.last_cpu(pid)
     prev = None
     if cpu is not None:
         try:
@@ -200,21 +202,13 @@ def freeze_all(h: WorkerHandle) -> list[int]:
     session or re-parented here is outside that group. No allow-list: an honest runtime
     helper (inductor's compile pool) is stopped too, it has nothing to do while the reference
     runs. Returns the pids stopped (for :func:`thaw`)."""
-    pids = sorted(guards.descendants(h.pid)) + h.outside_worker_tree() + unregistered_children()
-    for pid in pids:
-        try:
-            os.kill(pid, 19)  # SIGSTOP
-        except OSError:
-            pass
+    pids = sorted(procfs.descendants(h.pid)) + h.outside_worker_tree() + unregistered_children()
+    signals.send(pids, signal.SIGSTOP)
     return pids
 
 
 def thaw(h: WorkerHandle, pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, 18)  # SIGCONT
-        except OSError:
-            pass
+    signals.send(pids, signal.SIGCONT)
     h.resume()
 
 
@@ -225,25 +219,25 @@ def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: fl
     process (re-parented here: a double fork), and any of them with a thread that still runs
     once SIGSTOP had ``wait_s`` to land (every thread is read: a process whose main thread
     exited runs on in its others)."""
-    sid = guards.session_id(h.pid)
+    sid = procfs.session_id(h.pid)
     deadline = time.monotonic() + wait_s
     while True:
         out = []
-        for pid in sorted(set(guards.descendants(h.pid)) | set(frozen)):
-            run = guards.running_tasks(pid)
-            if not run and guards.proc_state(pid) in (None, "Z", "X") and len(guards.thread_ids(pid)) <= 1:
+        for pid in sorted(set(procfs.descendants(h.pid)) | set(frozen)):
+            run = procfs.running_tasks(pid)
+            if not run and procfs.state(pid) in (None, "Z", "X") and len(procfs.thread_ids(pid)) <= 1:
                 continue  # gone, or a zombie with no thread left (nothing can run)
-            other = sid is not None and guards.session_id(pid) not in (None, sid)
+            other = sid is not None and procfs.session_id(pid) not in (None, sid)
             if other or run:
                 out.append({"pid": pid, "other_session": other, "running": run,
-                            "cmdline": guards.cmdline(pid)[:200]})
-        out += [{"pid": pid, "reparented": True, "cmdline": guards.cmdline(pid)[:200]}
+                            "cmdline": procfs.cmdline(pid)[:200]})
+        out += [{"pid": pid, "reparented": True, "cmdline": procfs.cmdline(pid)[:200]}
                 for pid in unregistered_children()
-                if guards.running_tasks(pid) or guards.proc_state(pid) not in (None, "Z", "X")]
+                if procfs.running_tasks(pid) or procfs.state(pid) not in (None, "Z", "X")]
         # in the sandbox but outside the worker's tree: left it on purpose (CLONE_PARENT)
-        out += [{"pid": pid, "outside_worker_tree": True, "cmdline": guards.cmdline(pid)[:200]}
+        out += [{"pid": pid, "outside_worker_tree": True, "cmdline": procfs.cmdline(pid)[:200]}
                 for pid in h.outside_worker_tree()
-                if guards.running_tasks(pid) or guards.proc_state(pid) not in (None, "Z", "X")]
+                if procfs.running_tasks(pid) or procfs.state(pid) not in (None, "Z", "X")]
         if not out or time.monotonic() > deadline or any(
                 x.get("other_session") or x.get("reparented") or x.get("outside_worker_tree") for x in out):
             return out
@@ -269,11 +263,7 @@ def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0
             "child_process",
             "processes of the candidate kept running while its worker was stopped: "
             f"{running[:3]}", {"processes": running[:20]}))
-        for r in running:
-            try:
-                os.kill(r["pid"], 9)
-            except OSError:
-                pass
+        signals.send([r["pid"] for r in running], signal.SIGKILL)
         thaw(h, frozen)
         raise CandidateError("a process of the candidate ran while its worker was stopped")
     return frozen
@@ -281,12 +271,12 @@ def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0
 
 def load_wait_mark(worker_pid: int, all_threads: bool = False) -> tuple[float | None, float | None]:
     """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread plus
-    the worker's main thread, ms: :func:`guards.runqueue_wait_ms`, or with ``all_threads``
-    every thread of the worker: :func:`~.resolution.process_wait_ms`; None when unknown; CPU
-    time the worker process has used, ms: :func:`guards.process_cpu_ms`)."""
-    a = guards.runqueue_wait_ms(None)
-    b = process_wait_ms(worker_pid) if all_threads else guards.runqueue_wait_ms(worker_pid)
-    return (None if a is None or b is None else a + b), guards.process_cpu_ms(worker_pid)
+    the worker's main thread, ms: :func:`procfs.runqueue_wait_ms`, or with ``all_threads``
+    every thread of the worker: :func:`solbench.proc.procfs.process_wait_ms`; None when unknown; CPU
+    time the worker process has used, ms: :func:`procfs.process_cpu_ms`)."""
+    a = procfs.runqueue_wait_ms(None)
+    b = procfs.process_wait_ms(worker_pid) if all_threads else procfs.runqueue_wait_ms(worker_pid)
+    return (None if a is None or b is None else a + b), procfs.process_cpu_ms(worker_pid)
 
 
 def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
@@ -334,27 +324,16 @@ class Hold:
         to 15 ms after kill() returned (p99 12 ms over 200 stops, 2 spinning threads)."""
         self.h.pause()
         # by pid too, whatever pause() reaches (the worker may have left its process group)
-        for pid in (self.h.pid, *self.pids):
-            try:
-                os.kill(pid, 19)  # SIGSTOP
-            except OSError:
-                pass
+        signals.send((self.h.pid, *self.pids), signal.SIGSTOP)
         self._wait([self.h.pid, *self.pids])
 
     def _wait(self, pids: list[int]) -> None:
-        deadline = time.monotonic() + self.wait_s
-        while any(guards.running_tasks(p) for p in pids):
-            if time.monotonic() > deadline:
-                raise CandidateError("a thread of the worker kept running after SIGSTOP "
-                                     f"({self.wait_s} s)")
-            time.sleep(0.0001)
+        if not signals.wait_stopped(pids, self.wait_s, poll_s=0.0001):
+            raise CandidateError("a thread of the worker kept running after SIGSTOP "
+                                 f"({self.wait_s} s)")
 
     def cont(self) -> None:
-        for pid in self.pids:
-            try:
-                os.kill(pid, 18)  # SIGCONT
-            except OSError:
-                pass
+        signals.send(self.pids, signal.SIGCONT)
         self.h.resume()
 
     def settle(self) -> None:
@@ -367,16 +346,9 @@ class Hold:
                                          poll_s=0.0005, wait_s=self.wait_s)
         else:
             self.h.pause()
-            self.pids = sorted(guards.descendants(h.pid)) + h.outside_worker_tree()
-            for pid in self.pids:
-                try:
-                    os.kill(pid, 19)
-                except OSError:
-                    pass
-        try:
-            os.kill(h.pid, 19)  # SIGSTOP by pid, whatever the group stop reached
-        except OSError:
-            pass
+            self.pids = sorted(procfs.descendants(h.pid)) + h.outside_worker_tree()
+            signals.send(self.pids, signal.SIGSTOP)
+        signals.send([h.pid], signal.SIGSTOP)  # by pid, whatever the group stop reached
         self._wait([h.pid, *self.pids])
 
 
@@ -795,7 +767,7 @@ class TimedBlocks:
         # side's sample holds a copy the harness makes, and none can skip one to read faster
         non_dps = (not self.dps) if candidate else True
         mem_fd = open_worker_memory(h.pid) if hold is not None and non_dps else None
-        base_tids = guards.thread_ids(h.pid)
+        base_tids = procfs.thread_ids(h.pid)
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
         blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset,
                     parent_copy=mem_fd is not None if non_dps and hold is not None else None)
@@ -866,7 +838,7 @@ class TimedBlocks:
                     if hold is None:
                         seen_threads |= new_threads(run, base_tids, seen_threads)
                     else:
-                        now = guards.thread_ids(h.pid)
+                        now = procfs.thread_ids(h.pid)
                         seen_threads |= pending & now
                         pending = now - base_tids - seen_threads
                     process_check(run, before, f"in timed iteration {i}", late=True)
@@ -898,7 +870,7 @@ class TimedBlocks:
             if candidate and pending:
                 # the last call's new threads get the same grace as elsewhere, now running
                 time.sleep(THREAD_GRACE_S)
-                seen_threads |= pending & guards.thread_ids(h.pid)
+                seen_threads |= pending & procfs.thread_ids(h.pid)
         end = protocol.request(h, protocol.TimeEnd(), timeout_s=120)
         if isinstance(end, protocol.ErrorReply):
             raise CandidateError(f"time_end: {end.type}: {end.message}")

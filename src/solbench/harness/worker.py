@@ -22,6 +22,7 @@ import time
 import traceback
 from typing import Any
 
+from .. import paths
 from . import correctness
 from .shm import max_span, strided_span
 
@@ -135,7 +136,7 @@ class Worker:
         #: host's gaps between a launch-bound call's kernels are wider than in a loop
         #: (bench/launch_gap_ab.py measures it). Read once, before any candidate code exists
         try:
-            self._preroll_s = max(0.0, min(float(os.environ.get("SOLBENCH_WORKER_PREROLL_US", "0")), 1e4)) / 1e6
+            self._preroll_s = paths.worker_preroll_s()
         except ValueError:
             self._preroll_s = 0.0
         self._mstreams = None

@@ -17,10 +17,12 @@ import time
 import weakref
 from contextlib import contextmanager
 
+from ..proc import procfs, signals
+from ..proc.registry import OWN
 from ..spec.problem import Problem, reference_solution
 from ..spec.solution import Solution
 from ..spec.trace import Status
-from . import guards, process, protocol
+from . import protocol
 from .config import EvalConfig
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .verdict import Failure
@@ -32,7 +34,7 @@ TIMED_WINDOWS: collections.deque = collections.deque(maxlen=10_000)
 _REG = threading.Lock()
 _WINDOW_LOCKS: dict[str, threading.Lock] = {}
 _WINDOW_OWNER: dict[str, int] = {}
-_OPEN_WINDOWS = 0  # guarded by process._SPAWN_LOCK
+_OPEN_WINDOWS = 0  # guarded by OWN.lock
 _POOLS: "weakref.WeakSet[SparePool]" = weakref.WeakSet()
 
 
@@ -67,13 +69,13 @@ def timed_window(device: str, label: str = ""):
         _WINDOW_OWNER[key] = me
     t0 = time.monotonic()
     try:
-        with process._SPAWN_LOCK:
+        with OWN.lock:
             _OPEN_WINDOWS += 1
             for pool in list(_POOLS):
                 pool._pause()
         yield
     finally:
-        with process._SPAWN_LOCK:
+        with OWN.lock:
             _OPEN_WINDOWS -= 1
             if _OPEN_WINDOWS == 0:
                 for pool in list(_POOLS):
@@ -85,39 +87,12 @@ def timed_window(device: str, label: str = ""):
 
 
 def _stop_tree(root: int, settle_s: float = 0.25) -> list[int]:
-    """SIGSTOP ``root`` and every descendant, top down, until every process of the tree is
-    seen stopped (or gone) on two passes in a row with no new one: a process forked while
-    its parent was being stopped, or still running on another core when its SIGSTOP was
-    sent, is caught on a later pass. At most ``settle_s`` of passes. Returns the pids
-    stopped."""
-    done: list[int] = []
-    seen: set[int] = set()
-    deadline = time.monotonic() + settle_s
-    calm = 0
-    while True:
-        new = [p for p in [root, *sorted(guards.descendants(root))] if p not in seen]
-        for p in new:
-            seen.add(p)
-            try:
-                os.kill(p, signal.SIGSTOP)
-                done.append(p)
-            except OSError:
-                pass
-        if new:
-            calm = 0
-        elif all(guards.proc_state(p) in (None, "T", "t", "Z", "X") for p in seen):
-            calm += 1
-        if calm >= 2 or time.monotonic() > deadline:
-            return done
-        time.sleep(0.002)
+    """SIGSTOP ``root`` and its whole tree until it is seen stopped (:func:`signals.stop_tree`)."""
+    return signals.stop_tree(root, settle_s)
 
 
 def _cont(pids: list[int]) -> None:
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGCONT)
-        except OSError:
-            pass
+    signals.send(pids, signal.SIGCONT)
 
 
 class _SpawnDeferred(Exception):
@@ -156,7 +131,7 @@ class SparePool:
         self.closed = False
         self.started = 0  # spares started (stats: bench/throughput_cpu.py)
         self.handed_out = 0
-        with process._SPAWN_LOCK:
+        with OWN.lock:
             _POOLS.add(self)
 
     # ---------------------------------------------------------------- filling
@@ -174,14 +149,14 @@ class SparePool:
                 th.start()
 
     def _start(self, box: dict) -> None:
-        def on_spawn(proc) -> None:  # under process._SPAWN_LOCK, like _pause/_resume
+        def on_spawn(proc) -> None:  # under OWN.lock, like _pause/_resume
             with self._lock:
                 box["proc"] = proc
                 stop = _OPEN_WINDOWS > 0 and not box.get("taken")
             if stop:  # a taken one is waited for by its taker: it must run
                 self._stopped.extend(_stop_tree(proc.pid))
 
-        def before_spawn() -> None:  # under process._SPAWN_LOCK, which windows open under
+        def before_spawn() -> None:  # under OWN.lock, which windows open under
             if box["discard"] or self.closed:  # dropped before it had a process: none now
                 raise _SpawnCancelled
             if _OPEN_WINDOWS > 0:
@@ -223,7 +198,7 @@ class SparePool:
                 return None
             box = self._boxes.pop(0)
             box["taken"] = True
-        with process._SPAWN_LOCK:  # stopped by an open window: its taker waits for it
+        with OWN.lock:  # stopped by an open window: its taker waits for it
             if box["proc"] is not None:
                 mine = set(_tree(box["proc"]))
                 _cont([p for p in self._stopped if p in mine])
@@ -251,7 +226,7 @@ class SparePool:
         return out
 
     # ---------------------------------------------------------------- windows
-    def _pause(self) -> None:  # under process._SPAWN_LOCK
+    def _pause(self) -> None:  # under OWN.lock
         with self._lock:
             procs = [b["proc"] for b in self._boxes if b["proc"] is not None]
         for proc in procs:
@@ -271,7 +246,7 @@ class SparePool:
             boxes, self._boxes = self._boxes, []
             for b in boxes:
                 b["discard"] = True
-        with process._SPAWN_LOCK:
+        with OWN.lock:
             mine = {p for b in boxes if b["proc"] is not None for p in _tree(b["proc"])}
             _cont([p for p in self._stopped if p in mine])
             self._stopped = [p for p in self._stopped if p not in mine]
@@ -293,29 +268,19 @@ class SparePool:
         deadline = time.monotonic() + wait_s
         for b in self._ending:
             b["thread"].join(timeout=max(0.0, deadline - time.monotonic()))
-        with process._SPAWN_LOCK:
+        with OWN.lock:
             self._resume()
             _POOLS.discard(self)
 
 
 def _tree(proc) -> list[int]:
-    pid = proc.pid if not isinstance(proc, int) else proc
-    return [pid, *sorted(guards.descendants(pid))]
+    return signals.tree(proc.pid if not isinstance(proc, int) else proc)
 
 
 def _kill_tree(proc) -> None:
     """SIGKILL a starting spare's launcher group and every process under it (the launcher has
     its own session and group; the sandbox's init and the worker are below it)."""
-    pids = _tree(proc)
-    try:
-        os.killpg(pids[0], signal.SIGKILL)
-    except OSError:
-        pass
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
+    signals.kill_tree(proc.pid if not isinstance(proc, int) else proc)
 
 
 def _build_request(problem: Problem, solution: Solution, cfg: EvalConfig) -> protocol.Build:
@@ -378,7 +343,7 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
         return None, Failure(Status.COMPILE_ERROR, f"{rep.type}: {rep.message}")
     h.build_s = time.perf_counter() - t_build
     h.build_cache = rep.build_cache if isinstance(rep, protocol.BuildReply) else None
-    h.base_tids = guards.thread_ids(h.pid)
+    h.base_tids = procfs.thread_ids(h.pid)
     # no baseline of children: a process the candidate started while being imported is as
     # unexplained as one started later; only runtime helpers (by real executable) pass
     h.base_kids = set()
@@ -403,7 +368,7 @@ class ReferenceWorkers:
         # the baseline is this process's own state when the Evaluator was made, before any
         # candidate ran: a worker inherits it, so a candidate that demoted this process (or
         # the new worker while it started beside the candidate's) is seen too
-        self.sched0 = guards.sched_state(os.getpid()).get(os.getpid())
+        self.sched0 = procfs.sched_state(os.getpid()).get(os.getpid())
 
     def _new(self) -> WorkerHandle | None:
         try:
@@ -413,7 +378,7 @@ class ReferenceWorkers:
             if not isinstance(rep, protocol.BuildReply):
                 h.close()
                 return None
-            h.sched0 = self.sched0 or guards.sched_state(h.pid).get(h.pid)
+            h.sched0 = self.sched0 or procfs.sched_state(h.pid).get(h.pid)
             return h
         except Exception:  # noqa: BLE001 - reference timing is best effort
             return None

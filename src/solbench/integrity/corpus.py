@@ -291,25 +291,6 @@ def _error_outcome(e: Entry, status: str, detail: str) -> Outcome:
                    detail=detail)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (by /proc parent links; session changes do not hide them)."""
-    kids: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(d.name))
-    out, stack = [], [pid]
-    while stack:
-        for c in kids.get(stack.pop(), []):
-            out.append(c)
-            stack.append(c)
-    return out
-
-
 class _Supervised:
     """One driver process running a group, with a wall-clock limit per entry."""
 
@@ -336,15 +317,9 @@ class _Supervised:
         self.since = time.monotonic()
 
     def _kill_tree(self) -> None:
-        import os
-        import signal
+        from ..proc import signals
 
-        pids = _descendants(self.proc.pid) + [self.proc.pid]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signals.kill_tree(self.proc.pid)  # the driver, its workers and their descendants
         self.proc.join(5)
 
     def poll(self) -> list[Outcome]:

@@ -36,20 +36,21 @@ import json
 import os
 import queue
 import secrets
-import select
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+from .. import paths
+from ..proc import procfs, signals
+from ..proc.lines import LineReader
 from .bound import SolBound
 
 #: seconds a counting child may take for one workload (a hang ends there): the heaviest dev
 #: workloads count in a few seconds on a 2-core host
-PER_WORKLOAD_S = float(os.environ.get("SOLBENCH_SOL_COUNT_TIMEOUT_S", "120"))
+PER_WORKLOAD_S = paths.sol_count_timeout_s()
 #: seconds for the child to start (importing torch and solbench)
 START_S = 60.0
 #: the longest reply line taken (bytes); a longer one is dropped as it is read
@@ -58,13 +59,13 @@ MAX_LINE = 1 << 20
 #: at most this many MAX_LINE lines)
 QUEUED_LINES = 64
 #: the environment variable that marks one counting child and everything it starts
-TOKEN_ENV = "SOLBENCH_COUNTING"
+TOKEN_ENV = paths.COUNTING
 
 
 def counting_in_process() -> bool:
     """``SOLBENCH_SOL_IN_PROCESS=1``: count in the caller's process instead (debugging: a crash
     of a count is then the caller's)."""
-    return os.environ.get("SOLBENCH_SOL_IN_PROCESS", "") == "1"
+    return paths.sol_in_process()
 
 
 class CountFailed(Exception):
@@ -160,13 +161,12 @@ class CountingChild:
         self.hardware = str(Path(hardware).resolve()) if Path(str(hardware)).is_file() else str(hardware)
         self.threads = threads
         self._token: str | None = None
-        self._closed: threading.Event | None = None
         self.per = timeout_s if timeout_s is not None else PER_WORKLOAD_S
         self.cache = None if cache is None else str(cache)
         self.cache_key = cache_key
         self.registry = registry
         self._proc: subprocess.Popen | None = None
-        self._lines: queue.Queue | None = None
+        self._lines: LineReader | None = None
         self._err = None
         self._fresh = False
         #: fresh children in a row that ended before counting anything: from 2 on, the
@@ -244,10 +244,7 @@ class CountingChild:
         self._aborted = True
         proc = self._proc
         if proc is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            signals.send_group(proc.pid, signal.SIGKILL)
 
     def _start(self) -> None:
         self._err = tempfile.TemporaryFile(mode="w+b")
@@ -261,58 +258,11 @@ class CountingChild:
                                     start_new_session=True)
             if self.registry is not None:
                 self.registry.add(proc.pid)
-        lines: queue.Queue = queue.Queue(maxsize=QUEUED_LINES)
-        closed = threading.Event()
-        self._closed = closed
-
-        def put(item) -> bool:
-            while not closed.is_set():
-                try:
-                    lines.put(item, timeout=0.5)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def read() -> None:
-            # the raw pipe, polled, so that this thread stops when told although a process the
-            # child forked keeps the pipe open (a blocked read could not be interrupted, and
-            # closing the stream under it waited for that process); a line is at most MAX_LINE
-            # bytes, a longer one is no reply and is dropped as it comes
-            fd = proc.stdout.fileno()
-            buf = bytearray()
-            dropping = False
-            try:
-                while not closed.is_set():
-                    if not select.select([fd], [], [], 0.5)[0]:
-                        continue
-                    chunk = os.read(fd, 1 << 16)
-                    if not chunk:
-                        break
-                    buf += chunk
-                    while True:
-                        i = buf.find(b"\n")
-                        if i < 0:
-                            if len(buf) > MAX_LINE:
-                                buf.clear()
-                                dropping = True
-                            break
-                        line = bytes(buf[:i + 1])
-                        del buf[:i + 1]
-                        if dropping:
-                            dropping = False
-                        elif not put(line):
-                            return
-            except (OSError, ValueError):
-                pass
-            finally:
-                put(None)
-                try:
-                    proc.stdout.close()  # this thread's stream: closed by it, when it is done
-                except OSError:
-                    pass
-
-        threading.Thread(target=read, daemon=True).start()
+        # the raw pipe, polled (solbench.proc.lines): the reading thread stops when told
+        # although a process the child forked keeps the pipe open; a line is at most MAX_LINE
+        # bytes, a longer one is no reply and is dropped as it comes
+        lines = LineReader(proc.stdout, max_line=MAX_LINE, max_queued=QUEUED_LINES, overlong="drop",
+                           name="solbench-counting-replies")
         self._proc, self._lines, self._fresh = proc, lines, True
         self._send({"hardware": self.hardware, "cache": self.cache, "threads": self.threads,
                     "cache_key": self.cache_key.hex() if self.cache_key else None})
@@ -345,7 +295,7 @@ class CountingChild:
             wait = min(deadline, hard) - now
             if wait <= 0:  # checked on every line: a flood of them does not hold this loop
                 return started, proc.poll() is None
-            if proc.poll() is not None or _is_zombie(proc.pid):
+            if proc.poll() is not None or procfs.is_zombie(proc.pid):
                 # exited (a zombie not yet reported to us: a tracer holds it): a second for what
                 # is still in the pipe (a process it forked may hold the pipe open, and write
                 # into it, for as long as it likes)
@@ -394,16 +344,14 @@ class CountingChild:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it left running
-        except OSError:
-            pass
+        signals.send_group(proc.pid, signal.SIGKILL)  # the child and whatever it left running
         # what left the session (setsid) or the subreaper (a double fork after the child died)
-        _kill_marked(self._token)
-        rc = _reap(proc)
+        signals.kill_marked(TOKEN_ENV, self._token)
+        # a tracer (ptrace) that never waits would hold the wait: killed after 5 s
+        rc = signals.reap(proc, timeout_s=5.0, tries=2)
         if self.registry is not None:
             self.registry.discard(proc.pid)
-        self._closed.set()
+        self._lines.stop()
         err = self._err
         err.seek(0, 2)
         err.seek(max(0, err.tell() - 4000))  # the tail only: a reference may print gigabytes
@@ -415,101 +363,6 @@ class CountingChild:
             pass
         self._proc = self._lines = self._err = None
         return (None if killed or rc is None else rc), stderr
-
-
-def _reap(proc: subprocess.Popen) -> int | None:
-    """Wait for the killed ``proc``; None when it cannot be reaped in time. A process traced
-    by another (ptrace) is reported to its tracer first, so a tracer that never waits would
-    hold this wait forever: after 5 s the tracer is killed, and after 5 s more it is left."""
-    for _ in range(2):
-        try:
-            return proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            tracer = _tracer_of(proc.pid)
-            if tracer:
-                try:
-                    os.kill(tracer, signal.SIGKILL)
-                except OSError:
-                    pass
-    return None
-
-
-def _is_zombie(pid: int) -> bool:
-    """Has ``pid`` exited without being reaped (state Z in /proc)?"""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _tracer_of(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("TracerPid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def _kill_marked(token: str) -> None:
-    """SIGKILL every process whose environment carries ``token`` (:data:`TOKEN_ENV`, given to
-    one counting child and inherited by all it starts): those that left its session or were
-    re-parented away from it. A process that replaced its environment is not found."""
-    needle = f"{TOKEN_ENV}={token}".encode()
-    me = os.getpid()
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == me:
-            continue
-        try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
-            try:
-                os.kill(int(d), signal.SIGKILL)
-            except OSError:
-                pass
-
-
-def _become_subreaper() -> None:
-    """Orphans of this process's descendants are re-parented to it (Linux prctl
-    PR_SET_CHILD_SUBREAPER), so :func:`_kill_descendants` finds a double fork too."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _kill_descendants() -> None:
-    """SIGKILL every descendant process of this one, and reap them: the children now, and
-    the grandchildren on the next pass, once they are re-parented here
-    (:func:`_become_subreaper`)."""
-    for _ in range(50):
-        kids: set[int] = set()
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/children") as f:
-                    kids.update(int(c) for c in f.read().split())
-            except OSError:
-                continue
-        if not kids:
-            return
-        for c in kids:
-            try:
-                os.kill(c, signal.SIGKILL)
-            except OSError:
-                pass
-        for c in kids:
-            try:
-                os.waitpid(c, 0)
-            except ChildProcessError:
-                pass
 
 
 #: the child's reply stream (a duplicate of its stdout, kept aside from what the reference prints)
@@ -558,11 +411,12 @@ def main() -> int:
 
         key = header.get("cache_key")
         cache = CountsCache(header["cache"], key=bytes.fromhex(key) if key else None)
-    _become_subreaper()
+    # orphans of the references' processes are re-parented here, so a double fork is found too
+    signals.become_subreaper()
     for line in requests:
         # what the last problem's reference forked (it inherited the reply stream) ends
         # before the next problem is counted: it cannot answer for that one
-        _kill_descendants()
+        signals.kill_own_descendants()
         entry = json.loads(line)
         item, nonce = entry["item"], entry["nonce"]
 
@@ -592,7 +446,7 @@ def main() -> int:
                 continue
             reply({"item": item, "uuid": w.uuid, "bounds": both})
         del counts
-    _kill_descendants()
+    signals.kill_own_descendants()
     _reply({"done": True})
     return 0
 
