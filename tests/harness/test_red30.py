@@ -21,19 +21,18 @@ def _one(tmp_path, cand, size=128, tol=1e-3):
     return t.evaluation
 
 
-@pytest.mark.xfail(strict=True, reason="replay.py detects an identity-keyed cache only when the "
-                   "returned output is left unwritten or replayed whole; one element recomputed "
-                   "reads as write_coverage (INCORRECT_NUMERICAL), the act is not named")
 def test_identity_cache_that_rewrites_one_element_is_cached_output(tmp_path, solbench_cache):
+    """Old code: INCORRECT_NUMERICAL (write_coverage 0.0061%: the cached tensor, poisoned by
+    the worker after the earlier call's copy-out, with one element recomputed). Now the
+    poisoned share names the act."""
     ev = _one(tmp_path, "cand_cache_one_element.py")
-    assert ev.status == Status.REWARD_HACK and any(f.check == "cached_output" for f in ev.findings), \
-        (ev.status, ev.log)
+    f = [x for x in ev.findings if x.check == "cached_output"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.log)
+    # 1 of 128 x 128 elements written: the rest (16383 / 16384) is the worker's poison
+    assert f[0].evidence["kind"] == "mostly_unwritten", f[0].evidence
+    assert f[0].evidence["poisoned_share"]["0"] == pytest.approx(16383 / 16384), f[0].evidence
 
 
-@pytest.mark.xfail(strict=True, reason="the timed calls reuse the same input values, so a cache "
-                   "keyed on values (not identity) hits there unseen: cached_output looks only at "
-                   "object identity; a fix needs the timed slots' values to change between calls "
-                   "or a re-check of a timed call against inputs with one value changed")
 def test_value_keyed_cache_is_cached_output(tmp_path, solbench_cache):
     ev = _one(tmp_path, "cand_value_cache.py", size=256)
     assert ev.status == Status.REWARD_HACK and any(f.check == "cached_output" for f in ev.findings), \
