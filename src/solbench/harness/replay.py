@@ -165,21 +165,23 @@ def perturbable_inputs(problem, workload, skip=()) -> list[str]:
     return [n for n in names if n not in skip]
 
 
-def perturbed(values: dict, names: list[str], rng) -> tuple[dict, dict[str, int]] | None:
+def perturbed(values: dict, names: list[str], seed: int) -> tuple[dict, dict[str, int]] | None:
     """A copy of the input set ``values`` in which, in each input of ``names`` that is a
-    float tensor, :data:`PERTURB_SHARE` of the elements (at least one; positions drawn from
-    ``rng``, a :class:`secrets.SystemRandom`) have their sign flipped; tensors not changed
-    are shared with ``values``, which is never written. Returns (the new set, name -> number
-    of elements whose value changed: a zero does not), or None when nothing changed."""
+    float tensor, :data:`PERTURB_SHARE` of the elements (at least one; positions drawn with
+    replacement by a CPU generator seeded with ``seed``, an input-set seed of
+    :class:`~.seeds.InputSeeds`: fresh OS randomness, or derived under ``--seed`` so the run
+    replays) have their sign flipped; tensors not changed are shared with ``values``, which
+    is never written. Returns (the new set, name -> number of elements whose value changed:
+    a zero does not), or None when nothing changed."""
     out = dict(values)
     changed: dict[str, int] = {}
+    g = torch.Generator()
+    g.manual_seed(seed)
     for n in names:
         t = values.get(n)
         if not isinstance(t, torch.Tensor) or t.dtype not in _FLOATS or t.numel() == 0:
             continue
         m = max(1, int(t.numel() * PERTURB_SHARE))
-        g = torch.Generator()
-        g.manual_seed(rng.randrange(1 << 63))
         pos = torch.randint(0, t.numel(), (m,), generator=g).unique().to(t.device)
         c = t.clone(memory_format=torch.contiguous_format)
         flat = c.view(-1)

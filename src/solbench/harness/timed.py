@@ -938,10 +938,13 @@ class TimedBlocks:
 
         run = self.run
         last = run.slots.pristine[0]
+        names = perturbable_inputs(run.problem, run.w, skip=run.inplace_inputs) if last is not None else []
         pert = None
-        if last is not None:
-            pert = perturbed(last, perturbable_inputs(run.problem, run.w, skip=run.inplace_inputs),
-                             secrets.SystemRandom())
+        if names:
+            # the flips' positions come from an input-set seed of their own (recorded; under
+            # --seed derived, so the run replays), drawn as a fresh set's would be
+            self._set += 1
+            pert = perturbed(last, names, run.seeds.next(self._set))
         if pert is None:
             ok = self._late_call(scalars, self.fresh(), "the re-check after the timed loop", stress=False)
         else:
