@@ -1,6 +1,8 @@
 """Issue 30's closing red team on the CPU (docs/threats.md, "Red team of issue 30"): the holes
-it found that are not fixed yet, each a real hostile candidate and a strict xfail naming what
-the right verdict is. The attempts the defences held against are listed in the doc's table, and the one fixed here (the forged flag baseline) is tested last."""
+it found, each a real hostile candidate, now closed: an identity cache that recomputes one
+element (``mostly_unwritten``), an output cache keyed on sampled values (the perturbed
+re-check after timing), a forged flag baseline, and rewritten flag readers (harness/flagread.py).
+The attempts the defences held against are listed in the doc's table."""
 
 from pathlib import Path
 
