@@ -1,6 +1,8 @@
 """Issue 30's closing red team on the CPU (docs/threats.md, "Red team of issue 30"): the holes
-it found that are not fixed yet, each a real hostile candidate and a strict xfail naming what
-the right verdict is. The attempts the defences held against are listed in the doc's table, and the one fixed here (the forged flag baseline) is tested last."""
+it found, each a real hostile candidate, now closed: an identity cache that recomputes one
+element (``mostly_unwritten``), an output cache keyed on sampled values (the perturbed
+re-check after timing), a forged flag baseline, and rewritten flag readers (harness/flagread.py).
+The attempts the defences held against are listed in the doc's table."""
 
 from pathlib import Path
 
@@ -21,19 +23,18 @@ def _one(tmp_path, cand, size=128, tol=1e-3):
     return t.evaluation
 
 
-@pytest.mark.xfail(strict=True, reason="replay.py detects an identity-keyed cache only when the "
-                   "returned output is left unwritten or replayed whole; one element recomputed "
-                   "reads as write_coverage (INCORRECT_NUMERICAL), the act is not named")
 def test_identity_cache_that_rewrites_one_element_is_cached_output(tmp_path, solbench_cache):
+    """Old code: INCORRECT_NUMERICAL (write_coverage 0.0061%: the cached tensor, poisoned by
+    the worker after the earlier call's copy-out, with one element recomputed). Now the
+    poisoned share names the act."""
     ev = _one(tmp_path, "cand_cache_one_element.py")
-    assert ev.status == Status.REWARD_HACK and any(f.check == "cached_output" for f in ev.findings), \
-        (ev.status, ev.log)
+    f = [x for x in ev.findings if x.check == "cached_output"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.log)
+    # 1 of 128 x 128 elements written: the rest (16383 / 16384) is the worker's poison
+    assert f[0].evidence["kind"] == "mostly_unwritten", f[0].evidence
+    assert f[0].evidence["poisoned_share"]["0"] == pytest.approx(16383 / 16384), f[0].evidence
 
 
-@pytest.mark.xfail(strict=True, reason="the timed calls reuse the same input values, so a cache "
-                   "keyed on values (not identity) hits there unseen: cached_output looks only at "
-                   "object identity; a fix needs the timed slots' values to change between calls "
-                   "or a re-check of a timed call against inputs with one value changed")
 def test_value_keyed_cache_is_cached_output(tmp_path, solbench_cache):
     ev = _one(tmp_path, "cand_value_cache.py", size=256)
     assert ev.status == Status.REWARD_HACK and any(f.check == "cached_output" for f in ev.findings), \
@@ -50,12 +51,21 @@ def test_forged_flag_baseline_is_still_a_precision_downgrade(tmp_path, solbench_
         (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
 
 
-@pytest.mark.xfail(strict=True, reason="the worker reads the backend flags through Python it "
-                   "cannot protect (guards._FLAG_READERS, a plain dict, and the torch getters the "
-                   "readers call); memguard guards neither. A fix reads the flags through C "
-                   "functions bound before candidate code, each a guarded name")
 def test_rewritten_flag_readers_still_show_the_precision_downgrade(tmp_path, solbench_cache):
+    """Old code: INCORRECT_NUMERICAL with no flag named (the worker read the flags through a
+    dict of Python readers and the torch getters, all rebound by the candidate). Now the
+    worker reads through C getters bound before any candidate code (harness/flagread.py)."""
     ev = _one(tmp_path, "cand_flag_readers.py", size=256, tol=1e-4)
     assert ev.status == Status.REWARD_HACK and any(
         "allow_tf32" in f.message or "float32_matmul_precision" in f.message for f in ev.findings), \
         (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
+
+
+def test_replaced_flag_reader_defaults_are_a_harness_patch(tmp_path, solbench_cache):
+    """The bound readers live in the reader's defaults tuple: replacing it is seen (the
+    parent's read of the worker's memory and the worker's snapshot), and the downgrade is
+    still named where the patch would be missed."""
+    ev = _one(tmp_path, "cand_flag_defaults.py", size=256, tol=1e-4)
+    assert ev.status == Status.REWARD_HACK, (ev.status, [(f.check, f.message[:120]) for f in ev.findings])
+    assert any("backend_flags" in f.message and f.check in ("harness_patch", "guard_reply_invalid")
+               for f in ev.findings), [(f.check, f.message[:160]) for f in ev.findings]

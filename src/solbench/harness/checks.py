@@ -139,16 +139,19 @@ register("stress_reference_failed", A, """The problem's reference gives NaN/Inf,
 register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
     random source) produced wrong outputs for its inputs although the correctness rounds
     passed.""")
-register("late_output_mismatch", I, """One more call after the whole timed loop, on fresh inputs
-    (upstream's, then a sparse stress set where the workload has one and the reference holds
-    on it), produced wrong outputs although the correctness rounds and the verified timed
-    iterations passed (a candidate correct, or careful, for its first N calls only).""")
+register("late_output_mismatch", I, """One more call after the whole timed loop (on the last timed
+    input set of slot 0 with a few signs flipped, or fresh values where no input may change;
+    then a sparse stress set where the workload has one and the reference holds on it)
+    produced wrong outputs although the correctness rounds and the verified timed iterations
+    passed (a candidate correct, or careful, for its first N calls only).""")
 register("cached_output", H, """A judged call (correctness round, verified timed iteration,
     re-check) failed with outputs that are an earlier call's answer: bit for bit the outputs of
     an earlier call that passed, or (non-DPS) a returned output holding only the poison the
-    worker wrote into buffers earlier calls returned, so no code wrote it in this call. The
-    correctness rounds hand new values in the same tensor objects, so a cache keyed on the
-    inputs' identity, address or shape hits there (harness/replay.py).""")
+    worker wrote into buffers earlier calls returned (a float output: at least half of it),
+    so no code wrote it in this call. The correctness rounds hand new values in the same
+    tensor objects, so a cache keyed on the inputs' identity, address or shape hits there; the
+    re-check repeats the last timed set of slot 0 with a few signs flipped, so a cache keyed
+    on some of the inputs' values hands back that call's answer (harness/replay.py).""")
 register("non_plain_output", H, """A returned output is a tensor subclass, proxy or lazy container
     instead of a plain torch.Tensor (it could compute after the clock stops).""")
 register("stream_unordered", H, """Outputs were still being written after the call returned, on a

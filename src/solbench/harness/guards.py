@@ -259,38 +259,10 @@ def verify_snapshot(snap: dict[str, tuple[int, Any, Any]],
     return changed
 
 
-#: precision-relevant backend flags: name -> reader. The legacy switches (allow_tf32, the
-#: float32 matmul precision) and the fp32_precision API of torch >= 2.9 (which raises on a
-#: legacy read once a candidate mixed the two APIs, so every read is guarded)
-_FLAG_READERS: dict[str, Any] = {
-    "float32_matmul_precision": lambda: torch.get_float32_matmul_precision(),
-    "cuda.matmul.allow_tf32": lambda: bool(torch.backends.cuda.matmul.allow_tf32),
-    "cudnn.allow_tf32": lambda: bool(torch.backends.cudnn.allow_tf32),
-    "cuda.matmul.allow_fp16_reduced_precision_reduction":
-        lambda: bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
-    "cuda.matmul.allow_bf16_reduced_precision_reduction":
-        lambda: bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
-    "fp32_precision": lambda: torch.backends.fp32_precision,
-    "cuda.matmul.fp32_precision": lambda: torch.backends.cuda.matmul.fp32_precision,
-    "cudnn.fp32_precision": lambda: torch.backends.cudnn.fp32_precision,
-    "cudnn.conv.fp32_precision": lambda: torch.backends.cudnn.conv.fp32_precision,
-    "cudnn.rnn.fp32_precision": lambda: torch.backends.cudnn.rnn.fp32_precision,
-}
-
-
-def backend_flags() -> dict[str, Any]:
-    """Precision-relevant backend flags (TF32, float32 matmul precision, reduced-precision
-    reductions, the fp32_precision settings). A flag absent from this torch is left out; one
-    whose read raises is recorded as ``"unreadable: <error>"`` (never raises)."""
-    out: dict[str, Any] = {}
-    for name, read in _FLAG_READERS.items():
-        try:
-            out[name] = read()
-        except AttributeError:
-            continue
-        except Exception as e:  # noqa: BLE001 - mixed legacy/new TF32 APIs raise RuntimeError
-            out[name] = f"unreadable: {type(e).__name__}: {str(e)[:120]}"
-    return out
+#: precision-relevant backend flags (TF32, float32 matmul precision, reduced-precision
+#: reductions, the fp32_precision settings), read through torch's C getters bound at import
+#: (a table of Python readers was rewritten by a candidate: harness/flagread.py)
+from .flagread import backend_flags  # noqa: E402,F401 - re-exported, guarded by the worker
 
 
 #: precision of each setting's value, higher = more precise. float32_matmul_precision

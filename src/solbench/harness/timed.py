@@ -26,7 +26,7 @@ from ..proc import procfs, signals
 from ..spec.trace import Finding, TimingStats
 from . import guards, protocol
 from .checks import add_once, finding, has
-from .correctness import poison_
+from .correctness import bits_equal, poison_
 from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interposition_seen, kernel_precision_check,
                        kids_before,
                        new_threads, process_check, returned_issue, window_check)
@@ -891,19 +891,46 @@ class TimedBlocks:
         return blk
 
     def _recheck(self, scalars: list) -> None:
-        """One more call, after the whole timed loop, on a fresh input set (slot 0, the
-        correctness path), judged like a correctness round: a candidate correct for its
-        first N calls and wrong afterwards is caught whatever N is (the sampled verification
-        of timed iterations catches it only with the sample's probability). Then, where the
+        """One more call, after the whole timed loop, judged like a correctness round: a
+        candidate correct for its first N calls and wrong afterwards is caught whatever N is
+        (the sampled verification of timed iterations catches it only with the sample's
+        probability). Its input set is the last timed set of slot 0 with a few values
+        changed (:func:`~.replay.perturbed`), in the same tensor objects: an output cache keyed
+        on the inputs' identity, or on their values but not all of them, hands back the
+        answer of that timed call, wrong for these inputs and bit for bit that call's, which
+        is ``cached_output`` (:meth:`_late_call`); a fresh set where the workload has no
+        input whose values may change (:func:`~.replay.perturbable_inputs`). Then, where the
         workload has a sparse stress set (docs/inputs.md) and the reference holds on it, one
         call on such a set: a candidate careful only during the correctness rounds (it counts
         its calls; every timed input is upstream's) is caught there.
         ``late_output_mismatch`` (INCORRECT) when the outputs are wrong."""
         from ..inputs import differing_profiles, make_inputs
+        from .replay import all_poison, perturbable_inputs, perturbed
         from .rounds import _exact_only
 
         run = self.run
-        if not self._late_call(scalars, self.fresh(), "the re-check after the timed loop", stress=False):
+        last = run.slots.pristine[0]
+        names = perturbable_inputs(run.problem, run.w, skip=run.inplace_inputs) if last is not None else []
+        pert = None
+        if names:
+            # the flips' positions come from an input-set seed of their own (recorded; under
+            # --seed derived, so the run replays), drawn as a fresh set's would be
+            self._set += 1
+            pert = perturbed(last, names, run.seeds.next(self._set))
+        if pert is None:
+            ok = self._late_call(scalars, self.fresh(), "the re-check after the timed loop", stress=False)
+        else:
+            values, changed = pert
+            ok = True
+            if any(all_poison(o) for o in run.slots.outputs(0)):
+                # a reference block came last and poisoned slot 0's outputs (_reference_block):
+                # the candidate's answer for that timed set is asked for again, and judged
+                ok = self._late_call(scalars, last, "the re-check after the timed loop (the last timed "
+                                     "input set of slot 0 again)", stress=False)
+            if ok:
+                ok = self._late_call(scalars, values, "the re-check after the timed loop", stress=False,
+                                     earlier=(last, changed))
+        if not ok:
             return
         try:
             if "stress_sparse" not in differing_profiles(run.problem, run.w):
@@ -920,10 +947,13 @@ class TimedBlocks:
                         ref_out=ref_out, ref_after=ref_after, exact_only=_exact_only)
 
     def _late_call(self, scalars: list, values: dict, when: str, *, stress: bool, ref_out=None,
-                   ref_after=None, exact_only=None) -> bool:
+                   ref_after=None, exact_only=None, earlier: tuple[dict, dict] | None = None) -> bool:
         """One call of :meth:`_recheck` on ``values``; True when it passed. ``ref_out`` /
         ``ref_after``: the reference's outputs and inputs after its call on ``values``
-        (:meth:`~.rounds.Oracle.run_observed`), computed here when not given."""
+        (:meth:`~.rounds.Oracle.run_observed`), computed here when not given. ``earlier``:
+        (the input set of the last timed call on slot 0, name -> values changed) when
+        ``values`` is that set perturbed: a failing call whose outputs are bit for bit those
+        the timed call left is a replay once those are checked right for that set."""
         run = self.run
         h, slots, findings = run.h, run.slots, run.findings
         # what the last timed call on slot 0's input objects left there: a cache keyed on
@@ -953,11 +983,19 @@ class TimedBlocks:
                                          inplace=inplace_judged(run, ref_after, ip_cand))
             if rep_c.passed or (stress and exact_only is not None and exact_only(rep_c, slots)):
                 return True
-            run.replay.failed_call(when, outs, findings, returned=rep.returned is not None,
-                                   also=[("the last timed call on the same input objects", last0)])
+            if earlier is None:
+                also = [("the last timed call on the same input objects", last0)]
+            else:
+                also = self._earlier_right(outs, last0, *earlier)
+            f = run.replay.failed_call(when, outs, findings, returned=rep.returned is not None, also=also)
+            if f is not None and earlier is not None:
+                f.evidence["input_set"] = {"repeats": "the last timed call on slot 0",
+                                           "sign_flipped": dict(earlier[1])}
             o = next(x for x in rep_c.outputs if x.failed_check)
             why, ev = f"{o.name}: {o.failed_check}: {o.detail}", {"failed_check": o.failed_check, "rel_l2": o.rel_l2,
                                                        "write_coverage": o.write_coverage, "output": o.name}
+            if earlier is not None:
+                ev["sign_flipped"] = dict(earlier[1])
         else:
             why, ev = issue[1], {"returned": issue[1]}
         ev["profile"] = "stress_sparse" if stress else "upstream"
@@ -967,6 +1005,28 @@ class TimedBlocks:
             + (", the stress rounds among them," if stress else "") + " and the verified timed iterations passed",
             ev))
         return False
+
+    def _earlier_right(self, outs: list[torch.Tensor], last0: list[torch.Tensor], last: dict,
+                       changed: dict[str, int]) -> list[tuple[str, list[torch.Tensor]]]:
+        """The earlier call a failing perturbed re-check is compared with: [(label, outputs
+        the last timed call on slot 0 left)] when this call's outputs are bit for bit those
+        and they are right for that call's input set ``last`` (judged against the reference
+        now: an unjudged timed call's outputs prove nothing), else []. The reference runs only
+        on this path, never for a call that passed."""
+        run = self.run
+        if len(last0) != len(outs) or not all(bits_equal(o, p) for o, p in zip(outs, last0)):
+            return []
+        try:
+            ref_out, _ = self.oracle.run_observed(last, keep=())
+            rep, _ = self.oracle.judge(last0, ref_out, last, run.tol, run.slots, run.cfg.precision_check,
+                                       precision_evidence=False)
+        except Exception:  # noqa: BLE001 - no judgement of the earlier call: no replay claimed
+            return []
+        if not rep.passed:
+            return []
+        n = sum(changed.values())
+        return [(f"the last timed call on slot 0, whose input set this call's repeats with {n} value(s) "
+                 f"changed in {sorted(changed)} (its outputs checked right for its own set)", last0)]
 
     def _verify(self, i: int, s: int) -> None:
         """Check the outputs of timed iteration ``i`` (slot ``s``), and the inputs the

@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import paths
 from . import correctness
+from .flagread import backend_flags as _backend_flags
 from .shm import max_span, strided_span
 
 _perf = time.perf_counter  # captured before any candidate code exists
@@ -70,11 +71,14 @@ class Worker:
         if self.is_cuda:
             torch.cuda.set_device(torch.device(device).index or 0)
             torch.cuda.init()
-        self.flags0 = guards.backend_flags()
+        # read through torch's C getters bound at import (harness/flagread.py), by a module
+        # global the snapshot and the parent's memory read guard, never through self.guards
+        # (an instance attribute a candidate can rebind) or a table of Python readers
+        self.flags0 = _backend_flags()
         mod = sys.modules[type(self).__module__]
         self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
                              if callable(v)}
-        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes")})
+        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
@@ -320,7 +324,7 @@ class Worker:
         if op == "guards":
             changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
             interp = Worker._interposition(self, full=True)
-            flags = self.guards.backend_flags()
+            flags = _backend_flags()
             if self.is_cuda and torch.cuda.current_stream().cuda_stream != self.stream0:
                 changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
             return "ok", {"changed": changed, "interposition": interp, "flags": flags,
