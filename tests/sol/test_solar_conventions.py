@@ -151,19 +151,32 @@ def test_linear_fed_by_a_layer_reads_its_activation_from_memory(tmp_path):
     assert c3.solar_graph.fused_elements() == 88
 
 
-def test_whole_table_cast_before_a_gather_counts_the_gathered_rows(tmp_path):
-    # table [100, 16] bf16 converted whole to fp32, then 5 rows gathered: the official figures count
-    # the 5 x 16 gathered elements, not the 1600 converted; the gather itself reads an
-    # intermediate (nothing); the 5 row sums are written: 80 + 5 = 85 elements
+def test_whole_table_reshape_before_a_gather_counts_the_gathered_rows(tmp_path):
+    # table [100, 1, 16] bf16 squeezed, converted whole to fp32, then 5 rows gathered (FlashInfer
+    # 012's KV caches): the squeeze reads the model input, and its result reaches only the gather
+    # (through the cast), so it counts the 5 x 16 gathered elements, not the 1600 converted; the
+    # gather reads an intermediate (nothing); the 5 row sums are written: 80 + 5 = 85 elements
     ref = ("import torch\n"
            "def run(table, idx):\n"
-           "    t = table.to(torch.float32)\n"
+           "    t = table.squeeze(1).to(torch.float32)\n"
            "    return t[idx].sum(-1)\n")
-    p, wl = make_problem(tmp_path, "gather", {"table": T([100, 16], "bfloat16"), "idx": T([5], "int64")},
+    p, wl = make_problem(tmp_path, "gather", {"table": T([100, 1, 16], "bfloat16"), "idx": T([5], "int64")},
                          {"s": T([5], "float32")}, ref)
     c, b = solar(p, wl)
     assert c.solar_graph.fused_elements() == 85
     assert b.bytes_model == 170
+    # the cast first (L1/009's grad_output.to(float32)[token_indices]): the cast reads all of the
+    # model input, 1600 + 5 = 1605 elements (the official L1/009 rows count the whole table: with
+    # it, all 16 rows within 0.05%)
+    ref2 = ("import torch\n"
+            "def run(table, idx):\n"
+            "    t = table.to(torch.float32)\n"
+            "    return t[idx].sum(-1)\n")
+    p2, wl2 = make_problem(tmp_path, "gather_cast", {"table": T([100, 16], "bfloat16"), "idx": T([5], "int64")},
+                           {"s": T([5], "float32")}, ref2)
+    c2, b2 = solar(p2, wl2)
+    assert c2.solar_graph.fused_elements() == 1605
+    assert b2.bytes_model == 3210
 
 
 def test_sdpa_reads_q_and_k_never_v_and_counts_causal_in_full(tmp_path):

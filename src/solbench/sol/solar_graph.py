@@ -21,10 +21,11 @@ Operand details reproduced here (each checked against the official figures, docs
   producer writes it once (an ``nn.Linear`` was a module node of upstream's graph, and nothing
   fuses across its boundary on the input side; its output may still feed a fused epilogue):
   L1/073's norm feeding two projections, L1/045's GRN feeding its second projection;
-* a layer that only converts or reshapes a model input (``.to``, ``.float``, ``.squeeze``, ...)
-  and whose result is only gathered from (``t[idx]``, ``index_select``) reads the gathered
-  elements (the official table counts the gathered pages of a KV cache the reference converts
-  whole first);
+* a layer that only reshapes a model input (``.squeeze``, ``.view``, ``.reshape``, ...), whose
+  result reaches only gathers (``t[idx]``, ``index_select``), through further reshapes or dtype
+  casts, reads the gathered elements (the official table counts the gathered pages of a KV
+  cache the reference squeezes and converts whole first); a dtype cast (``.to``, ``.float``)
+  reading the model input itself reads all of it (L1/009's ``grad_output.to(float32)[idx]``);
 * a tensor made inside the reference by one of the ``torch.*`` creators upstream's tracer
   (torchview) wraps -- ``torch.zeros``, ``ones``, ``rand``, ``randn``, ``randint``, ``rand_like``,
   ``linspace``, ``logspace``, ``range``, ``normal``, ``bernoulli``, ``multinomial``, ``poisson``
@@ -62,6 +63,9 @@ from torch.utils._pytree import tree_flatten
 #: layers that only convert or reshape their input (see :meth:`SolarGraph.fused_elements`)
 CAST_VIEW = {"to", "float", "half", "bfloat16", "type", "type_as", "squeeze", "unsqueeze", "view",
              "reshape", "contiguous", "flatten"}
+#: of those, the ones that only reshape: a model input read by one of them, and then only
+#: gathered from, counts the gathered elements (see :meth:`SolarGraph.fused_elements`)
+RESHAPES = {"squeeze", "unsqueeze", "view", "reshape", "contiguous", "flatten"}
 #: gathers: read the rows an index tensor selects
 GATHERS = {"__getitem__", "index_select", "embedding", "gather", "take", "take_along_dim"}
 
@@ -125,7 +129,7 @@ class SolarGraph:
         for i, lay in enumerate(self.layers):
             if not lay.preds:
                 n_in = sum(lay.in_elems)
-                if lay.name in CAST_VIEW:
+                if lay.name in RESHAPES:
                     got = self._gathered_only(i)
                     if got is not None:
                         n_in = min(n_in, got)
