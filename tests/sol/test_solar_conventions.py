@@ -151,19 +151,32 @@ def test_linear_fed_by_a_layer_reads_its_activation_from_memory(tmp_path):
     assert c3.solar_graph.fused_elements() == 88
 
 
-def test_whole_table_cast_before_a_gather_counts_the_gathered_rows(tmp_path):
-    # table [100, 16] bf16 converted whole to fp32, then 5 rows gathered: the official figures count
-    # the 5 x 16 gathered elements, not the 1600 converted; the gather itself reads an
-    # intermediate (nothing); the 5 row sums are written: 80 + 5 = 85 elements
+def test_whole_table_reshape_before_a_gather_counts_the_gathered_rows(tmp_path):
+    # table [100, 1, 16] bf16 squeezed, converted whole to fp32, then 5 rows gathered (FlashInfer
+    # 012's KV caches): the squeeze reads the model input, and its result reaches only the gather
+    # (through the cast), so it counts the 5 x 16 gathered elements, not the 1600 converted; the
+    # gather reads an intermediate (nothing); the 5 row sums are written: 80 + 5 = 85 elements
     ref = ("import torch\n"
            "def run(table, idx):\n"
-           "    t = table.to(torch.float32)\n"
+           "    t = table.squeeze(1).to(torch.float32)\n"
            "    return t[idx].sum(-1)\n")
-    p, wl = make_problem(tmp_path, "gather", {"table": T([100, 16], "bfloat16"), "idx": T([5], "int64")},
+    p, wl = make_problem(tmp_path, "gather", {"table": T([100, 1, 16], "bfloat16"), "idx": T([5], "int64")},
                          {"s": T([5], "float32")}, ref)
     c, b = solar(p, wl)
     assert c.solar_graph.fused_elements() == 85
     assert b.bytes_model == 170
+    # the cast first (L1/009's grad_output.to(float32)[token_indices]): the cast reads all of the
+    # model input, 1600 + 5 = 1605 elements (the official L1/009 rows count the whole table: with
+    # it, all 16 rows within 0.05%)
+    ref2 = ("import torch\n"
+            "def run(table, idx):\n"
+            "    t = table.to(torch.float32)\n"
+            "    return t[idx].sum(-1)\n")
+    p2, wl2 = make_problem(tmp_path, "gather_cast", {"table": T([100, 16], "bfloat16"), "idx": T([5], "int64")},
+                           {"s": T([5], "float32")}, ref2)
+    c2, b2 = solar(p2, wl2)
+    assert c2.solar_graph.fused_elements() == 1605
+    assert b2.bytes_model == 3210
 
 
 def test_sdpa_reads_q_and_k_never_v_and_counts_causal_in_full(tmp_path):
@@ -295,3 +308,34 @@ def test_real_runs_use_stand_ins_for_large_float_tensors(tmp_path):
     # n is zeros, so k = 2: x[:2] reads 8192 elements; n.sum() reads 4 and its 0-d result ends
     # in .item() (a dead end, 1); the column sums are written (4096)
     assert c.solar_graph.fused_elements() == 2 * 4096 + 4 + 1 + 4096
+
+
+def test_torch_creators_are_traced_temporary_tensors(tmp_path):
+    # torchview (upstream's tracer) wraps torch.zeros/ones/rand*/linspace/...: their result is a
+    # traced tensor of its own, so a layer reading it counts it like a model input; torch.empty
+    # is not wrapped. x: [16, 8] bf16 (128), idx: [4] int64 (zeros: row 0 four times).
+    # x[idx] reads what it selects (32) and idx (4); .float() * 2 is scattered by __setitem__,
+    # which returns nothing and is no layer, so the product is a dead end (32 written).
+    # out = torch.zeros(16, 8): out.to(bf16) reads out (128) and writes its result (128).
+    # The same scatter into torch.empty: x[idx] (36) + dead-end .float() (32); e.to() has no
+    # traced operand and is no layer. 36 + 32 + 128 + 128 + 36 + 32 = 392 elements.
+    ref = ("import torch\n"
+           "def run(x, idx):\n"
+           "    out = torch.zeros(16, 8, dtype=torch.float32)\n"
+           "    out[idx] = x[idx].float() * 2\n"
+           "    e = torch.empty(16, 8, dtype=torch.float32)\n"
+           "    e[idx] = x[idx].float()\n"
+           "    return out.to(torch.bfloat16), e.to(torch.bfloat16)\n")
+    p, wl = make_problem(tmp_path, "zeros_scatter", {"x": T([16, 8], "bfloat16"), "idx": T([4], "int64")},
+                         {"o": T([16, 8], "bfloat16"), "e": T([16, 8], "bfloat16")}, ref)
+    c, b = solar(p, wl)
+    assert c.solar_graph.fused_elements() == 392
+    assert b.bytes_model == 392 * 2
+    # the rule is the tracer's, on every path: a mode seeing only the creator records no layer
+    m = SolarGraphMode()
+    with m:
+        z = torch.ones(3, 5)
+        y = z * 2
+    assert [lay.name for lay in m.graph.layers] == ["mul"]
+    assert m.graph.fused_elements() == 15 + 15
+    del y

@@ -21,12 +21,18 @@ Operand details reproduced here (each checked against the official figures, docs
   producer writes it once (an ``nn.Linear`` was a module node of upstream's graph, and nothing
   fuses across its boundary on the input side; its output may still feed a fused epilogue):
   L1/073's norm feeding two projections, L1/045's GRN feeding its second projection;
-* a layer that only converts or reshapes a model input (``.to``, ``.float``, ``.squeeze``, ...)
-  and whose result is only gathered from (``t[idx]``, ``index_select``) reads the gathered
-  elements (the official table counts the gathered pages of a KV cache the reference converts
-  whole first);
-* tensors made inside the reference from Python values only (``torch.zeros``, ``torch.arange``)
-  are not traced: reading them is free and ``x[...] = v`` (no tensor returned) is no layer;
+* a layer that only reshapes a model input (``.squeeze``, ``.view``, ``.reshape``, ...), whose
+  result reaches only gathers (``t[idx]``, ``index_select``), through further reshapes or dtype
+  casts, reads the gathered elements (the official table counts the gathered pages of a KV
+  cache the reference squeezes and converts whole first); a dtype cast (``.to``, ``.float``)
+  reading the model input itself reads all of it (L1/009's ``grad_output.to(float32)[idx]``);
+* a tensor made inside the reference by one of the ``torch.*`` creators upstream's tracer
+  (torchview) wraps -- ``torch.zeros``, ``ones``, ``rand``, ``randn``, ``randint``, ``rand_like``,
+  ``linspace``, ``logspace``, ``range``, ``normal``, ``bernoulli``, ``multinomial``, ``poisson``
+  -- is traced like a model input (a layer reading it alone counts it); one made otherwise
+  (``torch.empty``, ``torch.tensor``, ``torch.arange``, ``torch.full``, ``zeros_like``) is not,
+  and reading it is free; ``x[...] = v`` (no tensor returned) is no layer, so a result scattered
+  into a buffer that way is a dead end (written) and the buffer is read by whatever reads it;
 * ``F.scaled_dot_product_attention`` is expanded into QK^T (reads Q and K, unless any of Q, K, V
   comes from another layer) and PV (its other operand is the softmax, so V is never counted).
 
@@ -57,6 +63,9 @@ from torch.utils._pytree import tree_flatten
 #: layers that only convert or reshape their input (see :meth:`SolarGraph.fused_elements`)
 CAST_VIEW = {"to", "float", "half", "bfloat16", "type", "type_as", "squeeze", "unsqueeze", "view",
              "reshape", "contiguous", "flatten"}
+#: of those, the ones that only reshape: a model input read by one of them, and then only
+#: gathered from, counts the gathered elements (see :meth:`SolarGraph.fused_elements`)
+RESHAPES = {"squeeze", "unsqueeze", "view", "reshape", "contiguous", "flatten"}
 #: gathers: read the rows an index tensor selects
 GATHERS = {"__getitem__", "index_select", "embedding", "gather", "take", "take_along_dim"}
 
@@ -138,7 +147,7 @@ class SolarGraph:
         for i, lay in enumerate(self.layers):
             if not lay.preds:
                 n_in = sum(lay.in_elems)
-                if lay.name in CAST_VIEW:
+                if lay.name in RESHAPES:
                     got = self._gathered_only(i)
                     if got is not None:
                         n_in = min(n_in, got)
@@ -227,6 +236,12 @@ _NO_NAME = object()
 _OPERAND_RULES = {"linear", "__getitem__"}
 #: two-operand matrix products: activation first, weight second (:attr:`Layer.b_src`)
 _MATMUL_NAMES = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "_scaled_mm"}
+#: the ``torch.*`` tensor creators torchview's recorder wraps so that their result is traced
+#: (a "temporary tensor" node); ``torch.empty``, ``torch.tensor``, ``torch.arange`` and the
+#: ``*_like`` creators but ``rand_like`` are not among them
+_CREATION_OPS = frozenset(getattr(torch, n) for n in (
+    "randn", "ones", "range", "linspace", "logspace", "zeros", "randint", "rand", "rand_like",
+    "normal", "bernoulli", "multinomial", "poisson") if hasattr(torch, n))
 
 
 def _may_have_macs(name: str) -> bool:
@@ -280,8 +295,14 @@ class SolarGraphMode(TorchFunctionMode):
             flat_out = flat_tensors(out)
             if not flat_out:
                 return
-        flat_in = flat_tensors(args, kwargs) if kwargs else flat_tensors(args)
         tracked = self._tracked
+        if func in _CREATION_OPS:
+            # torchview wraps these torch.* creators: their result is a traced temporary
+            # tensor (a graph input of its own), whatever its arguments
+            for o in flat_out:
+                tracked[id(o)] = (weakref.ref(o), None)
+            return
+        flat_in = flat_tensors(args, kwargs) if kwargs else flat_tensors(args)
         traced = []
         for t in flat_in:
             hit = tracked.get(id(t))
