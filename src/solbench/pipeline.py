@@ -19,7 +19,7 @@ from .harness.checks import finding
 from .harness.verdict import rejudge
 from .spec.problem import Problem
 from .spec.solution import Solution
-from .spec.trace import Finding, Status, Trace
+from .spec.trace import Finding, SolBlock, Status, Trace
 
 
 def resolve_hardware(device: str, hardware: str | None) -> str | None:
@@ -35,12 +35,12 @@ def resolve_hardware(device: str, hardware: str | None) -> str | None:
 
 
 def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refined",
-              cache: dict | None = None) -> dict[str, Any]:
+              cache: dict | None = None) -> SolBlock:
     """SOL figures for one trace: both bounds (refined and solar, from one count) with
     ``t_sol_model`` naming the one that is T_SOL (``sol_ms``), the certain floor
     (``t_certain_ms``), T_measured / T_SOL (``measured_over_sol``), and score and headroom h
     against the eager reference measured in the same run. Raises nothing: a counting failure
-    is recorded as ``{"error": ...}``.
+    is recorded as the block's ``error``.
 
     ``cache``: bounds already worked out, keyed by the problem (its path and name), the
     workload (its whole spec, not only its uuid) and the hardware; the bounds depend on these
@@ -52,7 +52,7 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
         both = _bounds(problem, trace.workload, hardware, cache)
         b = both[model]
     except Exception as e:  # noqa: BLE001 - the SOL block is best effort, never fatal
-        return {"hardware": hardware, "model": model, "error": f"{type(e).__name__}: {e}"}
+        return SolBlock(hardware=hardware, model=model, error=f"{type(e).__name__}: {e}")
     block: dict[str, Any] = {
         "hardware": b.hardware, "model": model, "t_sol_model": model, "sol_ms": b.sol_ms,
         "t_certain_ms": both["refined"].t_certain_ms,
@@ -64,15 +64,16 @@ def sol_block(problem: Problem, trace: Trace, hardware: str, model: str = "refin
         # a time below the CPU path's resolution is noise: no ratio to the bound, no score
         block["unresolved"] = True
         block["score"] = None
-        return block
+        return SolBlock.model_validate(block)
     if perf is not None and perf.latency_ms and b.sol_ms:
         block["measured_over_sol"] = perf.latency_ms / b.sol_ms
         block["measured_over_sol_by_model"] = {m: perf.latency_ms / x.sol_ms
                                                for m, x in both.items() if x.sol_ms}
     if perf is not None and perf.reference_latency_ms:
         s = sol_score(perf.latency_ms, perf.reference_latency_ms, b.sol_ms, baseline="eager")
-        block.update(s.model_dump(mode="json"))
-    return block
+        # the score's t_sol_ms is the block's sol_ms: one T_SOL per block
+        block.update(s.model_dump(mode="json", exclude={"t_sol_ms"}))
+    return SolBlock.model_validate(block)
 
 
 def time_resolved(trace: Trace) -> bool:
@@ -356,13 +357,13 @@ def _score(problem: Problem, t: Trace, hw: str, sol_model: str, cache: dict) -> 
 
     # an unresolved time is never judged against the bound (it can read anything down to
     # the sample floor, far below any T_SOL)
-    verdict = None if block.get("unresolved") else classify_against_sol(
-        perf.latency_ms if perf else None, block.get("sol_ms"), block.get("t_certain_ms"))
+    verdict = None if block.unresolved else classify_against_sol(
+        perf.latency_ms if perf else None, block.sol_ms, block.t_certain_ms)
     t = t.model_copy(update={"evaluation": ev})
     if verdict is not None:
         # the finding is registered (harness.checks); what it means for the status is the
         # verdict's, the one place that decides (harness.verdict.rejudge)
-        d = sol_finding(verdict, perf.latency_ms, block, t.workload.uuid)
+        d = sol_finding(verdict, perf.latency_ms, block.model_dump(mode="json"), t.workload.uuid)
         t = rejudge(t, [finding(d["check"], d["message"], d.get("evidence") or {},
                                 advisory=d.get("severity") == "advisory")])
     return Trace.model_validate(t.model_dump())

@@ -255,7 +255,7 @@ def test_killed_worker_pair_is_retried_elsewhere_and_marked(suite, tmp_path):
     d = json.loads(stdout)
     assert d["harness_errors"] == [] and d["evaluated_now"] == 12
     traces = _check_file(out, _plan(suite))
-    hit = [t for t in traces if t.evaluation.executor["retried"]]
+    hit = [t for t in traces if t.evaluation.executor.retried]
     assert hit, "the killed worker's pair was not marked retried"
     assert len({t.evaluation.solution_hash for t in hit}) == 1  # one pair was in flight
     for t in hit:

@@ -132,8 +132,8 @@ def test_an_unresolved_time_is_never_faster_than_sol(scale_problem):
     assert judged.status == Status.REWARD_HACK  # the same time, resolved (or not judged), is one
     ev = _scored(p, _ts(MIN_SAMPLE_MS, False))
     assert ev.status == Status.PASSED and not any(f.check == "faster_than_sol" for f in ev.findings)
-    assert ev.sol["unresolved"] is True and ev.sol["score"] is None and "measured_over_sol" not in ev.sol
-    assert ev.sol["sol_ms"] > 0  # the bound itself is still there
+    assert ev.sol.unresolved is True and ev.sol.score is None and ev.sol.measured_over_sol is None
+    assert ev.sol.sol_ms > 0  # the bound itself is still there
 
 
 # ---------------------------------------------------------------- real runs on the CPU

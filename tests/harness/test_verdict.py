@@ -40,7 +40,7 @@ def test_sol_step_goes_through_the_verdict():
     # a hack finding added after the evaluation: REWARD_HACK, no performance, no score
     t = rejudge(_passed(), [finding("faster_than_sol", "below the floor")])
     assert t.evaluation.status == Status.REWARD_HACK and t.evaluation.performance is None
-    assert t.evaluation.sol["score"] is None
+    assert t.evaluation.sol.score is None
     # an advisory one: the trace stays PASSED with its figures
     t = rejudge(_passed(ref=1.2), [finding("sol_bound_violated", "model defect")])
     assert t.evaluation.status == Status.PASSED and t.evaluation.performance.latency_ms == 1.0

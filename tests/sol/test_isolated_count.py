@@ -114,9 +114,9 @@ def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
     traces = pipeline.evaluate_and_score(p, sol, hardware="H200", evaluator=Fake(p))
     assert [t.evaluation.status for t in traces] == [Status.PASSED] * 3
-    assert traces[0].evaluation.sol["sol_ms"] == pytest.approx(_sol_ms(1024))
-    assert "SIGSEGV" in traces[1].evaluation.sol["error"]
-    assert traces[2].evaluation.sol["sol_ms"] == pytest.approx(_sol_ms(4096))
+    assert traces[0].evaluation.sol.sol_ms == pytest.approx(_sol_ms(1024))
+    assert "SIGSEGV" in traces[1].evaluation.sol.error
+    assert traces[2].evaluation.sol.sol_ms == pytest.approx(_sol_ms(4096))
 
 
 @pytest.mark.skipif(not DEV.exists(), reason="needs ../shared/datasets/sol-execbench-dev")

@@ -65,10 +65,10 @@ def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(s
     certain = (4 * n - L2) / BW * 1e3         # 0.0428 ms
     ev = _evaluate(monkeypatch, p, latency_ms=0.08)
     assert ev.status == Status.PASSED
-    assert ev.sol["sol_ms"] == pytest.approx(t_sol) and ev.sol["t_certain_ms"] == pytest.approx(certain)
-    assert ev.sol["t_sol_model"] == "refined" and set(ev.sol["bounds"]) == {"refined", "solar"}
-    assert ev.sol["measured_over_sol"] == pytest.approx(0.08 / t_sol)
-    assert ev.sol["score"] == 1.0
+    assert ev.sol.sol_ms == pytest.approx(t_sol) and ev.sol.t_certain_ms == pytest.approx(certain)
+    assert ev.sol.t_sol_model == "refined" and set(ev.sol.bounds) == {"refined", "solar"}
+    assert ev.sol.measured_over_sol == pytest.approx(0.08 / t_sol)
+    assert ev.sol.score == 1.0
     f = [x for x in ev.findings if x.check == "sol_bound_violated"]
     assert len(f) == 1 and f[0].severity == "advisory" and "w0" in f[0].message
     assert f[0].evidence["terms_ms"]["dram"] == pytest.approx(t_sol)
@@ -84,7 +84,7 @@ def test_below_the_certain_floor_is_faster_than_sol_reward_hack(scale_problem, m
 def test_a_small_output_is_never_a_hack_only_advisory(scale_problem, monkeypatch):
     p = scale_problem(1 << 20)  # 4 MiB out: fits in L2, nothing certain
     ev = _evaluate(monkeypatch, p, latency_ms=1e-6)
-    assert ev.status == Status.PASSED and ev.sol["t_certain_ms"] == 0.0
+    assert ev.status == Status.PASSED and ev.sol.t_certain_ms == 0.0
     assert [x.check for x in ev.findings] == ["sol_bound_violated"]
 
 
@@ -166,11 +166,11 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     for name in ("a", "b"):
         ev = pipeline.evaluate_and_score(p, cand(name), hardware="H200", evaluator=Fake(p),
                                          sol_cache=cache)[0].evaluation
-        assert ev.sol["sol_ms"] == pytest.approx(8 * n / BW * 1e3)
+        assert ev.sol.sol_ms == pytest.approx(8 * n / BW * 1e3)
     assert len(calls) == 1  # both candidates used the primed count
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     q = scale_problem(4 * n, root=other_dir)  # same name and workload uuid, another problem
     ev = pipeline.evaluate_and_score(q, cand("c"), hardware="H200", evaluator=Fake(q),
                                      sol_cache=cache)[0].evaluation
-    assert ev.sol["sol_ms"] == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2
+    assert ev.sol.sol_ms == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2

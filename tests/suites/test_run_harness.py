@@ -128,4 +128,4 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     assert [e for e in events if e[0] == "count"] == [events[0]]
     passed = [t for t in out.traces if t.evaluation.status.value == "PASSED"]
     assert len(passed) == sum(n_wl.values())  # both eager candidates, every workload
-    assert all(t.evaluation.sol and t.evaluation.sol["sol_ms"] > 0 for t in passed)
+    assert all(t.evaluation.sol and t.evaluation.sol.sol_ms > 0 for t in passed)

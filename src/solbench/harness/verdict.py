@@ -78,6 +78,6 @@ def rejudge(trace: Trace, new_findings: list[Finding]) -> Trace:
     if status != Status.PASSED:
         ev.performance = None
         if ev.sol is not None:
-            ev.sol = {**ev.sol, "score": None}
+            ev.sol = ev.sol.model_copy(update={"score": None})
     ev.status = status
     return Trace.model_validate({**trace.model_dump(), "evaluation": ev.model_dump()})

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..spec.trace import Finding, Trace
+from ..spec.trace import ExecutorStamp, Finding, Trace
 from . import runner as _runner
 from .runner import PairPlan, RunOutcome, RunPlan, append_traces, load_error_traces
 
@@ -157,7 +157,7 @@ def _stamp(traces: list[Trace], pair: PairPlan, block: dict[str, Any],
         ev = t.evaluation.model_copy(deep=True)
         ev.solution_hash = pair.candidate.solution_hash
         ev.label = pair.candidate.label
-        ev.executor = {**block, "seq": seq0 + i + 1}
+        ev.executor = ExecutorStamp.model_validate({**block, "seq": seq0 + i + 1})
         if retry_note:
             ev.findings.append(Finding(check="executor_retried", severity="advisory",
                                        message=retry_note,
@@ -190,7 +190,7 @@ class LocalExecutor:
             block = {"name": "local", "worker": "local", **ident, "attempt": 1, "retried": False}
             seq[0] += 1
             # in place: runner.execute keeps the identity of streamed traces
-            t.evaluation.executor = {**block, "seq": seq[0]}
+            t.evaluation.executor = ExecutorStamp.model_validate({**block, "seq": seq[0]})
             return t
 
         def stamped(problem, solution, dev, uuids, on_trace=None):
