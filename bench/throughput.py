@@ -271,7 +271,7 @@ PROBES = [
     ("solbench.harness.guards", "thread_ids"), ("solbench.harness.guards", "digests"),
     ("solbench.harness.guards", "descendants"), ("solbench.harness.guards", "sched_state"),
     ("solbench.harness.guards", "running_tasks"),
-    ("solbench.pipeline", "sol_block"), ("solbench.pipeline", "attach_static_audit"),
+    ("solbench.run.sol", "sol_block_of"), ("solbench.run.context", "static_audit_findings"),
     ("solbench.spec", "load_problem"),
 ]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from solbench import pipeline
+from sol_helpers import judged
 from solbench.sol import bound, count_workload
 from solbench.sol.isolated import CountFailed, bounds_isolated
 from solbench.spec import load_problem
@@ -98,13 +99,14 @@ def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
         def __init__(self, problem):
             self.problem = problem
 
-        def evaluate(self, s, on_trace=None):
+        def evaluate(self, s, on_trace=None, context=None):
             out = []
             for w in self.problem.workloads:
                 ev = Evaluation(status=Status.PASSED, correctness=Correctness(),
                                 environment=Environment(hardware="H200"),
                                 performance=Performance(latency_ms=1.0, reference_latency_ms=1.0))
                 t = Trace(definition=self.problem.name, solution=s.name, workload=w, evaluation=ev)
+                t = judged(t, context)
                 on_trace(t)
                 out.append(t)
             return out

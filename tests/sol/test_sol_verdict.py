@@ -11,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench import pipeline
+from sol_helpers import judged
+from solbench.run import sol as run_sol
 from solbench.sol import classify_against_sol, sol_finding
 from solbench.spec.solution import Solution
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
@@ -44,10 +46,11 @@ def _evaluate(monkeypatch, problem, latency_ms):
         def __init__(self, p):
             self.problem = p
 
-        def evaluate(self, s, on_trace=None):
+        def evaluate(self, s, on_trace=None, context=None):
             ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
                             performance=Performance(latency_ms=latency_ms, reference_latency_ms=10.0))
             t = Trace(definition=self.problem.name, solution="cand", workload=self.problem.workloads[0], evaluation=ev)
+            t = judged(t, context)
             if on_trace is not None:
                 on_trace(t)
             return [t]
@@ -128,15 +131,15 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     for the run (the suite runner's, filled ahead by prime_sol) a workload is counted once,
     every candidate's block still carries T_SOL = 8 n / BW, and a different problem whose
     workload has the same uuid gets its own bound. (Counted in a child process: the calls
-    are those of ``pipeline._count``, one per workload it is asked for.)"""
+    are those of ``run_sol._count``, one per workload it is asked for.)"""
     calls = []
-    real = pipeline._count
+    real = run_sol._count
 
     def counting(items, hardware, *rest):
         calls.extend((problem.name, problem.path, w.uuid) for problem, workloads in items for w in workloads)
         return real(items, hardware, *rest)
 
-    monkeypatch.setattr(pipeline, "_count", counting)
+    monkeypatch.setattr(run_sol, "_count", counting)
     n = 1 << 20
     p = scale_problem(n)
     cache: dict = {}
@@ -151,10 +154,11 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
         def __init__(self, problem):
             self.problem = problem
 
-        def evaluate(self, s, on_trace=None):
+        def evaluate(self, s, on_trace=None, context=None):
             ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
                             performance=Performance(latency_ms=1.0, reference_latency_ms=1.0))
             t = Trace(definition=self.problem.name, solution=s.name, workload=self.problem.workloads[0], evaluation=ev)
+            t = judged(t, context)
             on_trace(t)
             return [t]
 

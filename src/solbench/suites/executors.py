@@ -10,7 +10,9 @@
 
 Both executors go through :func:`solbench.suites.runner.plan_run`, so ``--resume`` skips the
 (solution hash, workload uuid) pairs already in the results file in the same way, and both
-stamp each trace with ``evaluation.executor``:
+hand the evaluator each pair's :class:`~solbench.run.context.TraceContext` with the stamp
+``evaluation.executor`` (:class:`~solbench.spec.trace.ExecutorStamp`; ``seq`` is numbered
+where the trace is written, :func:`solbench.suites.runner.numbered`):
 
     {"name": "local" | "ray", "worker": str, "node": str, "pid": int,
      "gpu_uuid": "GPU-..." | None, "attempt": int, "retried": bool, "seq": int}
@@ -29,7 +31,8 @@ compare runs sort by it.
 Failures. A pair whose worker (actor process, or its node) dies mid-pair gets no trace from
 that attempt; it goes back to the queue, runs on another worker when one is free (on the
 restarted worker only when no other is left) and its traces carry ``executor.attempt`` > 1,
-``executor.retried`` and the advisory finding ``executor_retried`` naming the lost worker.
+``executor.retried`` and the advisory finding ``executor_retried`` naming the lost worker
+(both in the context the retried pair is sent with: evidence before the status decision).
 After ``max_attempts`` lost workers the pair is reported as a harness error and nothing is
 written, so a resumed run evaluates it again: never lost, never written twice. An exception
 of the evaluator itself (not a candidate failure, which the harness turns into a trace) is a
@@ -149,27 +152,19 @@ def device_identity(device: str, *, exclusive: bool = False) -> dict[str, Any]:
     return ident
 
 
-def _stamp(traces: list[Trace], pair: PairPlan, block: dict[str, Any],
-           retry_note: str | None, seq0: int) -> list[Trace]:
-    """Set solution hash and the executor block (and the retry finding) on each trace."""
-    out = []
-    for i, t in enumerate(traces):
-        ev = t.evaluation.model_copy(deep=True)
-        ev.solution_hash = pair.candidate.solution_hash
-        ev.label = pair.candidate.label
-        ev.executor = ExecutorStamp.model_validate({**block, "seq": seq0 + i + 1})
-        if retry_note:
-            ev.findings.append(Finding(check="executor_retried", severity="advisory",
-                                       message=retry_note,
-                                       evidence={"attempt": block.get("attempt"),
-                                                 "lost": block.get("lost", [])}))
-        out.append(t.model_copy(update={"evaluation": ev}))
-    return out
+def _retry_finding(attempt: int, lost: list[dict]) -> Finding:
+    """The advisory finding of a pair evaluated again after its worker died mid-pair."""
+    note = (f"evaluated on attempt {attempt}: "
+            + "; ".join(f"worker {l['worker']} (node {l['node']}, pid {l['pid']}) died "
+                        f"mid-pair ({l['error'][:120]})" for l in lost))
+    return Finding(check="executor_retried", severity="advisory", message=note,
+                   evidence={"attempt": attempt, "lost": lost})
 
 
 # --- local ----------------------------------------------------------------------------------
 class LocalExecutor:
-    """Today's behaviour: every pair in this process, in plan order (:func:`runner.execute`)."""
+    """Every pair in this process, in plan order (:func:`runner.execute`); each trace is
+    stamped ``executor.name`` "local" through its context."""
 
     name = "local"
 
@@ -182,43 +177,17 @@ class LocalExecutor:
         """``on_trace(pair, trace)`` after each trace is written (workload by workload when
         the evaluator streams, which the default one does)."""
         inner = self._evaluator or _runner.make_default_evaluator(eval_options)
-        streams = getattr(inner, "streams", False)
-        ident: dict[str, Any] = {}
-        seq = [0]
+        stamp = ExecutorStamp(name="local", worker="local", **device_identity(device), attempt=1, retried=False)
+        if not (isinstance(inner, _runner._SharedEvaluator) or getattr(inner, "streams", False)):
+            # an evaluator that takes no context: its traces are stamped as they come back
+            plain = inner
 
-        def stamp(t: Trace) -> Trace:
-            block = {"name": "local", "worker": "local", **ident, "attempt": 1, "retried": False}
-            seq[0] += 1
-            # in place: runner.execute keeps the identity of streamed traces
-            t.evaluation.executor = ExecutorStamp.model_validate({**block, "seq": seq[0]})
-            return t
-
-        def stamped(problem, solution, dev, uuids, on_trace=None):
-            if not ident:
-                ident.update(device_identity(dev))
-            if streams:
-                seen: set[int] = set()
-
-                def fwd(t: Trace) -> None:
-                    seen.add(id(stamp(t)))
-                    if on_trace is not None:
-                        on_trace(t)
-
-                traces = inner(problem, solution, dev, uuids, on_trace=fwd)
-                return [t if id(t) in seen else stamp(t) for t in traces]
-            return [stamp(t) for t in inner(problem, solution, dev, uuids)]
-
-        stamped.streams = streams
-
-        def done(pair, traces):
-            if pair.candidate.solution is None:  # load-error traces, written without `stamped`
-                seq[0] += len(traces)
-            if on_pair_done:
-                on_pair_done(pair, traces)
-
+            def inner(problem, solution, dev, uuids):
+                return [t.model_copy(update={"evaluation": t.evaluation.model_copy(update={"executor": stamp})})
+                        for t in plain(problem, solution, dev, uuids)]
         try:
-            return _runner.execute(plan, results_path, device, evaluator=stamped,
-                                   on_pair_done=done, on_trace=on_trace)
+            return _runner.execute(plan, results_path, device, evaluator=inner, on_pair_done=on_pair_done,
+                                   on_trace=on_trace, context={"executor": stamp})
         finally:
             if self._evaluator is None and hasattr(inner, "close"):
                 inner.close()
@@ -239,13 +208,18 @@ class EvalWorker:
     def identity(self) -> dict[str, Any]:
         return self.ident
 
-    def evaluate(self, problem_key: str, problem, solution, uuids: list[str]):
-        """Traces (strict JSON lines) of ``solution`` on ``uuids``, and who made them."""
+    def evaluate(self, problem_key: str, problem, solution, uuids: list[str], context=None):
+        """Traces (strict JSON lines) of ``solution`` on ``uuids``, and who made them.
+        ``context``: the pair's :class:`~solbench.run.context.TraceContext` from the driver;
+        its executor stamp gets this worker's node, pid and GPU."""
         # one Problem object per problem, so the shared evaluator sees consecutive pairs of a
         # problem as the same problem (each task deserialises its own copy)
         if problem_key != self._problem_key:
             self._problem_key, self._problem = problem_key, problem
-        traces = self.ev(self._problem, solution, self.device, list(uuids))
+        if context is not None and context.executor is not None:
+            who = {k: self.ident.get(k) for k in ("node", "pid", "gpu_uuid")}
+            context = context.with_(executor=context.executor.model_copy(update=who))
+        traces = self.ev(self._problem, solution, self.device, list(uuids), context=context)
         return self.ident, [t.to_json_line() for t in traces]
 
     def pid(self) -> int:
@@ -358,6 +332,7 @@ class RayExecutor:
         self._seq = 0
 
         def write(pair: PairPlan, traces: list[Trace]) -> None:
+            traces = _runner.numbered(traces, self._seq)
             append_traces(results_path, traces)
             self._seq += len(traces)
             written.extend(traces)
@@ -373,9 +348,9 @@ class RayExecutor:
                 if on_pair_done:
                     on_pair_done(pair, [])
             elif pair.candidate.solution is None:  # no worker needed: the file did not load
-                block = {"name": "ray", "worker": "driver", "node": socket.gethostname(),
-                         "pid": os.getpid(), "gpu_uuid": None, "attempt": 1, "retried": False}
-                write(pair, _stamp(load_error_traces(pair, device), pair, block, None, self._seq))
+                stamp = ExecutorStamp(name="ray", worker="driver", node=socket.gethostname(),
+                                      pid=os.getpid(), gpu_uuid=None, attempt=1, retried=False)
+                write(pair, load_error_traces(pair, device, executor=stamp))
             else:
                 tasks.append(_Task(i, pair))
         if not tasks:
@@ -445,7 +420,7 @@ class RayExecutor:
                 if key not in problem_refs:
                     problem_refs[key] = ray.put(t.pair.problem)
                 ref = s.actor.evaluate.remote(key, problem_refs[key], t.pair.candidate.solution,
-                                              [w.uuid for w in t.pair.todo])
+                                              [w.uuid for w in t.pair.todo], self._context(s, t))
                 s.state, s.last_problem = "busy", key
                 pending[ref] = ("evaluate", s, t)
                 if self.on_dispatch:
@@ -508,17 +483,18 @@ class RayExecutor:
                 give_up(task, f"{type(cause).__name__}: {cause}")
                 continue
             slot.state, slot.ident = "idle", ident
-            traces = [Trace.from_json_line(x) for x in lines]
-            block = {"name": "ray", "worker": slot.name, "node": ident.get("node"),
-                     "pid": ident.get("pid"), "gpu_uuid": ident.get("gpu_uuid"),
-                     "attempt": task.attempt, "retried": task.attempt > 1}
-            note = None
-            if task.lost:
-                block["lost"] = task.lost
-                note = (f"evaluated on attempt {task.attempt}: "
-                        + "; ".join(f"worker {l['worker']} (node {l['node']}, pid {l['pid']}) died "
-                                    f"mid-pair ({l['error'][:120]})" for l in task.lost))
-            write(task.pair, _stamp(traces, task.pair, block, note, self._seq))
+            write(task.pair, [Trace.from_json_line(x) for x in lines])
+
+    @staticmethod
+    def _context(slot: "_Slot", task: "_Task"):
+        """The pair's context as it is sent to ``slot``: its executor stamp (the worker fills
+        in its node, pid and GPU) and, on a later attempt, the finding naming the lost
+        workers."""
+        retried = task.attempt > 1
+        stamp = ExecutorStamp(name="ray", worker=slot.name, attempt=task.attempt, retried=retried,
+                              **({"lost": list(task.lost)} if task.lost else {}))
+        found = (_retry_finding(task.attempt, list(task.lost)),) if task.lost else ()
+        return _runner.pair_context(task.pair, executor=stamp, findings=found)
 
 
 def make_executor(name: str, *, address: str | None = None, workers: int | None = None,

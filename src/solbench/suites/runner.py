@@ -272,9 +272,10 @@ def device_notes(plan: RunPlan, device: str) -> list[str]:
 
 
 # --- evaluation ---------------------------------------------------------------------------
-def load_error_traces(pair: PairPlan, device: str) -> list[Trace]:
+def load_error_traces(pair: PairPlan, device: str, executor=None) -> list[Trace]:
     """COMPILE_ERROR traces for a candidate file that did not even load (bad JSON, missing
-    entry point...), one per workload, so the summary counts it as incorrect."""
+    entry point...), one per workload, so the summary counts it as incorrect. ``executor``:
+    the :class:`~solbench.spec.trace.ExecutorStamp` of who recorded them."""
     cand = pair.candidate
     name = f"{pair.problem.name}__{cand.label}"
     out = []
@@ -282,7 +283,7 @@ def load_error_traces(pair: PairPlan, device: str) -> list[Trace]:
         ev = Evaluation(status=Status.COMPILE_ERROR,
                         log=f"solution {cand.path} failed to load: {cand.load_error}"[:4000],
                         environment=Environment(hardware=device), solution_hash=cand.solution_hash,
-                        device=device)
+                        label=cand.label, executor=executor, device=device)
         out.append(Trace(definition=pair.problem.name, solution=name, workload=w, evaluation=ev))
     return out
 
@@ -293,20 +294,48 @@ class RunOutcome:
     harness_errors: list[str]  # pairs the evaluator itself failed on (not written)
 
 
+def pair_context(pair: PairPlan, **changes):
+    """The :class:`~solbench.run.context.TraceContext` of a pair: its candidate's solution
+    hash (of the file as planned, the resume key) and label, and ``changes``."""
+    from ..run.context import TraceContext
+
+    return TraceContext(solution_hash=pair.candidate.solution_hash, label=pair.candidate.label, **changes)
+
+
+def numbered(traces: list[Trace], seq0: int) -> list[Trace]:
+    """``traces`` with ``executor.seq`` set to their 1-based position among the traces the
+    run wrote (``seq0`` written before them); a trace without an executor stamp keeps none.
+    Numbered where the trace is written, the one thing about it not known before the harness
+    ran."""
+    out = []
+    for i, t in enumerate(traces):
+        ex = t.evaluation.executor
+        if ex is not None:
+            ev = t.evaluation.model_copy(update={"executor": ex.model_copy(update={"seq": seq0 + i + 1})})
+            t = t.model_copy(update={"evaluation": ev})
+        out.append(t)
+    return out
+
+
 def execute(plan: RunPlan, results_path: Path, device: str,
             evaluator: Evaluator | None = None,
             on_pair_done: Callable[[PairPlan, list[Trace]], None] | None = None,
             eval_options: dict | None = None,
-            on_trace: Callable[[PairPlan, Trace], None] | None = None) -> RunOutcome:
+            on_trace: Callable[[PairPlan, Trace], None] | None = None,
+            context=None) -> RunOutcome:
     """Evaluate every pair of ``plan`` with work left, appending traces to ``results_path``.
     The default evaluator appends each trace as soon as its workload finishes (and calls
     ``on_trace(pair, trace)`` after writing it), so a killed run keeps every finished
-    workload; a given ``evaluator`` has its traces appended after each pair. Every trace gets
-    the candidate's solution hash. An exception from the evaluator itself (not a candidate
-    failure, which the harness turns into a trace) is reported in ``harness_errors`` and
-    the pair's remaining workloads are not written, so a resumed run retries them.
-    ``eval_options`` go to the default evaluator's EvalConfig."""
+    workload; a given ``evaluator`` has its traces appended after each pair. Every trace
+    carries the candidate's solution hash and label (through the pair's
+    :class:`~solbench.run.context.TraceContext`, or set on the traces of an evaluator that
+    takes none); ``context``: fields every pair's context gets (an executor stamp). An
+    exception from the evaluator itself (not a candidate failure, which the harness turns
+    into a trace) is reported in ``harness_errors`` and the pair's remaining workloads are not
+    written, so a resumed run retries them. ``eval_options`` go to the default evaluator's
+    EvalConfig."""
     shared = None
+    extra = dict(context or {})
     if evaluator is None:
         shared = make_default_evaluator(eval_options)
         evaluator = shared
@@ -324,6 +353,16 @@ def execute(plan: RunPlan, results_path: Path, device: str,
             pass
     written: list[Trace] = []
     errors: list[str] = []
+
+    def write(pair: PairPlan, traces: list[Trace]) -> list[Trace]:
+        traces = numbered(traces, len(written))
+        append_traces(results_path, traces)
+        written.extend(traces)
+        if on_trace is not None:
+            for t in traces:
+                on_trace(pair, t)
+        return traces
+
     for pair in plan.pairs:
         if not pair.todo:
             if on_pair_done:
@@ -332,37 +371,26 @@ def execute(plan: RunPlan, results_path: Path, device: str,
         cand = pair.candidate
         streamed: list[Trace] = []
 
-        def stream(t: Trace, pair=pair, cand=cand, streamed=streamed) -> None:
-            t.evaluation.solution_hash = cand.solution_hash
-            t.evaluation.label = cand.label
-            append_traces(results_path, [t])
-            streamed.append(t)
-            if on_trace is not None:
-                on_trace(pair, t)
+        def stream(t: Trace, pair=pair, streamed=streamed) -> None:
+            streamed.extend(write(pair, [t]))
 
         if cand.solution is None:
-            traces = load_error_traces(pair, device)
+            traces = write(pair, load_error_traces(pair, device, executor=extra.get("executor")))
         else:
             try:
                 if isinstance(evaluator, _SharedEvaluator) or getattr(evaluator, "streams", False):
-                    traces = evaluator(pair.problem, cand.solution, device,
-                                       [w.uuid for w in pair.todo], on_trace=stream)
+                    got = evaluator(pair.problem, cand.solution, device, [w.uuid for w in pair.todo],
+                                    on_trace=stream, context=pair_context(pair, **extra))
                 else:
-                    traces = evaluator(pair.problem, cand.solution, device, [w.uuid for w in pair.todo])
+                    got = evaluator(pair.problem, cand.solution, device, [w.uuid for w in pair.todo])
+                    got = [t.model_copy(update={"evaluation": t.evaluation.model_copy(update={
+                        "solution_hash": cand.solution_hash, "label": cand.label})}) for t in got]
             except Exception as e:  # noqa: BLE001 - keep the run going, report the pair
                 errors.append(f"{pair.problem.name} / {cand.path.name}: "
                               f"{type(e).__name__}: {e}")
-                traces = list(streamed)
-        done_ids = {id(t) for t in streamed}
-        rest = [t for t in traces if id(t) not in done_ids]
-        for t in rest:
-            t.evaluation.solution_hash = cand.solution_hash
-            t.evaluation.label = cand.label
-        append_traces(results_path, rest)
-        if on_trace is not None:
-            for t in rest:
-                on_trace(pair, t)
-        written.extend(traces)
+                got = list(streamed)
+            # a streaming evaluator hands its traces over in order as it makes them
+            traces = streamed + write(pair, got[len(streamed):])
         if on_pair_done:
             on_pair_done(pair, traces)
     if shared is not None and hasattr(shared, "close"):
@@ -395,10 +423,11 @@ class _SharedEvaluator:
         self.sol_cache: dict = {}  # SOL bounds of (problem, workload, hardware): pipeline.sol_block
 
     def __call__(self, problem: Problem, solution: Solution, device: str,
-                 uuids: list[str], on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
+                 uuids: list[str], on_trace: Callable[[Trace], None] | None = None,
+                 context=None) -> list[Trace]:
         from .. import harness
         from ..harness.workers import SparePool
-        from ..pipeline import evaluate_and_score
+        from ..run.session import evaluate_and_score
 
         config = harness.EvalConfig(device=device, workloads=list(uuids), **self.options)
         key = (id(problem), device)
@@ -411,7 +440,7 @@ class _SharedEvaluator:
             self.ev = harness.Evaluator(problem, config, spares=self.spares if n_spares > 0 else None)
             self.key = key
         return list(evaluate_and_score(problem, solution, config, evaluator=self.ev,
-                                       on_trace=on_trace, sol_cache=self.sol_cache))
+                                       on_trace=on_trace, sol_cache=self.sol_cache, context=context))
 
     def _n_spares(self, config, device: str) -> int:
         if "spare_workers" not in self.options and not device.startswith("cuda"):
@@ -427,7 +456,7 @@ class _SharedEvaluator:
         no timed window is open yet. Raises nothing for a bound that cannot be counted."""
         from .. import harness
         from ..harness.workers import SparePool
-        from ..pipeline import prime_sol_many, resolve_hardware
+        from ..run.sol import prime_sol_many, resolve_hardware
 
         n = self._n_spares(harness.EvalConfig(device=device, **self.options), device)
         if n > 0 and self.spares is None:
