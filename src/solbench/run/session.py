@@ -83,20 +83,20 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
 
 
 def make_default_evaluator(options: dict | None = None) -> "Session":
-    """The evaluator  a run's executor uses when none is given (a :class:`Session`)."""
+    """The evaluator a run's executor uses when none is given (a :class:`Session`)."""
     return Session(options)
 
 
 class Session:
-    """One problem at a time (the default evaluator of a run): one ``harness.Evaluator`` per problem, kept
-    while consecutive pairs share that problem, so the eager reference's timing worker is
+    """One problem at a time (the default evaluator of a run): one ``harness.Evaluator`` per
+    problem, kept while consecutive pairs share that problem, so the eager reference's timing worker is
     started once per problem instead of once per candidate (about 4 s each on the H200).
     The harness drops that worker after a candidate that crashed, hung or cheated. One
     :class:`~solbench.harness.workers.SparePool` serves every problem of the run
     (``spare_workers``): each pair takes its workers already started. The SOL bounds of a
     (problem, workload) are worked out once per run and shared by its candidates."""
 
-    #: accepts ``on_trace`` and calls it as each workload finishes
+    #: accepts ``on_trace`` (called as each workload finishes) and ``context``
     streams = True
 
     def __init__(self, options: dict | None):
@@ -104,7 +104,7 @@ class Session:
         self.key = None
         self.ev = None
         self.spares = None  # workers started ahead, shared by the run's problems
-        self.sol_cache: dict = {}  # SOL bounds of (problem, workload, hardware): pipeline.sol_block
+        self.sol_cache: dict = {}  # SOL bounds of (problem, workload, hardware): run.sol.sol_block
 
     def __call__(self, problem: Problem, solution: Solution, device: str,
                  uuids: list[str], on_trace: Callable[[Trace], None] | None = None,
