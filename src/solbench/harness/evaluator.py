@@ -122,6 +122,8 @@ class Evaluator:
         #: each worker's cache-flush buffer, kept across its workloads (slots.FlushBuffer)
         self.flushes = FlushBuffers()
         self._phases: dict[str, float] = {}
+        #: the TraceContext of the evaluation in progress (``evaluate``'s ``context``)
+        self._ctx = None
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
     # the reference's outputs, as the correctness rounds use them (tests call these)
@@ -241,7 +243,7 @@ class Evaluator:
         if box.get("warning") and not any(f.check == "not_sandboxed" for f in findings):
             # never silently: every trace of an unisolated worker says so (and its table row)
             findings.append(finding("not_sandboxed", box["warning"], {"mode": box.get("mode")}))
-        ctx = getattr(self, "_ctx", None)
+        ctx = self._ctx
         if failure is not None and failure.reason:
             # the worker's output first, the verdict's reason last: the cap keeps the tail
             log = "\n".join(x for x in (log, failure.reason) if x)
