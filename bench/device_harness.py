@@ -86,7 +86,7 @@ def main() -> int:
                     "reference_ms": ev.performance.reference_latency_ms if ev.performance else None,
                     "method": ev.timing.method if ev.timing else None,
                     "event_vs": ev.timing.notes if ev.timing else None,
-                    "sol_ms": (ev.sol or {}).get("sol_ms"), "score": (ev.sol or {}).get("score"),
+                    "sol_ms": ev.sol.sol_ms if ev.sol else None, "score": ev.sol.score if ev.sol else None,
                     "findings": [f"{f.check}:{f.severity}" for f in ev.findings],
                     "log": ev.log[-300:] if ev.status.value != "PASSED" else "",
                 })

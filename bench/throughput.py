@@ -271,7 +271,7 @@ PROBES = [
     ("solbench.proc.procfs", "thread_ids"), ("solbench.harness.guards", "digests"),
     ("solbench.proc.procfs", "descendants"), ("solbench.proc.procfs", "sched_state"),
     ("solbench.proc.procfs", "running_tasks"),
-    ("solbench.pipeline", "sol_block"), ("solbench.pipeline", "attach_static_audit"),
+    ("solbench.run.sol", "sol_block_of"), ("solbench.run.context", "static_audit_findings"),
     ("solbench.spec", "load_problem"),
 ]
 

@@ -624,7 +624,7 @@ def test_1_demo_streams_progress_and_traces(prob, tmp_path, monkeypatch):
     from solbench.demo import run as demo_run
     from solbench.demo.run import DemoJob
     from solbench.spec import load_problem, reference_solution
-    import solbench.pipeline as pipeline
+    import solbench.run.session as session
 
     p = load_problem(prob)
     jobs = [DemoJob(problem=p, solution=reference_solution(p), expect="PASSED", workloads=[UUIDS[0]])]
@@ -638,7 +638,7 @@ def test_1_demo_streams_progress_and_traces(prob, tmp_path, monkeypatch):
         seen.append(out.read_text().count("\n"))  # written before evaluate returned
         return [t]
 
-    monkeypatch.setattr(pipeline, "evaluate_and_score", fake)
+    monkeypatch.setattr(session, "evaluate_and_score", fake)
     r = CliRunner().invoke(app, ["demo", "--device", "cpu", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert seen == [1] and "[1/1] add2 / " in r.stderr and "as expected" in r.stdout

@@ -181,9 +181,9 @@ def test_ray_matches_local_verdicts_and_orders_its_file(suite, tmp_path):
     assert d["evaluated_now"] == 12 and d["harness_errors"] == []
     traces = _check_file(tmp_path / "ray.jsonl", plan)
     ex = [t.evaluation.executor for t in traces]
-    assert [e["seq"] for e in ex] == list(range(1, 13))
-    assert {e["worker"] for e in ex if e["worker"] != "driver"} == {"w0", "w1"}  # both took pairs
-    assert all(e["name"] == "ray" and e["gpu_uuid"] is None and not e["retried"] for e in ex)
+    assert [e.seq for e in ex] == list(range(1, 13))
+    assert {e.worker for e in ex if e.worker != "driver"} == {"w0", "w1"}  # both took pairs
+    assert all(e.name == "ray" and e.gpu_uuid is None and not e.retried for e in ex)
     a = sorted(R.read_results(tmp_path / "local.jsonl"), key=canonical_key)
     b = sorted(traces, key=canonical_key)
     assert [canonical_key(t) for t in a] == [canonical_key(t) for t in b]
@@ -255,12 +255,12 @@ def test_killed_worker_pair_is_retried_elsewhere_and_marked(suite, tmp_path):
     d = json.loads(stdout)
     assert d["harness_errors"] == [] and d["evaluated_now"] == 12
     traces = _check_file(out, _plan(suite))
-    hit = [t for t in traces if t.evaluation.executor["retried"]]
+    hit = [t for t in traces if t.evaluation.executor.retried]
     assert hit, "the killed worker's pair was not marked retried"
     assert len({t.evaluation.solution_hash for t in hit}) == 1  # one pair was in flight
     for t in hit:
         e = t.evaluation.executor
-        assert e["attempt"] == 2 and e["lost"][0]["pid"] == victim and e["pid"] != victim
+        assert e.attempt == 2 and e.lost[0]["pid"] == victim and e.pid != victim
         assert any(f.check == "executor_retried" and f.severity == "advisory"
                    for f in t.evaluation.findings)
     # the dead worker's evaluation subprocesses did not outlive it

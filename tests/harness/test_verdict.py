@@ -3,8 +3,9 @@
 import pytest
 
 from solbench.harness.checks import finding
-from solbench.harness.verdict import Failure, decide, rejudge
-from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
+from solbench.harness.verdict import Failure, decide, judge
+from solbench.run.context import TraceContext
+from solbench.spec.trace import Performance, SolBlock, Status
 from solbench.spec.workload import Workload
 
 HACK = finding("input_mutation", "wrote to x")
@@ -28,19 +29,39 @@ def test_order_of_evidence():
         Failure(Status.PASSED, "no")
 
 
-def _passed(latency=1.0, ref=2.0) -> Trace:
-    return Trace(definition="d", solution="s", workload=Workload(uuid="w", axes={}, inputs={}),
-                 evaluation=Evaluation(status=Status.PASSED, correctness=Correctness(),
-                                       performance=Performance(latency_ms=latency, reference_latency_ms=ref,
-                                                               speedup_factor=ref / latency),
-                                       environment=Environment(hardware="h"), sol={"score": 0.5}))
+class _Step:
+    """A SOL step that answers ``block`` and ``found`` and counts its calls."""
+
+    def __init__(self, found):
+        self.found, self.calls = found, 0
+
+    def wait(self):
+        pass
+
+    def __call__(self, workload, perf, timing):
+        self.calls += 1
+        return SolBlock(sol_ms=0.5, score=0.5), list(self.found)
 
 
-def test_sol_step_goes_through_the_verdict():
-    # a hack finding added after the evaluation: REWARD_HACK, no performance, no score
-    t = rejudge(_passed(), [finding("faster_than_sol", "below the floor")])
-    assert t.evaluation.status == Status.REWARD_HACK and t.evaluation.performance is None
-    assert t.evaluation.sol["score"] is None
-    # an advisory one: the trace stays PASSED with its figures
-    t = rejudge(_passed(ref=1.2), [finding("sol_bound_violated", "model defect")])
-    assert t.evaluation.status == Status.PASSED and t.evaluation.performance.latency_ms == 1.0
+W = Workload(uuid="w", axes={}, inputs={})
+PERF = Performance(latency_ms=1.0, reference_latency_ms=2.0, speedup_factor=2.0)
+
+
+def test_sol_step_evidence_joins_the_one_decision():
+    audit = finding("audit.monkey_patch", "patches time")
+    # a hack finding of the SOL step: REWARD_HACK, no performance, the bound kept without score
+    step = _Step([finding("faster_than_sol", "below the floor")])
+    found = [ADV]
+    status, perf, sol = judge(found, None, W, PERF, None, TraceContext(findings=(audit,), sol=step))
+    assert status == Status.REWARD_HACK and perf is None and sol.sol_ms == 0.5 and sol.score is None
+    assert [f.check for f in found] == ["timing_unstable", "audit.monkey_patch", "faster_than_sol"]
+    # an advisory one: PASSED with its figures and score
+    step = _Step([finding("sol_bound_violated", "model defect")])
+    status, perf, sol = judge([], None, W, PERF, None, TraceContext(sol=step))
+    assert status == Status.PASSED and perf == PERF and sol.score == 0.5
+    # evidence that already decides (a guard's hack, a failure) is never judged against the bound
+    step = _Step([])
+    status, perf, sol = judge([HACK], None, W, PERF, None, TraceContext(sol=step))
+    assert status == Status.REWARD_HACK and perf is None and sol is None and step.calls == 0
+    status, perf, sol = judge([], Failure(Status.TIMEOUT, "hung"), W, None, None, TraceContext(sol=step))
+    assert status == Status.TIMEOUT and sol is None and step.calls == 0

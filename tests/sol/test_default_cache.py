@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench import pipeline
+from solbench.run import sol as run_sol
 from solbench.sol import load_hardware
 from solbench.sol.batch import problem_counts, problem_rows
 from solbench.sol.cache import CountsCache, counts_to_json, default_cache_dir, workload_key
@@ -127,7 +128,7 @@ def test_the_count_runs_alongside_the_evaluation_and_a_second_one_counts_nothing
     monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SOLBENCH_DATA_DIR", str(tmp_path / "data"))
     events: list[tuple[str, float]] = []
-    real_prime, real_evaluate = pipeline.prime_sol_many, Evaluator.evaluate
+    real_prime, real_evaluate = run_sol.prime_sol_many, Evaluator.evaluate
 
     def slow_prime(*a, **k):
         time.sleep(3.0)  # a count slower than the evaluation's start
@@ -138,17 +139,17 @@ def test_the_count_runs_alongside_the_evaluation_and_a_second_one_counts_nothing
         events.append(("evaluating", time.monotonic()))
         return real_evaluate(self, *a, **k)
 
-    monkeypatch.setattr(pipeline, "prime_sol_many", slow_prime)
+    monkeypatch.setattr(run_sol, "prime_sol_many", slow_prime)
     monkeypatch.setattr(Evaluator, "evaluate", spy_evaluate)
     (t,) = _eval(p)
     assert [e for e, _ in events] == ["evaluating", "counted"]
     assert t.evaluation.status.value == "PASSED"
-    assert t.evaluation.sol["sol_ms"] == pytest.approx(2 * 4 * N / 4.8e12 * 1e3)
+    assert t.evaluation.sol.sol_ms == pytest.approx(2 * 4 * N / 4.8e12 * 1e3)
 
     # the second evaluation of the problem reads the bound from the cache: no child at all
-    monkeypatch.setattr(pipeline, "prime_sol_many", real_prime)
+    monkeypatch.setattr(run_sol, "prime_sol_many", real_prime)
     monkeypatch.setattr(CountingChild, "_start", lambda self: (_ for _ in ()).throw(
         AssertionError("a counting child was started for a cached bound")))
     (t2,) = _eval(p)
-    assert t2.evaluation.sol["sol_ms"] == t.evaluation.sol["sol_ms"]
+    assert t2.evaluation.sol.sol_ms == t.evaluation.sol.sol_ms
     assert not [th for th in threading.enumerate() if th.name == "solbench-sol-count"]

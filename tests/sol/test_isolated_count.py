@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from solbench import pipeline
+from sol_helpers import judged
 from solbench.sol import bound, count_workload
 from solbench.sol.isolated import CountFailed, bounds_isolated
 from solbench.spec import load_problem
@@ -98,13 +99,14 @@ def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
         def __init__(self, problem):
             self.problem = problem
 
-        def evaluate(self, s, on_trace=None):
+        def evaluate(self, s, on_trace=None, context=None):
             out = []
             for w in self.problem.workloads:
                 ev = Evaluation(status=Status.PASSED, correctness=Correctness(),
                                 environment=Environment(hardware="H200"),
                                 performance=Performance(latency_ms=1.0, reference_latency_ms=1.0))
                 t = Trace(definition=self.problem.name, solution=s.name, workload=w, evaluation=ev)
+                t = judged(t, context)
                 on_trace(t)
                 out.append(t)
             return out
@@ -114,9 +116,9 @@ def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
     traces = pipeline.evaluate_and_score(p, sol, hardware="H200", evaluator=Fake(p))
     assert [t.evaluation.status for t in traces] == [Status.PASSED] * 3
-    assert traces[0].evaluation.sol["sol_ms"] == pytest.approx(_sol_ms(1024))
-    assert "SIGSEGV" in traces[1].evaluation.sol["error"]
-    assert traces[2].evaluation.sol["sol_ms"] == pytest.approx(_sol_ms(4096))
+    assert traces[0].evaluation.sol.sol_ms == pytest.approx(_sol_ms(1024))
+    assert "SIGSEGV" in traces[1].evaluation.sol.error
+    assert traces[2].evaluation.sol.sol_ms == pytest.approx(_sol_ms(4096))
 
 
 @pytest.mark.skipif(not DEV.exists(), reason="needs ../shared/datasets/sol-execbench-dev")

@@ -11,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench import pipeline
+from sol_helpers import judged
+from solbench.run import sol as run_sol
 from solbench.sol import classify_against_sol, sol_finding
 from solbench.spec.solution import Solution
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
@@ -44,10 +46,11 @@ def _evaluate(monkeypatch, problem, latency_ms):
         def __init__(self, p):
             self.problem = p
 
-        def evaluate(self, s, on_trace=None):
+        def evaluate(self, s, on_trace=None, context=None):
             ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
                             performance=Performance(latency_ms=latency_ms, reference_latency_ms=10.0))
             t = Trace(definition=self.problem.name, solution="cand", workload=self.problem.workloads[0], evaluation=ev)
+            t = judged(t, context)
             if on_trace is not None:
                 on_trace(t)
             return [t]
@@ -65,10 +68,10 @@ def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(s
     certain = (4 * n - L2) / BW * 1e3         # 0.0428 ms
     ev = _evaluate(monkeypatch, p, latency_ms=0.08)
     assert ev.status == Status.PASSED
-    assert ev.sol["sol_ms"] == pytest.approx(t_sol) and ev.sol["t_certain_ms"] == pytest.approx(certain)
-    assert ev.sol["t_sol_model"] == "refined" and set(ev.sol["bounds"]) == {"refined", "solar"}
-    assert ev.sol["measured_over_sol"] == pytest.approx(0.08 / t_sol)
-    assert ev.sol["score"] == 1.0
+    assert ev.sol.sol_ms == pytest.approx(t_sol) and ev.sol.t_certain_ms == pytest.approx(certain)
+    assert ev.sol.t_sol_model == "refined" and set(ev.sol.bounds) == {"refined", "solar"}
+    assert ev.sol.measured_over_sol == pytest.approx(0.08 / t_sol)
+    assert ev.sol.score == 1.0
     f = [x for x in ev.findings if x.check == "sol_bound_violated"]
     assert len(f) == 1 and f[0].severity == "advisory" and "w0" in f[0].message
     assert f[0].evidence["terms_ms"]["dram"] == pytest.approx(t_sol)
@@ -84,7 +87,7 @@ def test_below_the_certain_floor_is_faster_than_sol_reward_hack(scale_problem, m
 def test_a_small_output_is_never_a_hack_only_advisory(scale_problem, monkeypatch):
     p = scale_problem(1 << 20)  # 4 MiB out: fits in L2, nothing certain
     ev = _evaluate(monkeypatch, p, latency_ms=1e-6)
-    assert ev.status == Status.PASSED and ev.sol["t_certain_ms"] == 0.0
+    assert ev.status == Status.PASSED and ev.sol.t_certain_ms == 0.0
     assert [x.check for x in ev.findings] == ["sol_bound_violated"]
 
 
@@ -128,15 +131,15 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     for the run (the suite runner's, filled ahead by prime_sol) a workload is counted once,
     every candidate's block still carries T_SOL = 8 n / BW, and a different problem whose
     workload has the same uuid gets its own bound. (Counted in a child process: the calls
-    are those of ``pipeline._count``, one per workload it is asked for.)"""
+    are those of ``run_sol._count``, one per workload it is asked for.)"""
     calls = []
-    real = pipeline._count
+    real = run_sol._count
 
     def counting(items, hardware, *rest):
         calls.extend((problem.name, problem.path, w.uuid) for problem, workloads in items for w in workloads)
         return real(items, hardware, *rest)
 
-    monkeypatch.setattr(pipeline, "_count", counting)
+    monkeypatch.setattr(run_sol, "_count", counting)
     n = 1 << 20
     p = scale_problem(n)
     cache: dict = {}
@@ -151,10 +154,11 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
         def __init__(self, problem):
             self.problem = problem
 
-        def evaluate(self, s, on_trace=None):
+        def evaluate(self, s, on_trace=None, context=None):
             ev = Evaluation(status=Status.PASSED, correctness=Correctness(), environment=Environment(hardware="H200"),
                             performance=Performance(latency_ms=1.0, reference_latency_ms=1.0))
             t = Trace(definition=self.problem.name, solution=s.name, workload=self.problem.workloads[0], evaluation=ev)
+            t = judged(t, context)
             on_trace(t)
             return [t]
 
@@ -166,11 +170,11 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     for name in ("a", "b"):
         ev = pipeline.evaluate_and_score(p, cand(name), hardware="H200", evaluator=Fake(p),
                                          sol_cache=cache)[0].evaluation
-        assert ev.sol["sol_ms"] == pytest.approx(8 * n / BW * 1e3)
+        assert ev.sol.sol_ms == pytest.approx(8 * n / BW * 1e3)
     assert len(calls) == 1  # both candidates used the primed count
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     q = scale_problem(4 * n, root=other_dir)  # same name and workload uuid, another problem
     ev = pipeline.evaluate_and_score(q, cand("c"), hardware="H200", evaluator=Fake(q),
                                      sol_cache=cache)[0].evaluation
-    assert ev.sol["sol_ms"] == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2
+    assert ev.sol.sol_ms == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2

@@ -174,7 +174,7 @@ def test_reevaluation_runs_in_a_fresh_process(tmp_path):
     ev = traces[0].evaluation
     assert ev.status.value == "PASSED" and ev.timing.n_samples == 12
     assert ev.input_seed == fingerprint(seed)  # the trace records the base seed's fingerprint only
-    assert ev.executor is None or ev.executor.get("pid") != __import__("os").getpid()
+    assert ev.executor is None or ev.executor.pid != __import__("os").getpid()
 
 
 def test_a_speedup_inside_its_own_noise_is_not_verified(study):

@@ -104,18 +104,18 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     counted in one call of the counting child (not one child per problem), before the first
     pair is evaluated, and each PASSED trace's SOL block carries them. SOL is priced for the
     H200 here (on the CPU a run has none)."""
-    from solbench import pipeline
+    from solbench.run import sol as run_sol
     from solbench.suites import runner as R
 
     events = []
-    real_count = pipeline._count
+    real_count = run_sol._count
 
     def spy(items, hw, *rest):
         events.append(("count", sorted((p.name, len(ws)) for p, ws in items)))
         return real_count(items, hw, *rest)
 
-    monkeypatch.setattr(pipeline, "resolve_hardware", lambda device, hw: "H200")
-    monkeypatch.setattr(pipeline, "_count", spy)
+    monkeypatch.setattr(run_sol, "resolve_hardware", lambda device, hw: "H200")
+    monkeypatch.setattr(run_sol, "_count", spy)
     sols = _write_candidates(tmp_path / "sols")
     paths = [DATA_ROOT / "l1" / n for n in CANDS]
     plan = R.plan_run(paths, sols, set(), tags=["cpu"])
@@ -128,4 +128,4 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     assert [e for e in events if e[0] == "count"] == [events[0]]
     passed = [t for t in out.traces if t.evaluation.status.value == "PASSED"]
     assert len(passed) == sum(n_wl.values())  # both eager candidates, every workload
-    assert all(t.evaluation.sol and t.evaluation.sol["sol_ms"] > 0 for t in passed)
+    assert all(t.evaluation.sol and t.evaluation.sol.sol_ms > 0 for t in passed)

@@ -130,7 +130,9 @@ def test_cli_run_resume_and_summary(tree, tmp_path, monkeypatch):
 
     probs, sols = tree
     rec = Recorder()
-    monkeypatch.setattr(R, "make_default_evaluator", lambda options=None: rec)
+    from solbench.run import session
+
+    monkeypatch.setattr(session, "make_default_evaluator", lambda options=None: rec)
     out = tmp_path / "res.jsonl"
     args = ["run", str(probs), "--solutions", str(sols), "-o", str(out), "--tag", "cpu",
             "--device", "cpu", "--json"]

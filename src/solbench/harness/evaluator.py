@@ -45,11 +45,11 @@ from .config import EvalConfig, environment, select_workloads
 from .evidence import CandidateError, WorkloadRun, guard_findings
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .rounds import Oracle, round_plan, run_rounds, make_set
-from .seeds import InputSeeds, fingerprint
+from ..inputs.seeds import InputSeeds, fingerprint
 from .slots import FlushBuffers, SlotPool
 from .telemetry import Telemetry
 from .timed import TimedBlocks
-from .verdict import Failure, decide
+from .verdict import Failure, judge
 from . import memory_plan
 from .memory_plan import MemoryPlan
 from .workers import ReferenceWorkers, SparePool, start_candidate, timed_window
@@ -122,6 +122,8 @@ class Evaluator:
         #: each worker's cache-flush buffer, kept across its workloads (slots.FlushBuffer)
         self.flushes = FlushBuffers()
         self._phases: dict[str, float] = {}
+        #: the TraceContext of the evaluation in progress (``evaluate``'s ``context``)
+        self._ctx = None
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
 
     # the reference's outputs, as the correctness rounds use them (tests call these)
@@ -132,10 +134,16 @@ class Evaluator:
         return self.oracle.run(values)
 
     # ------------------------------------------------------------ public
-    def evaluate(self, solution: Solution, on_trace=None) -> list[Trace]:
-        """One Trace per selected workload, in order; each is passed to ``on_trace`` (or
-        ``cfg.on_trace``) as soon as it is made. Never raises for candidate behaviour."""
+    def evaluate(self, solution: Solution, on_trace=None, context=None) -> list[Trace]:
+        """One finished Trace per selected workload, in order; each is passed to ``on_trace``
+        (or ``cfg.on_trace``) as soon as it is made. Never raises for candidate behaviour.
+
+        ``context``: a :class:`solbench.run.context.TraceContext` (what is known before the
+        harness runs: solution hash, label, executor stamp, advisory findings, the SOL step);
+        its evidence joins the harness's before the one status decision
+        (:func:`.verdict.judge`), so no trace's status changes after it is made."""
         cfg = self.cfg
+        self._ctx = context
         self.refs.cfg = cfg
         self.oracle.device = cfg.device
         emit = on_trace or cfg.on_trace
@@ -228,18 +236,19 @@ class Evaluator:
                log: str = "", correctness: Correctness | None = None, timing: TimingStats | None = None,
                ref_timing: TimingStats | None = None, findings: list[Finding] | None = None,
                telemetry: dict | None = None, resolution: dict | None = None) -> Trace:
-        """The trace of one workload; its status comes from :func:`verdict.decide` alone."""
+        """The finished trace of one workload; its status comes from :func:`verdict.judge`
+        alone, once, with every piece of evidence in."""
         findings = list(findings if findings is not None else (run.findings if run else []))
         box = self.env.sandbox or {}
         if box.get("warning") and not any(f.check == "not_sandboxed" for f in findings):
             # never silently: every trace of an unisolated worker says so (and its table row)
             findings.append(finding("not_sandboxed", box["warning"], {"mode": box.get("mode")}))
-        status = decide(findings, failure)
+        ctx = self._ctx
         if failure is not None and failure.reason:
             # the worker's output first, the verdict's reason last: the cap keeps the tail
             log = "\n".join(x for x in (log, failure.reason) if x)
-        perf = None
-        if status == Status.PASSED and timing is not None and timing.median_ms is not None \
+        perf = bound = None
+        if failure is None and timing is not None and timing.median_ms is not None \
                 and math.isfinite(timing.median_ms):
             # a side whose time the CPU path could not resolve gives no ratio: the reference's
             # time is left out too, so no reader recomputes one from latency_ms
@@ -256,7 +265,8 @@ class Evaluator:
             perf = Performance(latency_ms=timing.median_ms, reference_latency_ms=ref_ms,
                                speedup_factor=(ref_ms / timing.median_ms)
                                if ok and ref_ms and timing.median_ms > 0 else None)
-        else:
+        status, perf, sol = judge(findings, failure, w, perf, timing, ctx, self._phases)
+        if status != Status.PASSED:
             bound = None
         seeds = run.seeds if run is not None else None
         return Trace(
@@ -267,7 +277,11 @@ class Evaluator:
                 reference_timing=ref_timing, findings=findings, telemetry=telemetry or None,
                 speedup_bound=SpeedupBound(op=bound[0], value=bound[1]) if bound else None,
                 speedup_resolution=resolution if status == Status.PASSED and ref_timing is not None else None,
-                solution_hash=solution.content_hash(), device=self.cfg.device,
+                solution_hash=(ctx.solution_hash if ctx is not None and ctx.solution_hash
+                               else solution.content_hash()),
+                label=ctx.label if ctx is not None else None,
+                executor=ctx.executor if ctx is not None else None,
+                sol=sol, device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,
                 build_cache=getattr(self, "_build_cache", None) if run is not None else None,
                 input_seed=fingerprint(self.cfg.seed) if self.cfg.seed is not None else None,

@@ -32,11 +32,11 @@ from ..proc.procfs import (cmdline, descendants, exe_name, process_cpu_ms,  # no
                            runqueue_wait_ms, sched_state, thread_ids)
 from ..proc.procfs import state as proc_state  # noqa: F401
 from ..spec.trace import Finding
-from . import languages as _languages
+from .. import languages as _languages
 
 #: helper processes the runtime and the language builds start (compile workers, compilers):
 #: the executables and ``python -m`` modules every registered language plug-in declares
-#: (:mod:`solbench.harness.languages`). A new language adds its own there, not here.
+#: (:mod:`solbench.languages`). A new language adds its own there, not here.
 ALLOWED_CHILD_CMDLINE = tuple(sorted(_languages.child_tools())) + _languages.child_modules()
 
 

@@ -1,8 +1,10 @@
 """The one place that decides a trace's status.
 
-:func:`decide` maps the evidence of one (solution, workload) evaluation to a status; the
-evaluator calls it for every trace it makes and the pipeline calls :func:`rejudge` when the
-SOL step (``solbench.sol.classify_against_sol``) adds a finding. Nothing else sets or changes a status.
+:func:`decide` maps the evidence of one (solution, workload) evaluation to a status;
+:func:`judge`, which the evaluator calls once for every trace it makes, gathers the evidence
+first: the harness's, the context's (static audit, executor: ``solbench.run.context``) and,
+for a time the evidence before it passes, the SOL step's (``solbench.sol.classify_against_sol``).
+Nothing else sets or changes a status.
 
 Evidence, in the order it decides:
 
@@ -23,10 +25,11 @@ Evidence, in the order it decides:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..spec.trace import Finding, Status, Trace
+from ..spec.trace import Finding, Performance, SolBlock, Status, TimingStats
 from .checks import Severity
 
 #: statuses a failure can carry
@@ -64,20 +67,33 @@ def decide(findings: Iterable[Finding], failure: Failure | None = None) -> Statu
     return Status.PASSED
 
 
-def rejudge(trace: Trace, new_findings: list[Finding]) -> Trace:
-    """``trace`` with ``new_findings`` added and its status decided again from all of them
-    (a PASSED trace keeps its figures only while it stays PASSED). Returns a new Trace."""
-    if not new_findings:
-        return trace
-    ev = trace.evaluation.model_copy(deep=True)
-    ev.findings.extend(new_findings)
-    prior = None if ev.status in (Status.PASSED, Status.REWARD_HACK) else Failure(ev.status, "")
-    if ev.status == Status.REWARD_HACK:  # its deciding finding is still among the findings
-        prior = None
-    status = decide(ev.findings, prior)
+def judge(findings: list[Finding], failure: Failure | None, workload, perf: Performance | None,
+          timing: TimingStats | None = None, context=None,
+          phases: dict[str, float] | None = None) -> tuple[Status, Performance | None, SolBlock | None]:
+    """The status of one trace, decided once with every piece of evidence in, and the
+    figures that go with it: ``(status, performance, sol block)``.
+
+    ``findings`` (the harness's) is extended in place with the ``context``'s (a
+    :class:`solbench.run.context.TraceContext`: static audit, executor) and then, for a
+    time (``perf``, the candidate's figures, None without a timing) that the evidence so far
+    passes, the SOL step's (``context.sol``, :class:`solbench.run.sol.SolStep`: a time below
+    the certain floor is ``faster_than_sol``, a hack). A trace that is not PASSED carries no
+    performance, and its SOL block (kept for the record) no score. ``phases``: gets ``sol``,
+    the SOL step's wall seconds."""
+    if context is not None:
+        findings.extend(f.model_copy() for f in context.findings)
+    sol = None
+    step = getattr(context, "sol", None)
+    if perf is not None and step is not None and decide(findings, failure) == Status.PASSED:
+        step.wait()
+        t0 = time.perf_counter()
+        sol, more = step(workload, perf, timing)
+        findings.extend(more)
+        if phases is not None:
+            phases["sol"] = round(time.perf_counter() - t0, 3)
+    status = decide(findings, failure)
     if status != Status.PASSED:
-        ev.performance = None
-        if ev.sol is not None:
-            ev.sol = {**ev.sol, "score": None}
-    ev.status = status
-    return Trace.model_validate({**trace.model_dump(), "evaluation": ev.model_dump()})
+        perf = None
+        if sol is not None:  # the bound stays on record; no score for a failed trace
+            sol = sol.model_copy(update={"score": None})
+    return status, perf, sol

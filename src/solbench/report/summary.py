@@ -92,10 +92,10 @@ def trace_speedup_bound(trace: Trace) -> tuple[str, float] | None:
 def trace_sol_score(trace: Trace) -> float | None:
     """The SOL score recorded in a trace's SOL block (``score`` or ``sol_score``), or None."""
     sol = trace.evaluation.sol
-    if not isinstance(sol, dict):
+    if sol is None:
         return None
-    for key in ("score", "sol_score"):
-        v = sol.get(key)
+    for key in ("score", "sol_score"):  # sol_score: an older block's name for it
+        v = sol.score if key == "score" else (sol.model_extra or {}).get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return float(v)
     return None

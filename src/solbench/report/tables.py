@@ -251,11 +251,11 @@ def _log_reason(trace: Trace) -> str:
 
 def _sol_cell(trace: Trace) -> str:
     ev = trace.evaluation
-    sol = ev.sol if isinstance(ev.sol, dict) else None
+    sol = ev.sol
     if sol is not None:
-        if sol.get("error"):
+        if sol.error:
             return "SOL error"
-        return _fmt(sol.get("score"), ".3f")
+        return _fmt(sol.score, ".3f")
     if ev.status != Status.PASSED:
         return "-"
     dev = ev.device or ""

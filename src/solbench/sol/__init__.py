@@ -11,7 +11,7 @@ Public API:
 Imports solbench.spec (and optionally solbench.inputs) only, never solbench.harness.
 """
 
-from .bound import SolBound, bound, bound_from_counts, certain_ms, mma_rate, sol_block
+from .bound import SolBound, bound, bound_from_counts, certain_ms, mma_rate
 from .classify import classify_against_sol, sol_finding
 from .counting import CountingError, Counts, count_workload
 from .hwspec import (
@@ -21,7 +21,7 @@ from .hwspec import (
 from .score import ScoreResult, sol_score
 
 __all__ = [
-    "SolBound", "bound", "bound_from_counts", "sol_block", "CountingError", "Counts", "count_workload",
+    "SolBound", "bound", "bound_from_counts", "CountingError", "Counts", "count_workload",
     "HardwareError", "HardwareSpec", "calibrated_spec", "hardware_for_device_name",
     "list_hardware", "load_hardware", "spec_to_toml", "ScoreResult", "sol_score",
     "certain_ms", "mma_rate", "classify_against_sol", "sol_finding",

@@ -282,22 +282,3 @@ def bound(problem, workload, hardware: str | HardwareSpec = "H200", model: str =
     allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
     return bound_from_counts(counts, hw, model, allow_tf32=allow_tf32,
                              workload_uuid=workload.uuid, axes=workload.axes)
-
-
-def sol_block(b: SolBound, score=None, *, attainable: SolBound | None = None) -> dict[str, Any]:
-    """The ``evaluation.sol`` block of a trace: T_SOL, bound terms, hardware spec id, and (when
-    a score was computed) score, h, baseline name and finding. Strict-JSON-safe (no NaN)."""
-    out: dict[str, Any] = {
-        "t_sol_ms": b.sol_ms, "model": b.model, "hardware": b.hardware, "hardware_kind": b.hardware_kind,
-        "bottleneck": b.bottleneck, "terms_ms": b.terms_ms, "flops": b.flops,
-        "bytes_fused": b.bytes_fused, "arithmetic_intensity": b.arithmetic_intensity,
-        "unknown_ops": b.unknown_ops, "real_tensors": b.real_tensors,
-    }
-    if attainable is not None:
-        out["t_sol_attainable_ms"] = attainable.sol_ms
-        out["attainable_hardware"] = attainable.hardware
-    if score is not None:
-        out.update({"score": score.score, "raw_score": score.raw_score, "h": score.h,
-                    "baseline": score.baseline, "t_b_ms": score.t_b_ms, "t_k_ms": score.t_k_ms,
-                    "finding": score.finding})
-    return out

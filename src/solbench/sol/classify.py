@@ -40,7 +40,7 @@ def classify_against_sol(measured_ms: float | None, t_sol_ms: float | None,
 def sol_finding(verdict: Verdict, measured_ms: float, block: dict[str, Any],
                 workload_uuid: str | None) -> dict[str, Any]:
     """The finding (check, severity, message, evidence) for a :func:`classify_against_sol`
-    verdict, from a trace's SOL block (``pipeline.sol_block``)."""
+    verdict, from a trace's SOL block (``solbench.run.sol.sol_block``)."""
     hw = block.get("hardware")
     t_sol = block.get("sol_ms")
     t_cert = block.get("t_certain_ms") or 0.0

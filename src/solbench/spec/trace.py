@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .workload import Workload
 
@@ -157,6 +157,103 @@ class SpeedupBound(_Model):
     value: float
 
 
+class _Block(BaseModel):
+    """A solbench block of the trace: known keys typed, unknown keys kept (a block written by
+    a newer solbench still loads), and only the keys that were set written back, so a block
+    round-trips unchanged (no ``null`` for every field it never had)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_serializer(mode="wrap")
+    def _set_keys_only(self, handler):
+        out = handler(self)
+        keep = set(self.model_fields_set) | set(self.model_extra or {})
+        return {k: v for k, v in out.items() if k in keep}
+
+
+class SolBoundFigures(_Block):
+    """``evaluation.sol.bound``: the figures of the bound that is T_SOL
+    (``solbench.sol.bound.SolBound`` dumped; docs/sol-model.md). Units: ms, FLOP (2 per
+    MAC), bytes."""
+
+    sol_ms: float | None = None
+    bottleneck: str | None = None
+    terms_ms: dict[str, float] = Field(default_factory=dict)
+    total_flops: float | None = Field(None, description="FLOP, 2 per MAC")
+    bytes_model: float | None = Field(None, description="bytes the bound charges to DRAM")
+    arithmetic_intensity: float | None = Field(None, description="FLOP / byte")
+    hardware: str | None = None
+    hardware_kind: str | None = None
+
+
+class SolBlock(_Block):
+    """``evaluation.sol``: the speed-of-light figures of one PASSED trace (made by
+    ``solbench.run.context.sol_block``; docs/sol-model.md).
+
+    ``sol_ms`` is T_SOL (ms) of the bound ``model`` (refined | solar) on ``hardware``;
+    ``bounds`` holds both models' (one count), ``bound`` the full figures of T_SOL's,
+    ``t_certain_ms`` the certain floor (compulsory output bytes beyond L2 at peak DRAM
+    bandwidth). Against the ``baseline`` (the eager reference timed in the same run):
+    ``score`` S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)) capped at 1 (``raw_score``
+    uncapped), ``h`` = (T_b - T_k) / (T_b - T_SOL), ``t_k_ms`` / ``t_b_ms`` the candidate's /
+    baseline's medians, ``measured_over_sol`` = T_k / T_SOL (``solbench.sol.score``).
+    ``unresolved``: the candidate's CPU time is below the timer's resolution (no score, no
+    ratio). ``error``: the bound could not be counted (nothing else but hardware and model).
+
+    Traces written before this model carried T_SOL twice, as ``sol_ms`` and (from the
+    score) ``t_sol_ms``; a block with ``t_sol_ms`` loads with it as ``sol_ms``."""
+
+    hardware: str | None = None
+    model: str | None = None
+    t_sol_model: str | None = None
+    sol_ms: float | None = None
+    t_certain_ms: float | None = None
+    bounds: dict[str, dict[str, Any]] | None = None
+    bound: SolBoundFigures | None = None
+    baseline: str | None = None
+    measured_over_sol: float | None = None
+    measured_over_sol_by_model: dict[str, float] | None = None
+    score: float | None = None
+    raw_score: float | None = None
+    h: float | None = Field(None, description="headroom reclaimed (T_b - T_k)/(T_b - T_SOL)")
+    t_k_ms: float | None = None
+    t_b_ms: float | None = None
+    finding: dict[str, Any] | None = None
+    error: str | None = None
+    unresolved: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_t_sol(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "t_sol_ms" in data:
+            data = dict(data)
+            t_sol = data.pop("t_sol_ms")
+            if data.get("sol_ms") is None:
+                data["sol_ms"] = t_sol
+        return data
+
+
+class ExecutorStamp(_Block):
+    """``evaluation.executor``: who evaluated the trace (``solbench.run.executors``).
+
+    ``name`` local | ray; ``worker`` the executor's worker (``local``, ``w0``, ``driver``);
+    ``node`` host name; ``pid`` the evaluating process; ``gpu_uuid`` the NVML UUID of its one
+    GPU (None on the CPU); ``attempt`` 1-based, ``retried`` True when an earlier attempt's
+    worker died mid-pair (``lost`` names those workers); ``seq`` the trace's 1-based
+    position among the traces its run wrote."""
+
+    name: str
+    worker: str | None = None
+    node: str | None = None
+    pid: int | None = None
+    gpu_uuid: str | None = None
+    cuda_visible_devices: str | None = None
+    attempt: int = 1
+    retried: bool = False
+    seq: int | None = None
+    lost: list[dict[str, Any]] | None = None
+
+
 class Evaluation(_Model):
     status: Status
     log: str = ""
@@ -179,7 +276,7 @@ class Evaluation(_Model):
     speedup_resolution: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None
     findings: list[Finding] = Field(default_factory=list)
-    sol: dict[str, Any] | None = None
+    sol: SolBlock | None = None
     solution_hash: str | None = None
     #: the candidate's label in a suite run (``solbench run``: the name of its file in the
     #: solutions folder, ``eager``, ``compile``, ...): the name report and compare show; None
@@ -198,7 +295,7 @@ class Evaluation(_Model):
     #: worker's own cache), "built" (compiled in the worker); None for Python languages
     build_cache: str | None = None
     #: fingerprint of the base seed of this evaluation's inputs when one was given
-    #: (``--seed``; ``solbench.harness.seeds.fingerprint``): every input set's seed derives
+    #: (``--seed``; ``solbench.inputs.seeds.fingerprint``): every input set's seed derives
     #: from the base, so ``--seed BASE`` reproduces the run, but the base itself is never
     #: written (a candidate reading the results file would derive later inputs from it).
     #: None when each input set's seed was drawn from the OS's random source (the default).
@@ -207,10 +304,8 @@ class Evaluation(_Model):
     #: correctness rounds first, then the timed sets); recorded after the evaluation, so
     #: ``solbench.inputs.make_inputs(problem, workload, int(s, 16), device)`` rebuilds any one
     input_seeds: list[str] | None = None
-    #: who evaluated it (``solbench.suites.executors``): executor name, worker, node, pid, the
-    #: GPU's NVML UUID (None on the CPU), attempt and ``retried`` (its worker died mid-pair
-    #: and it ran again elsewhere), seq (position among the traces its run wrote)
-    executor: dict[str, Any] | None = None
+    #: who evaluated it (:class:`ExecutorStamp`)
+    executor: ExecutorStamp | None = None
 
     @model_validator(mode="after")
     def _representable(self):

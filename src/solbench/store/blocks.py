@@ -1,5 +1,6 @@
 """Typed views of the trace blocks that ``spec.trace.Evaluation`` keeps as free dicts
-(``sol``, ``telemetry``, ``phases_s``).
+(``telemetry``, ``phases_s``); the SOL block is typed in the trace itself
+(:class:`solbench.spec.trace.SolBlock`, re-exported here) and :func:`sol_of` returns it.
 
 The trace keeps them as dicts so that a block written by an older or newer solbench still
 loads; readers (the report, the results database, ``compare``) go through these models, so
@@ -14,45 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..spec.trace import Trace
+from ..spec.trace import SolBlock, SolBoundFigures, Trace
+
+#: the bound's figures under ``evaluation.sol.bound`` (one shape: ``spec.trace``)
+SolBound = SolBoundFigures
 
 
 class _Block(BaseModel):
     model_config = ConfigDict(extra="allow")
-
-
-class SolBound(_Block):
-    """The bound's figures (``solbench.sol.bound`` SolBound, as dumped)."""
-
-    sol_ms: float | None = None
-    bottleneck: str | None = None
-    terms_ms: dict[str, float] = Field(default_factory=dict)
-    total_flops: float | None = Field(None, description="FLOP, 2 per MAC")
-    bytes_model: float | None = Field(None, description="bytes the bound charges to DRAM")
-    arithmetic_intensity: float | None = Field(None, description="FLOP / byte")
-    hardware: str | None = None
-    hardware_kind: str | None = None
-
-
-class SolBlock(_Block):
-    """``evaluation.sol``: T_SOL, the SOL score S and headroom reclaimed h against a named
-    baseline (``solbench.sol.score``), or ``error`` when the bound could not be computed."""
-
-    hardware: str | None = None
-    model: str | None = None
-    sol_ms: float | None = None
-    bound: SolBound | None = None
-    baseline: str | None = None
-    score: float | None = None
-    raw_score: float | None = None
-    h: float | None = Field(None, description="headroom reclaimed (T_b - T_k)/(T_b - T_SOL)")
-    t_k_ms: float | None = None
-    t_b_ms: float | None = None
-    t_sol_ms: float | None = None
-    finding: dict[str, Any] | None = None
-    error: str | None = None
-    #: True: the candidate's CPU time is below the timer's resolution (no score, no ratio)
-    unresolved: bool | None = None
 
 
 class TelemetrySample(_Block):
@@ -101,8 +71,12 @@ def _parse(model, value, name: str):
 
 
 def sol_of(trace: Trace) -> SolBlock | None:
-    """The trace's SOL block, typed; None when it has none. Raises BlockError."""
-    return _parse(SolBlock, trace.evaluation.sol, "sol")
+    """The trace's SOL block (typed when the trace was loaded); None when it has none.
+    Raises BlockError for a block that was set to a wrong shape after loading."""
+    sol = trace.evaluation.sol
+    if sol is None or isinstance(sol, SolBlock):
+        return sol
+    return _parse(SolBlock, sol, "sol")
 
 
 def telemetry_of(trace: Trace) -> Telemetry | None:
