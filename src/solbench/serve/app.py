@@ -9,10 +9,13 @@ client, 503 shutting down.
 
 from __future__ import annotations
 
+import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from .. import __version__
 from .api import EvalRequest
@@ -21,6 +24,9 @@ from .token import token_ok
 
 #: longest a ``GET /v1/jobs/{id}?wait=`` holds the request open (s)
 MAX_WAIT_S = 30.0
+#: long-polls waiting at once, each in a thread of its own pool (uvicorn's connection bound,
+#: ``limit_concurrency`` in cli/serve.py, keeps them fewer)
+MAX_WAITING = 128
 
 
 def make_app(service: Service, token: str | None, max_body: int = 16 << 20) -> FastAPI:
@@ -33,13 +39,29 @@ def make_app(service: Service, token: str | None, max_body: int = 16 << 20) -> F
             raise RequestError(401, "missing or wrong token (Authorization: Bearer <token>; "
                                     "the server printed where its token is)")
 
+    # no schema route: it would answer without the token (a route of its own, outside the
+    # dependencies), and the API is docs/serve.md's
     app = FastAPI(title="solbench serve", version=__version__, dependencies=[Depends(auth)],
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    # a long-poll blocks a thread for up to MAX_WAIT_S: in the pool every sync route and
+    # submit share (40 threads), 40 followers would hold every other request that long
+    waiting = anyio.CapacityLimiter(MAX_WAITING)
 
     @app.exception_handler(RequestError)
     async def _refused(request: Request, e: RequestError):
         headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
         return JSONResponse({"error": e.message}, status_code=e.status, headers=headers)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, e: HTTPException):  # an unknown route or method
+        return JSONResponse({"error": f"{request.method} {request.url.path}: {e.detail}"},
+                            status_code=e.status_code, headers=e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_param(request: Request, e: RequestValidationError):  # a bad query parameter
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ())[1:])
+        return JSONResponse({"error": f"{loc}: {err.get('msg')}"}, status_code=400)
 
     @app.get("/v1/health")
     def health() -> dict:
@@ -62,13 +84,14 @@ def make_app(service: Service, token: str | None, max_body: int = 16 << 20) -> F
         return job.view(position=service.position(job)).model_dump(mode="json")
 
     @app.get("/v1/jobs/{job_id}")
-    def get_job(job_id: str, after: int = 0, wait: float = 0.0, stages: int = 0) -> dict:
+    async def get_job(job_id: str, after: int = 0, wait: float = 0.0, stages: int = 0) -> dict:
         """``after``: traces already fetched (only later ones come back); ``wait``: hold the
         request up to this many seconds (at most 30) until a new trace or stage line, or the
         end; ``stages``: stage lines already seen."""
         job = service.job(job_id)
         if wait > 0:
-            job.wait(after, stages, min(float(wait), MAX_WAIT_S))
+            await anyio.to_thread.run_sync(job.wait, after, stages, min(float(wait), MAX_WAIT_S),
+                                           limiter=waiting)
         return job.view(after, position=service.position(job)).model_dump(mode="json")
 
     @app.delete("/v1/jobs/{job_id}")

@@ -1,0 +1,110 @@
+"""The HTTP layer of solbench serve against hostile and heavy clients, in process: a real
+:class:`~solbench.serve.service.Service` (no lane started, so no worker) behind the real app on
+uvicorn, on loopback. A job is put in the service's table as a queued job that never runs, so
+a long-poll on it holds its request for the whole ``wait``."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+
+from solbench.serve.app import make_app  # noqa: E402
+from solbench.serve.service import Job, Service  # noqa: E402
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+@pytest.fixture
+def served(tmp_path):
+    """(host, port, service, a queued job that never runs)."""
+    from solbench.spec import load_problem, reference_solution
+    from solbench.suites import resolve_problem
+
+    service = Service([tmp_path], "cpu", spares=0)
+    prob = load_problem(resolve_problem("l1/relu_fp32"))
+    from solbench.serve.api import EvalRequest
+
+    job = Job(id="00000000deadbeef", client="B", req=EvalRequest(problem="l1/relu_fp32"), problem=prob,
+              problem_key=("x",), solution=reference_solution(prob), device="cpu")
+    service.jobs[job.id] = job
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(make_app(service, TOKEN), log_level="warning",
+                                           access_log=False, limit_concurrency=128))
+    th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    th.start()
+    t0 = time.monotonic()
+    while not server.started and time.monotonic() - t0 < 30:
+        time.sleep(0.02)
+    try:
+        yield "127.0.0.1", port, service, job
+    finally:
+        job._set(state="cancelled")  # wakes any long-poll still held
+        server.should_exit = True
+        th.join(timeout=30)
+        service.close()
+
+
+def _req(host, port, method, path, token=TOKEN, body=None, timeout=60.0):
+    c = http.client.HTTPConnection(host, port, timeout=timeout)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    c.request(method, path, body=body, headers=headers)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, json.loads(data) if data else None
+
+
+def test_long_polls_do_not_starve_other_requests(served):
+    """60 clients long-polling a job that does not change (as 60 `solbench eval --server`
+    followers do) must not hold the other routes: before, each poll held one of the 40 threads
+    of the shared pool for its whole wait, so a health check waited for the polls to end."""
+    host, port, _, job = served
+    wait_s = 10.0
+    got: list[int] = []
+
+    def poll():
+        got.append(_req(host, port, "GET", f"/v1/jobs/{job.id}?wait={wait_s}")[0])
+
+    polls = [threading.Thread(target=poll, daemon=True) for _ in range(60)]
+    for t in polls:
+        t.start()
+    time.sleep(1.5)  # every poll is in and waiting
+    t0 = time.monotonic()
+    status, body = _req(host, port, "GET", "/v1/health")
+    health_s = time.monotonic() - t0
+    status2, _ = _req(host, port, "GET", f"/v1/jobs/{job.id}")  # a plain GET too
+    other_s = time.monotonic() - t0
+    assert status == 200 and body["ok"] is True and status2 == 200
+    # the polls hold for wait_s - 1.5 s more; an answer well before that was not queued behind them
+    assert health_s < 4.0 and other_s < 4.0, (health_s, other_s)
+    job._set(state="cancelled")  # a change ends every poll at once
+    for t in polls:
+        t.join(timeout=30)
+    assert got == [200] * 60
+
+
+def test_every_error_is_one_json_line_and_the_schema_needs_the_token(served):
+    """docs/serve.md: every error is {"error": "<one line>"}, a bad field 400; before, a bad
+    query parameter came back 422 with FastAPI's {"detail": [...]}, an unknown route or method
+    {"detail": ...}, and /openapi.json answered without a token."""
+    host, port, _, job = served
+    code, body = _req(host, port, "GET", f"/v1/jobs/{job.id}?after=xyz")
+    assert code == 400 and set(body) == {"error"} and "after" in body["error"]
+    assert "\n" not in body["error"]
+    code, body = _req(host, port, "PUT", "/v1/jobs", body=b"{}")
+    assert code == 405 and set(body) == {"error"}
+    code, body = _req(host, port, "GET", "/v1/nope")
+    assert code == 404 and set(body) == {"error"}
+    code, body = _req(host, port, "GET", "/openapi.json", token=None)
+    assert code in (401, 404) and set(body) == {"error"}
