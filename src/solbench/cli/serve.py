@@ -103,10 +103,18 @@ def register(app: typer.Typer) -> None:
 
         sys.stdout.flush()
         app_ = make_app(service, token, max_body=limit)
+        # timeout_graceful_shutdown: on SIGTERM/Ctrl-C uvicorn otherwise waits for every request
+        # in flight, and a follower's long-poll holds up to 30 s while a hanging candidate runs
         config = uvicorn.Config(app_, log_level="warning", access_log=False,
                                 limit_concurrency=128, timeout_keep_alive=30,
-                                h11_max_incomplete_event_size=64 << 10)
-        server = uvicorn.Server(config)
+                                h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=2)
+
+        class _Server(uvicorn.Server):
+            async def shutdown(self, sockets=None):
+                service.release_waits()  # long-polls answer 503 now, not at the end of their wait
+                await super().shutdown(sockets=sockets)
+
+        server = _Server(config)
         try:
             server.run(sockets=[sock])
         finally:

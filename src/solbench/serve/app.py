@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 
 from .. import __version__
 from .api import EvalRequest
-from .service import RequestError, Service
+from .service import FINAL, RequestError, Service
 from .token import token_ok
 
 #: longest a ``GET /v1/jobs/{id}?wait=`` holds the request open (s)
@@ -92,6 +92,8 @@ def make_app(service: Service, token: str | None, max_body: int = 16 << 20) -> F
         if wait > 0:
             await anyio.to_thread.run_sync(job.wait, after, stages, min(float(wait), MAX_WAIT_S),
                                            limiter=waiting)
+            if service.closing and job.state not in FINAL:
+                raise RequestError(503, "the server is shutting down")
         return job.view(after, position=service.position(job)).model_dump(mode="json")
 
     @app.delete("/v1/jobs/{job_id}")

@@ -75,6 +75,8 @@ class Job:
     submitted_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
+    #: set when the server stops: a long-poll on the job returns at once
+    released: bool = False
     cv: threading.Condition = field(default_factory=threading.Condition)
 
     def view(self, after: int = 0, position: int | None = None) -> JobView:
@@ -91,7 +93,8 @@ class Job:
         final, or ``timeout`` seconds pass."""
         with self.cv:
             self.cv.wait_for(lambda: self.state in FINAL or len(self.traces) > after
-                             or len(self.stages) > n_stages, timeout=max(0.0, timeout))
+                             or len(self.stages) > n_stages or self.released,
+                             timeout=max(0.0, timeout))
 
     def _set(self, **kw) -> None:
         with self.cv:
@@ -431,6 +434,15 @@ class Service:
 
         with self._lock:
             self._lane(device_key(self.check_device(device)))
+
+    def release_waits(self) -> None:
+        """Refuse new jobs and end every long-poll now (each answers 503): called as the HTTP
+        server starts to stop, which waits for the requests in flight."""
+        self.closing = True
+        with self._lock:
+            jobs = list(self.jobs.values())
+        for j in jobs:
+            j._set(released=True)
 
     def close(self) -> None:
         """Refuse new jobs, cancel the queued ones, end the running ones (their workers are
