@@ -16,10 +16,12 @@ import pytest
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
-from solbench.serve.app import make_app  # noqa: E402
+from solbench.serve.app import make_server  # noqa: E402
 from solbench.serve.service import Job, Service  # noqa: E402
 
 TOKEN = "test-token-0123456789abcdef"
+#: the head timeout the server under test runs with (s)
+HEAD_TIMEOUT_S = 2.0
 
 
 @pytest.fixture
@@ -39,8 +41,7 @@ def served(tmp_path):
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(make_app(service, TOKEN), log_level="warning",
-                                           access_log=False, limit_concurrency=128))
+    server = make_server(service, TOKEN, head_timeout_s=HEAD_TIMEOUT_S)
     th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     th.start()
     t0 = time.monotonic()
@@ -108,3 +109,32 @@ def test_every_error_is_one_json_line_and_the_schema_needs_the_token(served):
     assert code == 404 and set(body) == {"error"}
     code, body = _req(host, port, "GET", "/openapi.json", token=None)
     assert code in (401, 404) and set(body) == {"error"}
+
+
+def test_slow_headers_do_not_lock_out_other_clients(served):
+    """Slowloris, without a token: 140 connections that send a request head a header line at a
+    time. Before, uvicorn counted them against its 128-connection bound and answered every
+    other client 503 for as long as they trickled (35 s measured, no end); now the server
+    closes a connection whose head is not complete in time, and counts none of them."""
+    host, port, _, _ = served
+    slow = []
+    for _ in range(140):
+        s = socket.create_connection((host, port), timeout=10)
+        s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\n")
+        slow.append(s)
+    time.sleep(0.5)
+    for s in slow:
+        s.sendall(b"X-Slow: 1\r\n")
+    code, body = _req(host, port, "GET", "/v1/health")
+    assert code == 200 and body["ok"] is True
+    # past the head timeout, the server has closed them (a read gives EOF, or a reset)
+    time.sleep(HEAD_TIMEOUT_S + 1.0)
+    closed = 0
+    for s in slow:
+        try:
+            s.sendall(b"X-Slow: 2\r\n")
+            closed += s.recv(1024) == b""
+        except OSError:
+            closed += 1
+        s.close()
+    assert closed == len(slow)

@@ -24,8 +24,7 @@ from .token import token_ok
 
 #: longest a ``GET /v1/jobs/{id}?wait=`` holds the request open (s)
 MAX_WAIT_S = 30.0
-#: long-polls waiting at once, each in a thread of its own pool (uvicorn's connection bound,
-#: ``limit_concurrency`` in cli/serve.py, keeps them fewer)
+#: long-polls waiting at once, each in a thread of its own pool (more wait for a thread)
 MAX_WAITING = 128
 
 
@@ -129,4 +128,64 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return body
 
 
-__all__ = ["make_app"]
+#: seconds a connection may take to send a request's head (request line and headers), from its
+#: opening or from the end of its previous response; a slower one is closed
+HEAD_TIMEOUT_S = 10.0
+
+
+def make_server(service: Service, token: str | None, max_body: int = 16 << 20,
+                head_timeout_s: float = HEAD_TIMEOUT_S):
+    """The uvicorn server of ``make_app(service, token, max_body)``; run it with
+    ``.run(sockets=[sock])``.
+
+    Slow clients: uvicorn has no bound on the time a request's head may take, and its
+    connection bound (``limit_concurrency``) counts connections that have sent no request yet,
+    so 128 clients trickling header lines, with no token, would have every other client
+    answered 503. Here a connection whose head is not complete ``head_timeout_s`` after it
+    opened (or after its previous response) is closed, and there is no connection bound: what
+    a connection may hold is bounded by the head's size (64 KiB), the body's (``max_body``)
+    and the long-polls' own pool (``MAX_WAITING`` threads). On SIGTERM/Ctrl-C the server first
+    ends every long-poll (each answers 503, :meth:`Service.release_waits`), then waits at
+    most 2 s for requests in flight."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimeoutH11(H11Protocol):
+        _head_timer = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(head_timeout_s, self._head_late)
+
+        def _head_late(self) -> None:
+            idle = self.cycle is None or self.cycle.response_complete  # no request under way
+            if idle and not self.transport.is_closing():
+                self.transport.close()
+
+    config = uvicorn.Config(make_app(service, token, max_body), http=HeadTimeoutH11,
+                            log_level="warning", access_log=False, timeout_keep_alive=30,
+                            h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=2)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None):
+            service.release_waits()  # long-polls answer 503 now, not at the end of their wait
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
+
+
+__all__ = ["make_app", "make_server"]
