@@ -138,3 +138,56 @@ def test_slow_headers_do_not_lock_out_other_clients(served):
             closed += 1
         s.close()
     assert closed == len(slow)
+
+
+def _big_strings(obj, skip: tuple, limit: int = 1 << 20) -> list[int]:
+    """Sizes of the strings over ``limit`` characters reachable from ``obj`` (not through
+    objects of the types in ``skip``)."""
+    import gc
+    import types
+
+    skip = skip + (types.ModuleType, types.FunctionType, type)  # code, not the job's data
+    seen, todo, out = set(), [obj], []
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, skip):
+            continue
+        seen.add(id(o))
+        if isinstance(o, str):
+            if len(o) > limit:
+                out.append(len(o))
+            continue
+        todo.extend(gc.get_referents(o))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_finished_jobs_do_not_keep_the_candidates_source(tmp_path):
+    """The server keeps the last 1,000 finished jobs for clients to fetch. Before, each kept
+    its whole request, so 20 cancelled 15 MiB candidates grew the server by 375 MiB for good
+    (1,000 of them: ~19 GiB). A finished job keeps its names and traces, not the source."""
+    import threading as _threading
+
+    from solbench.serve.api import EvalRequest
+    from solbench.spec import Problem, load_problem, load_solution
+    from solbench.suites import resolve_problem
+
+    prob = load_problem(resolve_problem("l1/relu_fp32"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("import torch\n\ndef run(x):\n    return torch.relu(x)\n#" + "x" * (4 << 20) + "\n")
+    service = Service([tmp_path], "cpu", spares=0)
+    try:
+        base = {"problem": "l1/relu_fp32", "device": "cpu", "timing": False, "rounds": 1,
+                "workloads": [prob.workloads[0].uuid]}
+        first = service.submit(EvalRequest(**base))  # the lane takes it: the next one stays queued
+        job = service.submit(EvalRequest(**base, solution=load_solution(cand, prob).model_dump(mode="json")))
+        assert _big_strings(job, (Problem, type(_threading.Condition()))), "the probe finds the source"
+        service.cancel(job)
+        assert job.state == "cancelled"
+        assert _big_strings(job, (Problem, type(_threading.Condition()))) == []
+        v = job.view()
+        assert v.solution == "cand" and v.problem == "relu_fp32" and v.state == "cancelled"
+        first.wait(0, 0, 120)
+    finally:
+        service.close()

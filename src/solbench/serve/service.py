@@ -79,10 +79,13 @@ class Job:
     released: bool = False
     cv: threading.Condition = field(default_factory=threading.Condition)
 
+    def __post_init__(self) -> None:
+        self.solution_name = self.solution.name
+
     def view(self, after: int = 0, position: int | None = None) -> JobView:
         with self.cv:
             return JobView(id=self.id, client=self.client, state=self.state,  # type: ignore[arg-type]
-                           problem=self.problem.name, solution=self.solution.name,
+                           problem=self.problem.name, solution=self.solution_name,
                            device=self.device, position=position, n_traces=len(self.traces),
                            traces=list(self.traces[max(after, 0):]), stages=list(self.stages),
                            error=self.error, submitted_at=self.submitted_at,
@@ -100,6 +103,11 @@ class Job:
         with self.cv:
             for k, v in kw.items():
                 setattr(self, k, v)
+            if self.state in FINAL and self.solution is not None:
+                # a finished job is kept for clients to fetch (Service.keep_jobs of them):
+                # without the candidate's sources (up to --max-body each), only its name
+                self.solution = None
+                self.req = self.req.model_copy(update={"solution": None})
             self.cv.notify_all()
 
 
