@@ -191,3 +191,21 @@ def test_finished_jobs_do_not_keep_the_candidates_source(tmp_path):
         first.wait(0, 0, 120)
     finally:
         service.close()
+
+
+def test_hardware_named_without_a_slash_is_checked_against_the_roots(served, tmp_path_factory,
+                                                                     monkeypatch):
+    """``--hardware`` reads any existing path it is given, with or without a slash or .toml;
+    before, the server checked the roots only for a value with a slash or ending in .toml, so a
+    bare name of a file in its working folder (outside the roots) was read, and ``..`` was a
+    500 with a plain-text body."""
+    from solbench.sol.hwspec import HARDWARE_DIR
+
+    host, port, _, _ = served
+    cwd = tmp_path_factory.mktemp("cwd")  # not under the served roots
+    (cwd / "myspec").write_text((HARDWARE_DIR / "H100_SXM.toml").read_text())
+    monkeypatch.chdir(cwd)
+    for hw in ("myspec", "..", "."):
+        body = json.dumps({"problem": "l1/relu_fp32", "device": "cpu", "hardware": hw}).encode()
+        code, got = _req(host, port, "POST", "/v1/jobs", body=body)
+        assert code == 403 and "allowed roots" in got["error"], (hw, code, got)

@@ -313,13 +313,15 @@ class Service:
             return
         from ..sol import load_hardware
 
-        if "/" in hardware or hardware.endswith(".toml"):
+        # load_hardware reads any value that names an existing path (a bare file name, "..")
+        # or ends in .toml, so each of those must lie under a root
+        if "/" in hardware or Path(hardware).suffix == ".toml" or Path(hardware).exists():
             real = Path(hardware).resolve()
             if not any(real.is_relative_to(r) for r in self.roots):
                 raise RequestError(403, f"hardware: {hardware}: outside the server's allowed roots")
         try:
             load_hardware(hardware)
-        except SolbenchError as e:
+        except (SolbenchError, OSError) as e:
             raise RequestError(400, f"hardware: {e}") from None
 
     def submit(self, req: EvalRequest) -> Job:
