@@ -177,7 +177,8 @@ def make_server(service: Service, token: str | None, max_body: int = 16 << 20,
                 self.transport.close()
 
     config = uvicorn.Config(make_app(service, token, max_body), http=HeadTimeoutH11,
-                            log_level="warning", access_log=False, timeout_keep_alive=30,
+                            log_level="warning", access_log=False,
+                            timeout_keep_alive=30,  # an idle connection meets the head timeout first
                             h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=2)
 
     class Server(uvicorn.Server):

@@ -78,6 +78,8 @@ class Job:
     #: set when the server stops: a long-poll on the job returns at once
     released: bool = False
     cv: threading.Condition = field(default_factory=threading.Condition)
+    #: the solution's name, kept after ``solution`` is dropped (a finished job)
+    solution_name: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         self.solution_name = self.solution.name
