@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         time per device, queued fairly across clients."""
         try:
             import fastapi  # noqa: F401
-            import uvicorn
+            import uvicorn  # noqa: F401
         except ImportError:
             fail(EXTRA_HINT)
         from ..serve.token import TokenError, is_loopback, server_token
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         import socket
 
         from . import lifetime
-        from ..serve.app import make_app
+        from ..serve.app import make_server
         from ..serve.service import Service
 
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -102,11 +102,7 @@ def register(app: typer.Typer) -> None:
         import sys
 
         sys.stdout.flush()
-        app_ = make_app(service, token, max_body=limit)
-        config = uvicorn.Config(app_, log_level="warning", access_log=False,
-                                limit_concurrency=128, timeout_keep_alive=30,
-                                h11_max_incomplete_event_size=64 << 10)
-        server = uvicorn.Server(config)
+        server = make_server(service, token, max_body=limit)
         try:
             server.run(sockets=[sock])
         finally:

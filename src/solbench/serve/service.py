@@ -75,12 +75,19 @@ class Job:
     submitted_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
+    #: set when the server stops: a long-poll on the job returns at once
+    released: bool = False
     cv: threading.Condition = field(default_factory=threading.Condition)
+    #: the solution's name, kept after ``solution`` is dropped (a finished job)
+    solution_name: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.solution_name = self.solution.name
 
     def view(self, after: int = 0, position: int | None = None) -> JobView:
         with self.cv:
             return JobView(id=self.id, client=self.client, state=self.state,  # type: ignore[arg-type]
-                           problem=self.problem.name, solution=self.solution.name,
+                           problem=self.problem.name, solution=self.solution_name,
                            device=self.device, position=position, n_traces=len(self.traces),
                            traces=list(self.traces[max(after, 0):]), stages=list(self.stages),
                            error=self.error, submitted_at=self.submitted_at,
@@ -91,12 +98,18 @@ class Job:
         final, or ``timeout`` seconds pass."""
         with self.cv:
             self.cv.wait_for(lambda: self.state in FINAL or len(self.traces) > after
-                             or len(self.stages) > n_stages, timeout=max(0.0, timeout))
+                             or len(self.stages) > n_stages or self.released,
+                             timeout=max(0.0, timeout))
 
     def _set(self, **kw) -> None:
         with self.cv:
             for k, v in kw.items():
                 setattr(self, k, v)
+            if self.state in FINAL and self.solution is not None:
+                # a finished job is kept for clients to fetch (Service.keep_jobs of them):
+                # without the candidate's sources (up to --max-body each), only its name
+                self.solution = None
+                self.req = self.req.model_copy(update={"solution": None})
             self.cv.notify_all()
 
 
@@ -302,13 +315,15 @@ class Service:
             return
         from ..sol import load_hardware
 
-        if "/" in hardware or hardware.endswith(".toml"):
+        # load_hardware reads any value that names an existing path (a bare file name, "..")
+        # or ends in .toml, so each of those must lie under a root
+        if "/" in hardware or Path(hardware).suffix == ".toml" or Path(hardware).exists():
             real = Path(hardware).resolve()
             if not any(real.is_relative_to(r) for r in self.roots):
                 raise RequestError(403, f"hardware: {hardware}: outside the server's allowed roots")
         try:
             load_hardware(hardware)
-        except SolbenchError as e:
+        except (SolbenchError, OSError) as e:
             raise RequestError(400, f"hardware: {e}") from None
 
     def submit(self, req: EvalRequest) -> Job:
@@ -431,6 +446,15 @@ class Service:
 
         with self._lock:
             self._lane(device_key(self.check_device(device)))
+
+    def release_waits(self) -> None:
+        """Refuse new jobs and end every long-poll now (each answers 503): called as the HTTP
+        server starts to stop, which waits for the requests in flight."""
+        self.closing = True
+        with self._lock:
+            jobs = list(self.jobs.values())
+        for j in jobs:
+            j._set(released=True)
 
     def close(self) -> None:
         """Refuse new jobs, cancel the queued ones, end the running ones (their workers are
