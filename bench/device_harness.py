@@ -35,7 +35,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from solbench.harness import EvalConfig
-    from solbench.pipeline import evaluate_and_score
+    from solbench.run.session import evaluate_and_score
     from solbench.spec import load_problem, load_solution, reference_solution
     from solbench.store import append_traces
 

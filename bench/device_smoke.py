@@ -9,7 +9,7 @@ import time
 import torch
 
 from solbench.harness import EvalConfig
-from solbench.pipeline import evaluate_and_score
+from solbench.run.session import evaluate_and_score
 from solbench.spec import load_problem, reference_solution
 
 path = sys.argv[1] if len(sys.argv) > 1 else ".devdata/sol-execbench-dev/FlashInfer-Bench/024_rmsnorm_h2048"

@@ -128,7 +128,7 @@ def make_config(device: str, args):
 
 
 def run_example(rec: dict, problem, sol, device: str, args, traces_out) -> dict:
-    from solbench.pipeline import evaluate_and_score
+    from solbench.run.session import evaluate_and_score
     from solbench.spec import Status
 
     t0 = time.perf_counter()

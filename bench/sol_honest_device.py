@@ -261,7 +261,7 @@ def main(argv=None) -> int:
         return 2
     hw_id = args.hardware
     if hw_id is None:
-        from solbench.pipeline import resolve_hardware
+        from solbench.run.sol import resolve_hardware
 
         hw_id = (resolve_hardware("cuda", None) if on_gpu and not args.dry else None) or "H200"
     hw = load_hardware(hw_id)
@@ -303,7 +303,7 @@ def main(argv=None) -> int:
         return 0
 
     from solbench.harness import EvalConfig, Evaluator
-    from solbench.pipeline import evaluate_and_score
+    from solbench.run.session import evaluate_and_score
     from solbench.suites.baseline import compile_baseline
 
     def cfg():

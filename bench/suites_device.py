@@ -55,7 +55,7 @@ def build_candidates(suite: str, sols: Path, labels: list[str], backend: str,
         if "triton" in labels and (packaged / prob.name / "triton.json").exists():
             shutil.copy(packaged / prob.name / "triton.json", d / "triton.json")
     # labels by the hash the runner keys results on
-    from solbench.suites.runner import candidate_files, load_candidate
+    from solbench.run.plan import candidate_files, load_candidate
 
     for pdir in suite_problems(suite):
         if not (sols / pdir.name).is_dir():

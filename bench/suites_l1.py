@@ -133,7 +133,9 @@ def part2(args, out: Path) -> dict | None:
 
     from solbench.report.summary import summarize
     from solbench.suites import suite_problems
-    from solbench.suites.runner import execute, label_map, plan_run, write_eager_candidates
+    from solbench.run.executors.local import execute
+    from solbench.suites.runner import label_map, write_eager_candidates
+    from solbench.run.plan import plan_run
 
     paths = [p for p in suite_problems("l1") if not args.only or fnmatch.fnmatch(p.name, args.only)]
     sols = Path(tempfile.mkdtemp(prefix="l1_eager_"))

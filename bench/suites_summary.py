@@ -23,7 +23,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     from solbench.report.summary import summarize, unit_results
-    from solbench.suites.runner import read_results
+    from solbench.run.plan import read_results
 
     by_suite: dict[str, list] = defaultdict(list)
     labels: dict[str, str] = {}

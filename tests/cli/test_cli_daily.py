@@ -466,7 +466,7 @@ def get_init_inputs():
 # --- 7: baseline kinds write distinct files; run labels them ------------------------------
 def test_7_baseline_eager_and_compile_distinct_files_and_labels(prob, tmp_path):
     from solbench.spec import load_problem
-    from solbench.suites.runner import candidate_files, load_candidate
+    from solbench.run.plan import candidate_files, load_candidate
 
     sols = tmp_path / "sols"
     r1 = CliRunner().invoke(app, ["baseline", str(prob), "--eager", "-o", str(sols)])

@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from solbench.suites import executors as X
+from solbench.run import executors as X
 
 
 def test_visible_devices_parses_cuda_visible_devices():

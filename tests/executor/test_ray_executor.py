@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from solbench.suites import DATA_ROOT
-from solbench.suites import runner as R
-from solbench.suites.executors import canonical_key
+from solbench.run import plan as R
+from solbench.run.executors.local import execute
+from solbench.suites.runner import write_eager_candidates
+from solbench.run.executors import canonical_key
 
 pytest.importorskip("ray", reason="ray not installed (pip install 'solbench[ray]')")
 
@@ -59,7 +61,7 @@ def suite(tmp_path_factory):
         "import torch\n\ndef run(x):\n    return torch.zeros_like(x)\n")
     (sols / "relu_fp32" / "broken.py").write_text("def run(x):\n    return (\n")
     paths = sorted(p for p in probs.iterdir())
-    R.write_eager_candidates([probs / "leaky_relu_fp32"], sols)
+    write_eager_candidates([probs / "leaky_relu_fp32"], sols)
     return paths, sols
 
 

@@ -23,7 +23,7 @@ def test_every_finding_in_the_sources_uses_a_registered_name():
     compared with ``.check ==`` is registered."""
     src = ROOT / "src" / "solbench"
     names = set()
-    for path in list((src / "harness").glob("*.py")) + [src / "pipeline.py"]:
+    for path in list((src / "harness").glob("*.py")) + list((src / "run").rglob("*.py")):
         text = path.read_text()
         if path.name != "checks.py":
             assert "Finding(check=" not in text, f"{path}: build findings with checks.finding()"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from solbench import pipeline
+from solbench.run.session import evaluate_and_score
 from solbench.harness import EvalConfig, evaluate
 from solbench.harness.measure import MIN_SAMPLE_MS, RESOLVE_K, Block, cpu_resolution, timing_stats
 from pathlib import Path
@@ -128,7 +128,7 @@ def _scored(problem, timing: TimingStats):
     sol = Solution.model_validate({"name": "cand", "definition": problem.name, "author": "reference",
                                    "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
-    return pipeline.evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
+    return evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
 
 
 def test_an_unresolved_time_is_never_faster_than_sol(scale_problem):

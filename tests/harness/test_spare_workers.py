@@ -17,7 +17,7 @@ from solbench.harness import EvalConfig, Evaluator
 from solbench.harness import timed as timed_mod
 from solbench.harness.workers import TIMED_WINDOWS, SparePool, timed_window
 from solbench.spec import Status, load_problem, reference_solution
-from solbench.suites.runner import make_default_evaluator
+from solbench.run.session import make_default_evaluator
 
 from harness_helpers import py_solution, write_problem
 

@@ -218,7 +218,7 @@ def test_missing_toolchain_is_the_reason_in_the_trace_and_table(tmp_path, monkey
     from rich.console import Console
 
     from solbench.harness import EvalConfig
-    from solbench.pipeline import evaluate_and_score
+    from solbench.run.session import evaluate_and_score
     from solbench.report.tables import trace_table
     from solbench.spec import Status, load_problem
 

@@ -134,7 +134,7 @@ def _local(problem, path: Path, uuid: str):
     """What ``solbench eval PROBLEM --solution PATH -w 0 --device cpu --seed SEED --timeout
     10`` gives: the same call of the same function, in this process."""
     from solbench.harness import EvalConfig
-    from solbench.pipeline import evaluate_and_score
+    from solbench.run.session import evaluate_and_score
     from solbench.spec import load_solution
 
     cfg = EvalConfig(device="cpu", seed=SEED, workloads=[uuid])

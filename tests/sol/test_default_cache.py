@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from solbench import pipeline
+from solbench.run.session import evaluate_and_score
 from solbench.run import sol as run_sol
 from solbench.sol import load_hardware
 from solbench.sol.batch import problem_counts, problem_rows
@@ -116,7 +116,7 @@ def _eval(p, **kw):
     from solbench.spec.problem import reference_solution
 
     cfg = EvalConfig(device="cpu", iters=3, rounds=2, spare_workers=0)
-    return pipeline.evaluate_and_score(p, reference_solution(p), cfg, hardware="H200", **kw)
+    return evaluate_and_score(p, reference_solution(p), cfg, hardware="H200", **kw)
 
 
 @pytest.mark.slow

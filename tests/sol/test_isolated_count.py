@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench import pipeline
+from solbench.run.session import evaluate_and_score
 from sol_helpers import judged
 from solbench.sol import bound, count_workload
 from solbench.sol.isolated import CountFailed, bounds_isolated
@@ -114,7 +114,7 @@ def test_the_run_goes_on_with_the_error_in_the_sol_block(tmp_path):
     sol = Solution.model_validate({"name": "c", "definition": p.name, "author": "someone",
                                    "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
-    traces = pipeline.evaluate_and_score(p, sol, hardware="H200", evaluator=Fake(p))
+    traces = evaluate_and_score(p, sol, hardware="H200", evaluator=Fake(p))
     assert [t.evaluation.status for t in traces] == [Status.PASSED] * 3
     assert traces[0].evaluation.sol.sol_ms == pytest.approx(_sol_ms(1024))
     assert "SIGSEGV" in traces[1].evaluation.sol.error

@@ -106,7 +106,7 @@ def test_bounds_of_quirky_problems_count(tmp_path):
 @pytest.mark.slow
 def test_quirky_problems_run_end_to_end_on_cpu(tmp_path):
     from solbench.harness import EvalConfig
-    from solbench.pipeline import evaluate_and_score
+    from solbench.run.session import evaluate_and_score
     from solbench.spec.trace import Status
 
     for d in (_axis_quirk(tmp_path), _extra_quirk(tmp_path)):

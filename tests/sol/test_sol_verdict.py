@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from solbench import pipeline
+from solbench.run.session import evaluate_and_score
+from solbench.run.sol import prime_sol
 from sol_helpers import judged
 from solbench.run import sol as run_sol
 from solbench.sol import classify_against_sol, sol_finding
@@ -58,7 +59,7 @@ def _evaluate(monkeypatch, problem, latency_ms):
     sol = Solution.model_validate({"name": "cand", "definition": problem.name, "author": "reference",
                                    "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
                                    "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
-    return pipeline.evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
+    return evaluate_and_score(problem, sol, hardware="H200", evaluator=FakeEvaluator(problem))[0].evaluation
 
 
 def test_between_the_certain_floor_and_t_sol_is_advisory_with_the_score_capped(scale_problem, monkeypatch):
@@ -143,9 +144,9 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
     n = 1 << 20
     p = scale_problem(n)
     cache: dict = {}
-    pipeline.prime_sol(p, ["w0", "no-such-workload"], "H200", cache)
+    prime_sol(p, ["w0", "no-such-workload"], "H200", cache)
     assert len(calls) == 1
-    pipeline.prime_sol(p, ["w0"], None, cache)  # no hardware (CPU): nothing counted
+    prime_sol(p, ["w0"], None, cache)  # no hardware (CPU): nothing counted
     assert len(calls) == 1
 
     class Fake:
@@ -168,13 +169,13 @@ def test_one_sol_count_per_workload_shared_by_the_candidates_of_a_run(scale_prob
                                         "sources": [{"path": "m.py", "content": "def run(x):\n    return x * 2\n"}]})
 
     for name in ("a", "b"):
-        ev = pipeline.evaluate_and_score(p, cand(name), hardware="H200", evaluator=Fake(p),
+        ev = evaluate_and_score(p, cand(name), hardware="H200", evaluator=Fake(p),
                                          sol_cache=cache)[0].evaluation
         assert ev.sol.sol_ms == pytest.approx(8 * n / BW * 1e3)
     assert len(calls) == 1  # both candidates used the primed count
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     q = scale_problem(4 * n, root=other_dir)  # same name and workload uuid, another problem
-    ev = pipeline.evaluate_and_score(q, cand("c"), hardware="H200", evaluator=Fake(q),
+    ev = evaluate_and_score(q, cand("c"), hardware="H200", evaluator=Fake(q),
                                      sol_cache=cache)[0].evaluation
     assert ev.sol.sol_ms == pytest.approx(8 * 4 * n / BW * 1e3) and len(calls) == 2

@@ -23,7 +23,7 @@ from solbench.study.client import AgentRunner, ChatClient
 from solbench.study.extract import extract_code
 from solbench.study.generate import GenerateOptions, generate, resolve_targets
 from solbench.suites import DATA_ROOT
-from solbench.suites.runner import candidate_files, load_candidate
+from solbench.run.plan import candidate_files, load_candidate
 
 RELU, SUM = "relu_fp32", "sum_dim1_fp32"
 GOOD_RELU = "Here it is:\n```python\nimport torch\n\ndef run(x):\n    return torch.clamp(x, min=0)\n```\n"
@@ -212,7 +212,7 @@ def test_kernelbench_folder_generate_then_run_plan(tmp_path):
     """A folder of KernelBench files is a target of generate and of run; the ModelNew
     candidates land where run's plan finds them."""
     from solbench.suites import resolve_suite_or_dir
-    from solbench.suites.runner import plan_run
+    from solbench.run.plan import plan_run
 
     kb = tmp_path / "level1"
     kb.mkdir()

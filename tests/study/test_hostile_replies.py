@@ -250,7 +250,7 @@ def test_run_takes_no_candidate_from_outside_the_solutions_folder(tmp_path):
     import shutil
 
     from solbench.spec import load_problem
-    from solbench.suites.runner import candidate_files
+    from solbench.run.plan import candidate_files
 
     src = DATA_ROOT / "l1" / RELU
     prob = tmp_path / "p"

@@ -17,7 +17,7 @@ from solbench.inputs.seeds import fingerprint
 from solbench.spec.generation import ModelConfig
 from solbench.study.verify import _eval_subprocess, claims, verify
 from solbench.suites import DATA_ROOT
-from solbench.suites.runner import load_candidate
+from solbench.run.plan import load_candidate
 
 CONV, RELU, SUM = "conv1d_fp32", "relu_fp32", "sum_dim1_fp32"
 

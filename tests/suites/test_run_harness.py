@@ -63,7 +63,9 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     worker (not 3); after a candidate that cheats, the reference worker is started afresh."""
     from solbench.harness import process
     from solbench.spec import load_problem
-    from solbench.suites import runner as R
+    from solbench.run import plan as R
+    from solbench.run.executors.local import execute
+    from solbench.suites.runner import write_eager_candidates
 
     started = []
     real_init = process.WorkerHandle.__init__
@@ -85,7 +87,7 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     # every worker started is counted: no spares (started ahead, some never used; their
     # handing out is tests/harness/test_spare_workers.py's)
     opts = {"iters": 3, "rounds": 2, "spare_workers": 0}
-    out = R.execute(plan, tmp_path / "r.jsonl", "cpu", eval_options=opts)
+    out = execute(plan, tmp_path / "r.jsonl", "cpu", eval_options=opts)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED"] * 3
     assert all(t.evaluation.reference_timing is not None for t in out.traces)
     assert len(started) == 4
@@ -94,7 +96,7 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     (sols / "b.py").write_text("import time\nimport torch\n\ndef run(x):\n"
                                "    time.perf_counter = lambda: 0.0\n    return torch.relu(x)\n")
     plan = R.plan_run(paths, tmp_path / "sols", set(), tags=["cpu"])
-    out = R.execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options=opts)
+    out = execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options=opts)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED", "REWARD_HACK", "PASSED"]
     assert len(started) == 5  # a, ref, b, c, a fresh ref for c
 
@@ -105,7 +107,9 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     pair is evaluated, and each PASSED trace's SOL block carries them. SOL is priced for the
     H200 here (on the CPU a run has none)."""
     from solbench.run import sol as run_sol
-    from solbench.suites import runner as R
+    from solbench.run import plan as R
+    from solbench.run.executors.local import execute
+    from solbench.suites.runner import write_eager_candidates
 
     events = []
     real_count = run_sol._count
@@ -121,7 +125,7 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     plan = R.plan_run(paths, sols, set(), tags=["cpu"])
     assert len(plan.pairs) == 3
     n_wl = {p.problem.name: len(p.todo) for p in plan.pairs}
-    out = R.execute(plan, tmp_path / "r.jsonl", "cpu",
+    out = execute(plan, tmp_path / "r.jsonl", "cpu",
                     eval_options={"iters": 3, "rounds": 2, "spare_workers": 0},
                     on_trace=lambda pair, t: events.append(("trace", pair.problem.name)))
     assert events[0] == ("count", sorted(n_wl.items()))

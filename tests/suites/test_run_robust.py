@@ -339,7 +339,7 @@ def test_every_status_has_a_table_style():
 def test_plan_run_matches_capability_tags(tmp_path):
     """`solbench run --exclude-tag needs-cuda` / `--tag needs-cuda`: the problem's capability
     tag counts as a tag of each of its workloads (plan only, nothing evaluated)."""
-    from solbench.suites.runner import plan_run
+    from solbench.run.plan import plan_run
 
     grouped = dict(ADD, name="grouped", reference=(
         "import torch\n\ndef run(x, y):\n"

@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 from solbench.spec import Trace
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status
 from solbench.suites import DATA_ROOT
-from solbench.suites import runner as R
+from solbench.run import plan as R
+from solbench.run.executors.local import execute
+from solbench.suites.runner import write_eager_candidates
 
 PROBS = ["relu_fp32", "gelu_fp32", "tanh_fp32"]
 EAGER = {
@@ -88,7 +90,7 @@ def test_resume_half_way_skips_done_pairs(tree, tmp_path):
     assert len(plan.pairs) == 6 and plan.todo_workloads == 6
     # first run dies (harness failure) on the 4th pair: 3 pairs written, the 4th not
     rec = Recorder(fail_on_call=4)
-    outcome = R.execute(plan, out, "cpu", evaluator=rec)
+    outcome = execute(plan, out, "cpu", evaluator=rec)
     assert len(outcome.traces) == 5 and len(outcome.harness_errors) == 1
     assert "worker pool died" in outcome.harness_errors[0]
     written = R.read_results(out)
@@ -97,7 +99,7 @@ def test_resume_half_way_skips_done_pairs(tree, tmp_path):
     plan2 = R.plan_run(_paths(probs), sols, R.done_keys(written), tags=["cpu"])
     assert plan2.todo_workloads == 1 and plan2.skipped_workloads == 5
     rec2 = Recorder()
-    R.execute(plan2, out, "cpu", evaluator=rec2)
+    execute(plan2, out, "cpu", evaluator=rec2)
     assert rec2.calls == [rec.calls[3]]
     assert len(R.read_results(out)) == 6
     # a changed solution has a new hash: evaluated again; the others stay skipped
@@ -119,7 +121,7 @@ def test_unloadable_candidate_becomes_compile_error_traces(tree, tmp_path):
     bad = [p for p in plan.pairs if p.candidate.label == "broken"][0]
     assert bad.candidate.solution is None and "invalid JSON" in bad.candidate.load_error
     rec = Recorder()
-    outcome = R.execute(plan, tmp_path / "r.jsonl", "cpu", evaluator=rec)
+    outcome = execute(plan, tmp_path / "r.jsonl", "cpu", evaluator=rec)
     st = {t.solution: t.evaluation.status for t in outcome.traces}
     assert st["relu_fp32__broken"] == Status.COMPILE_ERROR
     assert len(rec.calls) == 2  # the two loadable candidates only

@@ -135,8 +135,7 @@ def register(app: typer.Typer) -> None:
         import fnmatch
 
         from ..errors import SpecError
-        from ..suites.runner import (PairPlan, RunPlan, done_keys, load_candidate, load_or_record,
-                                     workload_tags_match)
+        from ..run.plan import PairPlan, RunPlan, done_keys, load_candidate, load_or_record, workload_tags_match
         from .suite import open_results, run_and_report
 
         if not root.is_dir():
@@ -201,8 +200,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate a folder of KernelBench ModelNew files against the KernelBench problem files
         they are named after (same file name, or level/problem number), in place."""
-        from ..suites.runner import (PairPlan, RunPlan, done_keys, load_candidate, load_or_record,
-                                     workload_tags_match)
+        from ..run.plan import PairPlan, RunPlan, done_keys, load_candidate, load_or_record, workload_tags_match
         from .suite import open_results, run_and_report
 
         for p, opt in ((problems, "PROBLEMS"), (candidates, "CANDIDATES")):

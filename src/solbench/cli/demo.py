@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         and exits 0 when every verdict is as expected."""
         from ..demo.run import demo_jobs
         from ..report.tables import trace_table
-        from ..suites.runner import make_default_evaluator
+        from ..run.session import make_default_evaluator
         from . import lifetime
 
         check_output(output)

@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
 
         from . import lifetime
         from ..harness import EvalConfig
-        from ..pipeline import evaluate_and_score
+        from ..run.session import evaluate_and_score
         from ..report.tables import trace_table
         from ..spec import load_problem, load_solution, reference_solution
         from ..spec.trace import Status

@@ -157,9 +157,10 @@ def register(app: typer.Typer) -> None:
         import fnmatch
 
         from ..suites import resolve_suite_or_dir
-        from ..suites.runner import done_keys, label_map, plan_run, read_results, result_key
+        from ..run.plan import done_keys, plan_run, read_results, result_key
+        from ..suites.runner import label_map
 
-        from ..suites.executors import make_executor
+        from ..run.executors import make_executor
 
         try:
             ex = make_executor(executor, address=address, workers=workers)
@@ -247,7 +248,7 @@ def register(app: typer.Typer) -> None:
 def open_results(out: Path, resume: bool, overwrite: bool) -> list:
     """The traces already in ``out`` (with --resume), after refusing to append to an existing
     file without --resume or --overwrite (exit 2)."""
-    from ..suites.runner import read_results
+    from ..run.plan import read_results
 
     if out.exists() and out.stat().st_size > 0 and not (resume or overwrite):
         fail(f"{out}: results file exists; pass --resume to continue it or --overwrite to "
@@ -261,12 +262,13 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
                    json_out: bool = False, executor=None) -> None:
     """Evaluate ``plan`` (traces appended to ``out`` as each workload finishes, progress with
     ETA on stderr), then print the per-problem table and the summary (or JSON). Exit 1 when
-    the harness itself failed on a pair. ``executor``: a :mod:`solbench.suites.executors`
+    the harness itself failed on a pair. ``executor``: a :mod:`solbench.run.executors`
     executor (default: local, in this process)."""
     from ..report.summary import summarize, unit_results
-    from ..suites.executors import LocalExecutor
-    from ..suites.runner import label_map, result_key
-    from ..suites.runner import device_notes
+    from ..run.executors import LocalExecutor
+    from ..suites.runner import label_map
+    from ..run.plan import result_key
+    from ..run.plan import device_notes
     from . import lifetime
 
     # said before anything runs: problems left out (did not load) and problems that cannot

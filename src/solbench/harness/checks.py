@@ -262,6 +262,11 @@ register("faster_than_sol", H, """The measured time is below the speed-of-light 
 register("sol_bound_violated", A, """The candidate and the eager reference both beat T_SOL: the
     bound is wrong for this workload; no score.""")
 
+# ---- the executor (run/executors/ray.py)
+register("executor_retried", A, """A Ray worker died mid-pair (its node, pid and error in the
+    evidence) and the pair was evaluated again, whole, on a fresh worker: the verdict is the
+    retry's; the lost attempt decides nothing.""")
+
 # ---- the static audit (integrity/static_audit.py), advisory by design
 register("audit.", A, """Static audit rules (audit.process, audit.monkey_patch, ...): a source
     pattern worth a look, with file:line; runtime evidence decides verdicts.""", family=True)

@@ -159,7 +159,7 @@ def evaluate_remote(url: str, problem, solution, cfg, *, hardware: str | None = 
                     sol_model: str = "refined", on_trace: Callable | None = None,
                     on_stage: Callable[[str], None] | None = None) -> list:
     """What ``solbench eval --server URL`` calls in place of
-    :func:`solbench.pipeline.evaluate_and_score`: the same arguments, the same Traces, from
+    :func:`solbench.run.session.evaluate_and_score`: the same arguments, the same Traces, from
     the server at ``url``. Raises ServeError."""
     c = ServeClient(url)
     return c.follow(request_from_config(problem, solution, cfg, hardware, sol_model),

@@ -3,7 +3,7 @@ web layer, this module the state and the scheduling).
 
 Per device a :class:`Lane`: one thread that runs one evaluation at a time, in the order of a
 :class:`~.queue.FairQueue` (FIFO per client, round-robin across clients), through the same
-function ``solbench eval`` calls (:func:`solbench.pipeline.evaluate_and_score`). What a lane
+function ``solbench eval`` calls (:func:`solbench.run.session.evaluate_and_score`). What a lane
 keeps between evaluations is what does not depend on the candidate:
 
 - per problem, a :class:`solbench.harness.Evaluator`: the problem loaded and checked, its
@@ -181,7 +181,7 @@ class Lane:
         return ev
 
     def _run(self, job: Job) -> None:
-        from ..pipeline import evaluate_and_score
+        from ..run.session import evaluate_and_score
 
         job._set(state="running", started_at=time.time())
         try:

@@ -24,7 +24,7 @@ Layout of the output folder ``OUT`` (docs/study.md):
   samples, turns, language, problems).
 
 Refinement (``turns`` > 1): after turn t's candidate is written it is evaluated with the same
-entry point as ``solbench eval`` (:func:`solbench.pipeline.evaluate_and_score`) on the
+entry point as ``solbench eval`` (:func:`solbench.run.session.evaluate_and_score`) on the
 feedback workloads, one evaluation at a time (the harness's timing wants the machine to
 itself); turn t+1's request is the whole conversation so far plus the verdict and the log.
 """
@@ -275,7 +275,7 @@ class _Study:
         return p
 
     def _feedback(self, problem: Problem, cand: Path, rec: dict) -> dict:
-        from ..suites.runner import load_candidate
+        from ..run.plan import load_candidate
 
         c = load_candidate(cand, problem)
         if c.solution is None:
@@ -284,7 +284,7 @@ class _Study:
 
     def _evaluate(self, problem: Problem, c) -> dict:
         from .. import harness
-        from ..pipeline import evaluate_and_score
+        from ..run.session import evaluate_and_score
         from ..store import append_traces
 
         o = self.o

@@ -209,7 +209,7 @@ def verify(traces: Sequence[Trace], solutions: Path, out: Path, *, problems: Seq
     re-evaluation (default: max(20, 2 x the claim's own count)). ``reevaluate``: the
     evaluation to use (default: a fresh ``solbench eval`` process). Returns the records."""
     from ..store import append_traces, auth
-    from ..suites.runner import candidate_files, load_candidate
+    from ..run.plan import candidate_files, load_candidate
 
     cl = claims(traces)
     where = find_problems({c.definition for c in cl}, problems)
