@@ -256,7 +256,12 @@ register("memory_plan", A, """The workload did not fit this machine's memory as 
     made to fit: the eager reference was not timed (its buffers and worker left out; no
     speedup). Evidence: the estimate with and without reference timing, the available bytes.""")
 
-# ---- the SOL step (pipeline)
+# ---- the run layer (run/executors)
+register("executor_retried", A, """The pair was evaluated again after the worker that held it
+    died mid-pair (Ray executor); nothing of the lost attempt was written. Evidence: the
+    attempt and each lost worker, node, pid and error (docs/throughput.md).""")
+
+# ---- the SOL step (run/sol.py)
 register("faster_than_sol", H, """The measured time is below the speed-of-light bound while the
     eager reference's is not: a broken measurement or tampering.""")
 register("sol_bound_violated", A, """The candidate and the eager reference both beat T_SOL: the

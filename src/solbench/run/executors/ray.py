@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ...harness import finding
 from ...spec.trace import ExecutorStamp, Finding, Trace
 from .. import session as _session
 from ..plan import PairPlan, RunPlan
@@ -29,8 +30,7 @@ def _retry_finding(attempt: int, lost: list[dict]) -> Finding:
     note = (f"evaluated on attempt {attempt}: "
             + "; ".join(f"worker {l['worker']} (node {l['node']}, pid {l['pid']}) died "
                         f"mid-pair ({l['error'][:120]})" for l in lost))
-    return Finding(check="executor_retried", severity="advisory", message=note,
-                   evidence={"attempt": attempt, "lost": lost})
+    return finding("executor_retried", note, {"attempt": attempt, "lost": lost})
 
 
 class EvalWorker:
