@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
                 raise SolbenchError(str(e)) from None
         if not rs.rows:
-            fail("no accepted traces in " + ", ".join(map(str, results)))
+            fail("no accepted traces in " + ", ".join(map(str, results)) + _why_none(rs))
         if out is not None:
             data = build_report(rs, out, title=title)
             f = data["figures"]
@@ -66,6 +66,21 @@ def register(app: typer.Typer) -> None:
         else:
             for t in rendered:
                 console.print(t)
+
+
+def _why_none(rs) -> str:
+    """What to do when every line failed authentication (docs/reports.md): lines signed on
+    another machine verify with its key file in SOLBENCH_TRACE_KEYS; --include-unverified
+    reads them, marked. Empty when no line was rejected (an empty file)."""
+    states = {x.state for r in rs.reads for x in r.rejected}
+    if not states:
+        return ""
+    hint = "; --include-unverified reads them, marked unverified"
+    if "unknown_key" in states:
+        hint = ("; lines signed on another machine verify when its trace.key is named in "
+                "SOLBENCH_TRACE_KEYS" + hint)
+    n = sum(len(r.rejected) for r in rs.reads)
+    return f" ({n} lines failed authentication{hint})"
 
 
 def _r(v) -> str:
