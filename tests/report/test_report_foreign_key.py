@@ -57,3 +57,23 @@ def test_an_empty_file_gets_no_authentication_hint(tmp_path):
     r = CliRunner().invoke(app, ["report", str(p)])
     assert r.exit_code == 2
     assert "failed authentication" not in r.stderr and "no accepted traces" in r.stderr
+
+
+def test_compare_refuses_a_side_with_no_accepted_trace(tmp_path):
+    """Before: an empty table, an empty summary and exit 0 (every line excluded silently
+    but for a stderr warning)."""
+    p, _ = _foreign_file(tmp_path)
+    mine = tmp_path / "mine.jsonl"
+    store.append_traces(mine, leaderboard_traces()[:4])
+    r = CliRunner().invoke(app, ["compare", str(mine), str(p)])
+    assert r.exit_code == 2
+    err = " ".join(r.stderr.split())
+    assert f"error: no accepted traces in {p} (4 lines failed authentication" in err
+    assert "--include-unverified" in err
+    ok = CliRunner().invoke(app, ["compare", str(mine), str(p), "--include-unverified", "--format", "json"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["counts"]
+    # an empty file still compares: every pair is only in A
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = CliRunner().invoke(app, ["compare", str(mine), str(empty), "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["counts"] == {"only in A": 4}

@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         """Leaderboards (candidates with a correct problem first, then by mean SOL score, or
         without one by correct problems and speedup), per-problem pages and figures."""
         from ..report.html import build_report, render_terminal
-        from ..report.records import load, select_labels
+        from ..report.records import load, select_labels, why_no_accepted
 
         if fmt not in FORMATS:
             fail(f"--format: {fmt!r} not in {list(FORMATS)}")
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
                 raise SolbenchError(str(e)) from None
         if not rs.rows:
-            fail("no accepted traces in " + ", ".join(map(str, results)) + _why_none(rs))
+            fail("no accepted traces in " + ", ".join(map(str, results)) + why_no_accepted(rs))
         if out is not None:
             data = build_report(rs, out, title=title)
             f = data["figures"]
@@ -66,21 +66,6 @@ def register(app: typer.Typer) -> None:
         else:
             for t in rendered:
                 console.print(t)
-
-
-def _why_none(rs) -> str:
-    """What to do when every line failed authentication (docs/reports.md): lines signed on
-    another machine verify with its key file in SOLBENCH_TRACE_KEYS; --include-unverified
-    reads them, marked. Empty when no line was rejected (an empty file)."""
-    states = {x.state for r in rs.reads for x in r.rejected}
-    if not states:
-        return ""
-    hint = "; --include-unverified reads them, marked unverified"
-    if "unknown_key" in states:
-        hint = ("; lines signed on another machine verify when its trace.key is named in "
-                "SOLBENCH_TRACE_KEYS" + hint)
-    n = sum(len(r.rejected) for r in rs.reads)
-    return f" ({n} lines failed authentication{hint})"
 
 
 def _r(v) -> str:
