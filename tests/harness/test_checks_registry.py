@@ -20,10 +20,11 @@ def test_docs_table_is_generated_from_the_registry():
 
 def test_every_finding_in_the_sources_uses_a_registered_name():
     """No Finding(...) is built outside the registry, and every name passed to finding() or
-    compared with ``.check ==`` is registered."""
+    compared with ``.check ==`` is registered: in the harness and in the run layer (the SOL
+    step, the trace context, the executors), which add findings to the same traces."""
     src = ROOT / "src" / "solbench"
     names = set()
-    for path in list((src / "harness").glob("*.py")) + list((src / "run").rglob("*.py")):
+    for path in sorted((src / "harness").glob("*.py")) + sorted((src / "run").rglob("*.py")):
         text = path.read_text()
         if path.name != "checks.py":
             assert "Finding(check=" not in text, f"{path}: build findings with checks.finding()"

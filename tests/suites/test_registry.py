@@ -47,6 +47,19 @@ def test_discovery_on_a_made_up_tree(tmp_path):
         resolve_suite_or_dir(tmp_path / "empty")
 
 
+def test_a_missing_path_is_named_as_a_missing_path(tmp_path):
+    """``solbench sol ../data/L1/00x`` with a typo: the path is missing, not a suite; a bare
+    unknown name is still an unknown suite with the known ones listed."""
+    _copy_problem(L1_ROOT / "relu_fp32", tmp_path / "alpha" / "p1")
+    _copy_problem(L1_ROOT / "relu_fp32", tmp_path / "beta" / "q")
+    missing = tmp_path / "alpha" / "p9"
+    with pytest.raises(SpecError, match="no such file or directory .*known suites: alpha, beta") as e:
+        resolve_suite_or_dir(missing, tmp_path)
+    assert str(missing) in str(e.value) and "no such suite" not in str(e.value)
+    with pytest.raises(SpecError, match="no such suite \\(known suites: alpha, beta\\)"):
+        resolve_suite_or_dir("gamma", tmp_path)
+
+
 def test_bundled_suites_listed_and_every_problem_validates():
     suites = {s.name: s for s in list_suites()}
     assert "l1" in suites

@@ -34,13 +34,16 @@ def register(app: typer.Typer) -> None:
         """Compare two results files workload by workload."""
         from ..errors import SolbenchError
         from ..report.compare import compare, verdict_counts
-        from ..report.records import load
+        from ..report.records import load, why_no_accepted
 
         if fmt not in FORMATS:
             fail(f"--format: {fmt!r} not in {list(FORMATS)}")
         with clean_errors():
             ra = load([a], include_unverified=include_unverified)
             rb = load([b], include_unverified=include_unverified)
+            for path, rs in ((a, ra), (b, rb)):
+                if not rs.rows and why_no_accepted(rs):  # every line refused; an empty file compares
+                    fail(f"no accepted traces in {path}" + why_no_accepted(rs))
             try:
                 cs = compare(ra, rb, alpha=alpha, threshold=threshold, noise=noise, ignore_label=ignore_label,
                              label_a=label_a, label_b=label_b)

@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         """Leaderboards (candidates with a correct problem first, then by mean SOL score, or
         without one by correct problems and speedup), per-problem pages and figures."""
         from ..report.html import build_report, render_terminal
-        from ..report.records import load, select_labels
+        from ..report.records import load, select_labels, why_no_accepted
 
         if fmt not in FORMATS:
             fail(f"--format: {fmt!r} not in {list(FORMATS)}")
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
                 raise SolbenchError(str(e)) from None
         if not rs.rows:
-            fail("no accepted traces in " + ", ".join(map(str, results)))
+            fail("no accepted traces in " + ", ".join(map(str, results)) + why_no_accepted(rs))
         if out is not None:
             data = build_report(rs, out, title=title)
             f = data["figures"]

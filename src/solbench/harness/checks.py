@@ -256,16 +256,16 @@ register("memory_plan", A, """The workload did not fit this machine's memory as 
     made to fit: the eager reference was not timed (its buffers and worker left out; no
     speedup). Evidence: the estimate with and without reference timing, the available bytes.""")
 
-# ---- the SOL step (pipeline)
+# ---- the run layer (run/executors)
+register("executor_retried", A, """The pair was evaluated again after the worker that held it
+    died mid-pair (Ray executor); nothing of the lost attempt was written. Evidence: the
+    attempt and each lost worker, node, pid and error (docs/throughput.md).""")
+
+# ---- the SOL step (run/sol.py)
 register("faster_than_sol", H, """The measured time is below the speed-of-light bound while the
     eager reference's is not: a broken measurement or tampering.""")
 register("sol_bound_violated", A, """The candidate and the eager reference both beat T_SOL: the
     bound is wrong for this workload; no score.""")
-
-# ---- the executor (run/executors/ray.py)
-register("executor_retried", A, """A Ray worker died mid-pair (its node, pid and error in the
-    evidence) and the pair was evaluated again, whole, on a fresh worker: the verdict is the
-    retry's; the lost attempt decides nothing.""")
 
 # ---- the static audit (integrity/static_audit.py), advisory by design
 register("audit.", A, """Static audit rules (audit.process, audit.monkey_patch, ...): a source

@@ -348,6 +348,22 @@ def select_labels(rs: ResultSet, labels: Sequence[str]) -> ResultSet:
     return ResultSet(rows, finds, rs.reads, traces)
 
 
+def why_no_accepted(rs: ResultSet) -> str:
+    """The end of the error a command prints when ``rs`` holds no accepted trace: how many
+    lines failed authentication and the ways to read them (docs/reports.md): lines signed on
+    another machine verify with its key file in SOLBENCH_TRACE_KEYS; ``--include-unverified``
+    reads them, marked. Empty when no line was rejected (an empty file)."""
+    states = {x.state for r in rs.reads for x in r.rejected}
+    if not states:
+        return ""
+    hint = "; --include-unverified reads them, marked unverified"
+    if "unknown_key" in states:
+        hint = ("; lines signed on another machine verify when its trace.key is named in "
+                "SOLBENCH_TRACE_KEYS" + hint)
+    n = sum(len(r.rejected) for r in rs.reads)
+    return f" ({n} lines failed authentication{hint})"
+
+
 def load(paths: Iterable[str | Path], include_unverified: bool = False, quiet: bool = False) -> ResultSet:
     """Read and verify results files (``store.read_store``) and flatten them. Rejected lines
     are reported on stderr unless ``quiet``. Raises SpecError / BlockError naming the file."""

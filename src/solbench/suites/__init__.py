@@ -167,6 +167,9 @@ def resolve_suite_or_dir(arg: str | Path, root: Path | None = None) -> list[Path
             raise SpecError(p, "", "directory holds no problem (no definition.json found one "
                                    "or two levels down)")
         return found
+    if "/" in str(arg) or "\\" in str(arg):  # a path, not a suite name: say the path is missing
+        known = ", ".join(suite_names(root)) or "none"
+        raise SpecError(arg, "", f"no such file or directory (nor a suite name; known suites: {known})")
     return suite_problems(str(arg), root)
 
 
