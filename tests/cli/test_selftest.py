@@ -83,7 +83,8 @@ def test_selftest_aa_reads_one_within_noise_and_the_known_difference_a_slowdown(
         # difference read as 2.6-17x on the CI box, so no band is asserted here.)
         lo, hi = r["kd_interval"]
         assert lo < 1.0, r
-        if hi < 1.0 or lo > 1.0:
+        # (a claim the paired-block rule refused has no speedup: nothing more to read)
+        if r["kd_speedup"] is not None and (hi < 1.0 or lo > 1.0):
             assert 1.0 / r["kd_speedup"] > 1.0, r
     (s,) = data["suites"]
     assert s["n"] == 2

@@ -127,3 +127,37 @@ def test_client_refuses_a_url_without_scheme_and_names_an_absent_server():
     with pytest.raises(ServeError, match="is `solbench serve` running") as e:
         ServeClient(f"http://127.0.0.1:{port}", token="t" * 20).health()
     assert e.value.status == 0
+
+
+@pytest.mark.slow
+def test_closing_a_service_mid_evaluation_leaves_the_process_able_to_evaluate(tmp_path):
+    """A Service closed while a candidate hangs ends that evaluation (its workers killed) but
+    not the process's harness: a library user's process (or a test session) evaluates again
+    afterwards. Before, the close latched the harness's shutdown for good and every later
+    evaluation in the process was RUNTIME_ERROR "solbench is shutting down"."""
+    import time
+
+    from solbench import harness
+    from solbench.serve.service import Service
+    from solbench.spec import load_problem, reference_solution
+    from solbench.suites import resolve_problem
+
+    hang = {"spec": {"languages": ["pytorch"], "entry_point": "h.py::run"},
+            "sources": [{"path": "h.py", "content": "import time\n\ndef run(x):\n    time.sleep(1000)\n"}],
+            "name": "hang", "definition": "relu_fp32", "author": "test"}
+    prob = load_problem(resolve_problem("l1/relu_fp32"))
+    service = Service([tmp_path], "cpu", spares=0)
+    try:
+        job = service.submit(EvalRequest(problem="l1/relu_fp32", solution=hang, timing=False, rounds=1,
+                                         workloads=[prob.workloads[0].uuid], first_call_timeout_s=600))
+        t0 = time.monotonic()
+        while job.state != "running" and time.monotonic() - t0 < 120:
+            time.sleep(0.1)
+        assert job.state == "running"
+        time.sleep(2.0)  # the candidate's first call is under way
+    finally:
+        service.close()
+    (t,) = harness.evaluate(prob, reference_solution(prob),
+                            harness.EvalConfig(device="cpu", workloads=[prob.workloads[0].uuid], rounds=1,
+                                               timing=False))
+    assert t.evaluation.status.value == "PASSED", t.evaluation.log

@@ -4,7 +4,7 @@ Public entry: :func:`evaluate` with an :class:`EvalConfig`. Besides it, the laye
 may use :class:`Oracle` (the trusted reference run in the parent: outputs, fp64 truth, the
 stress-round check; the integrity screen judges a problem's reference with it), what a
 long-lived caller (``solbench serve``) needs to keep workers ahead of need and end them
-(:class:`SparePool`, :func:`device_key`, :func:`shutdown_all`), the run layer's
+(:class:`SparePool`, :func:`device_key`, :func:`shutdown_all`, :func:`reopen`), the run layer's
 :func:`finding` (a finding of the check registry, for evidence gathered before the harness
 runs) and :func:`select_workloads`, and the pure modules
 :mod:`.correctness` and :mod:`.precision`. The other modules are the harness's own
@@ -14,9 +14,9 @@ runs) and :func:`select_workloads`, and the pure modules
 from .checks import finding
 from .config import select_workloads
 from .evaluator import EvalConfig, Evaluator, evaluate
-from .process import shutdown_all
+from .process import reopen, shutdown_all
 from .rounds import Oracle
 from .workers import SparePool, device_key
 
 __all__ = ["EvalConfig", "Evaluator", "Oracle", "SparePool", "device_key", "evaluate", "finding",
-           "select_workloads", "shutdown_all"]
+           "reopen", "select_workloads", "shutdown_all"]

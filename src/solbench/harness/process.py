@@ -149,6 +149,15 @@ def shutdown_all() -> int:
     return len(handles)
 
 
+def reopen() -> None:
+    """Let this process start workers again after :func:`shutdown_all`: for a long-lived
+    caller (``solbench serve``'s Service) that ended its own running evaluations and goes on
+    living (a library user's process, a test session). Call it only once every thread that was
+    evaluating has returned, or a late one would start workers after the shutdown."""
+    global _SHUTTING_DOWN
+    _SHUTTING_DOWN = False
+
+
 def become_subreaper() -> None:
     """Make this process the Linux child subreaper, once, after recording the children it
     already has (:meth:`OwnProcesses.mark_baseline <solbench.proc.registry.OwnProcesses.mark_baseline>`),

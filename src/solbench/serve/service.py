@@ -467,12 +467,20 @@ class Service:
                 self.cancel(j)
             except RequestError:
                 pass
-        if any(lane.running is not None for lane in self.lanes.values()):
+        ended = any(lane.running is not None for lane in self.lanes.values())
+        if ended:
             from ..harness import shutdown_all
 
             shutdown_all()
         for lane in list(self.lanes.values()):
             lane.close()
+        if ended and not any(lane.thread.is_alive() for lane in self.lanes.values()):
+            # the process may outlive its service (a library user's, a test session): once
+            # every lane has returned, the harness's shutdown latch must not stop its next
+            # evaluation ("solbench is shutting down")
+            from ..harness import reopen
+
+            reopen()
 
 
 def _key(device: str) -> str:
