@@ -83,8 +83,15 @@ ORDER = ["honest", "segv", "honest", "replay", "netprobe", "uniform", "hang", "s
 
 def _start(args: list[str], env: dict, timeout_s: float = 180.0):
     """A ``solbench serve`` subprocess and its URL (from its first stdout line)."""
-    proc = subprocess.Popen([sys.executable, "-m", "solbench.cli", "serve", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from solbench.proc.registry import OWN
+
+    # this test process also evaluates in-process (the local verdicts to compare with): its
+    # stray-process guard takes every child it cannot account for, once a worker has started,
+    # for a candidate's leftover, so a host that starts its own long-lived child registers it
+    with OWN.lock:
+        proc = subprocess.Popen([sys.executable, "-m", "solbench.cli", "serve", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        OWN.add(proc.pid, survive=True)
     t0 = time.monotonic()
     line = proc.stdout.readline()
     m = re.search(r"listening on (http://\S+?):(\d+)", line)
@@ -96,12 +103,15 @@ def _start(args: list[str], env: dict, timeout_s: float = 180.0):
 
 
 def _stop(proc) -> None:
+    from solbench.proc.registry import OWN
+
     proc.terminate()
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    OWN.discard(proc.pid)
 
 
 @pytest.fixture(scope="module")
