@@ -180,14 +180,16 @@ def test_work_handed_to_a_thread_after_the_call_is_held_or_caught(tmp_path, solb
     """cand_skip_copyout.py returns an empty tensor from each timed call (no copy-out) and lets
     a thread write the output while the worker replies. The thread is stopped with the
     worker: it never works while held, so either its output was complete inside the window
-    (and its time is in the sample) or a verified iteration sees it unfinished."""
+    (and its time is in the sample) or a verified iteration sees it unfinished: as a wrong
+    output, or as a returned buffer still holding the poison written before the call (the
+    thread had not reached it: no code wrote it inside the call, ``cached_output``)."""
     prob = _relu(tmp_path)
     (t,) = evaluate(prob, _cand("cand_skip_copyout.py", prob), EvalConfig(device="cpu", iters=8, rounds=2))
     ev = t.evaluation
     assert ev.status in (Status.PASSED, Status.REWARD_HACK), (ev.log, ev.findings)
     if ev.status == Status.REWARD_HACK:
-        assert {f.check for f in ev.findings if f.severity == "hack"} <= {"timed_output_mismatch",
-                                                                          "background_thread"}, ev.findings
+        assert {f.check for f in ev.findings if f.severity == "hack"} <= {
+            "timed_output_mismatch", "background_thread", "cached_output"}, ev.findings
     assert _outside(_work(ev.log), held()) == []
 
 
