@@ -233,7 +233,7 @@ def register(app: typer.Typer) -> None:
             paths = _problem_paths(problems)
             counts_cache = None
             if not no_cache:
-                from ..run.sol import counts_cache as default_counts_cache
+                from ..run.sol_cache import counts_cache as default_counts_cache
                 from ..sol.cache import CountsCache
                 from ..store.auth import load_key
 

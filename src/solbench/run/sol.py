@@ -18,13 +18,12 @@ import time
 
 from typing import Any, Callable
 
-import torch
-
 from ..harness import EvalConfig
 from ..harness import finding
 from ..spec.problem import Problem
 from ..spec.trace import Finding, Performance, SolBlock, TimingStats, Trace
 from ..spec.workload import Workload
+from .sol_cache import counts_cache
 
 
 def resolve_hardware(device: str, hardware: str | None) -> str | None:
@@ -32,6 +31,8 @@ def resolve_hardware(device: str, hardware: str | None) -> str | None:
     spec matching the CUDA device's name, else None (CPU: no SOL)."""
     if hardware is not None:
         return None if hardware.lower() == "none" else hardware
+    import torch
+
     if torch.device(device).type != "cuda" or not torch.cuda.is_available():
         return None
     from ..sol import hardware_for_device_name
@@ -113,23 +114,6 @@ def _bounds(problem: Problem, workload, hardware: str, cache: dict | None) -> di
     if isinstance(got, Exception):
         raise got
     return got
-
-
-def counts_cache():
-    """The default counts cache (:func:`solbench.sol.cache.default_cache_dir`, entries signed
-    with the user's trace key, :mod:`solbench.store.auth`), or None when it is turned off or
-    the key cannot be had (the bounds are then counted afresh). Raises nothing."""
-    from ..sol.cache import CountsCache, default_cache_dir
-
-    root = default_cache_dir()
-    if root is None:
-        return None
-    try:
-        from ..store.auth import load_key
-
-        return CountsCache(root, key=load_key(create=True))
-    except Exception:  # noqa: BLE001 - no key, no trusted cache: count afresh
-        return None
 
 
 def _count(items: list, hardware: str, child=None) -> list[dict]:

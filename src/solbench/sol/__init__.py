@@ -9,11 +9,13 @@ Public API:
     calibrated_spec(base, measured, host=, date=) -> HardwareSpec (usable by bound())
 
 Imports solbench.spec (and optionally solbench.inputs) only, never solbench.harness.
+``CountingError`` and ``count_workload`` are loaded on first use: they bring torch, which pricing
+and cached counts do not need.
 """
 
 from .bound import SolBound, bound, bound_from_counts, certain_ms, mma_rate
 from .classify import classify_against_sol, sol_finding
-from .counting import CountingError, Counts, count_workload
+from .counts import Counts
 from .hwspec import (
     HardwareError, HardwareSpec, calibrated_spec, hardware_for_device_name, list_hardware,
     load_hardware, spec_to_toml,
@@ -26,3 +28,11 @@ __all__ = [
     "list_hardware", "load_hardware", "spec_to_toml", "ScoreResult", "sol_score",
     "certain_ms", "mma_rate", "classify_against_sol", "sol_finding",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("CountingError", "count_workload"):
+        from . import counting
+
+        return getattr(counting, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

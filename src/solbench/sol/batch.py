@@ -12,7 +12,7 @@ import gc
 from typing import Any
 
 from .bound import bound_from_counts
-from .counting import FILLED_NOTE, MASKS_NOTE, CountingError, count_workload
+from .counts import FILLED_NOTE, MASKS_NOTE, CountingError
 from .hwspec import HardwareSpec, load_hardware
 
 MODELS = ("refined", "solar")
@@ -124,6 +124,8 @@ def _counts(problem, chosen, cache):
     for w in chosen:
         c = cache.get(problem, w) if cache is not None else None
         if c is None:
+            from .counting import count_workload  # torch: only for a workload the cache lacks
+
             try:
                 c = count_workload(problem, w, fake_failed=fake_failed, lazy_fill=lazy_fill,
                                    lazy_masks=lazy_masks)
@@ -157,6 +159,8 @@ def workload_row(problem, workload, hw: HardwareSpec, model: str = "refined", *,
     if model not in MODELS:
         raise ValueError(f"unknown SOL model {model!r} (expected 'refined' or 'solar')")
     if counts is None:
+        from .counting import count_workload
+
         try:
             counts = count_workload(problem, workload)
         except CountingError as e:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .counting import Counts, count_workload
+from .counts import Counts
 from .hwspec import HardwareSpec, load_hardware
 
 #: fastest substitute when a GPU lacks a tensor-core format: fp4 and fp8 values are exact in
@@ -278,6 +278,8 @@ def bound(problem, workload, hardware: str | HardwareSpec = "H200", model: str =
         workload = problem.workload(workload)
     hw = load_hardware(hardware)
     if counts is None:
+        from .counting import count_workload  # torch: only when something must be counted
+
         counts = count_workload(problem, workload)
     allow_tf32 = bool(getattr(problem.definition, "allow_tf32", False))
     return bound_from_counts(counts, hw, model, allow_tf32=allow_tf32,

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from .counting import Counts
-from .solar_graph import SolarTotals
+from .counts import Counts, SolarTotals
 
 _CODE_HASH: str | None = None
 #: Counts fields that are defaultdict(float) while counting
@@ -44,14 +43,26 @@ def default_cache_dir() -> Path | None:
     return paths.sol_cache_dir()
 
 
+def _torch_version() -> str:
+    """The installed torch's version, read from its package metadata: the same string in a
+    process that counted (torch imported) and one that only reads the cache (torch never
+    imported, see :mod:`solbench.sol.counts`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:  # a torch without distribution metadata (a source tree)
+        import torch
+
+        return torch.__version__
+
+
 def code_hash() -> str:
     """SHA-256 of the source of every module a count depends on (see module docstring)."""
     global _CODE_HASH
     if _CODE_HASH is None:
-        import torch
-
         root = Path(__file__).resolve().parents[1]
-        h = hashlib.sha256(torch.__version__.encode())
+        h = hashlib.sha256(_torch_version().encode())
         for sub in ("sol", "spec", "inputs"):
             for f in sorted((root / sub).rglob("*.py")):
                 h.update(f.relative_to(root).as_posix().encode())
@@ -68,7 +79,7 @@ def _blob_stats(problem, workload) -> list:
         if not isinstance(src, SafetensorsInput):
             continue
         try:
-            from ..inputs.generate import find_blob
+            from ..spec.problem import find_blob
 
             path = find_blob(problem, src.path)
         except Exception:  # noqa: BLE001 - as counting does: an unresolvable blob is synthesised

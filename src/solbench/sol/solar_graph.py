@@ -59,6 +59,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from .counts import SolarTotals
+
 
 #: layers that only convert or reshape their input (see :meth:`SolarGraph.fused_elements`)
 CAST_VIEW = {"to", "float", "half", "bfloat16", "type", "type_as", "squeeze", "unsqueeze", "view",
@@ -94,19 +96,6 @@ class Layer:
     #: model input or an untraced tensor (see :meth:`SolarGraph.weight_root_elements`)
     a_src: int | None = None
     b_src: int | None = None
-
-
-@dataclass(frozen=True)
-class SolarTotals:
-    """What the solar model prices from a :class:`SolarGraph` (:func:`solbench.sol.bound.bound_from_counts`),
-    as element and MAC counts (no bytes: the width is chosen at pricing): ``macs`` (:meth:`SolarGraph.macs`),
-    ``fused_elements`` (:meth:`SolarGraph.fused_elements`) and ``weight_root_elements``
-    (:meth:`SolarGraph.weight_root_elements`). A count's cache entry keeps these three, not the graph,
-    which for a reference that loops over requests or pages holds tens of thousands of layers."""
-
-    macs: int
-    fused_elements: int
-    weight_root_elements: int
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import axes as axes_expr
-from .dtypes import DTYPES
+from .dtypes import DTYPE_NAMES
 
 
 class _Strict(BaseModel):
@@ -61,8 +61,8 @@ class TensorSpec(_Strict):
     @field_validator("dtype")
     @classmethod
     def _dtype(cls, v: str) -> str:
-        if v not in DTYPES:
-            raise ValueError(f"unknown dtype {v!r}; expected one of {sorted(DTYPES)}")
+        if v not in DTYPE_NAMES:
+            raise ValueError(f"unknown dtype {v!r}; expected one of {sorted(DTYPE_NAMES)}")
         return v
 
 

@@ -7,38 +7,50 @@ element of ``float4_e2m1fn_x2`` is 1 byte holding 2 values. Source: formats.md.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING, Any
 
-#: name in definition.json -> torch dtype
-DTYPES: dict[str, torch.dtype] = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float8_e4m3fn": torch.float8_e4m3fn,
-    "float8_e5m2": torch.float8_e5m2,
-    "float4_e2m1": torch.float4_e2m1fn_x2,
-    "float4_e2m1fn_x2": torch.float4_e2m1fn_x2,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "int16": torch.int16,
-    "int8": torch.int8,
-    "uint8": torch.uint8,
-    "bool": torch.bool,
-}
+if TYPE_CHECKING:
+    import torch
 
-FLOAT_DTYPES = {torch.float64, torch.float32, torch.float16, torch.bfloat16}
-LOW_PRECISION_FLOAT = {torch.float8_e4m3fn, torch.float8_e5m2, torch.float4_e2m1fn_x2}
+#: the dtype names definition.json may use (the keys of :data:`DTYPES`). Validating a
+#: definition needs these alone, and torch is imported on first use of a torch dtype, not by
+#: loading a problem: a warm ``solbench sol`` (every count cached) never starts it.
+DTYPE_NAMES: tuple[str, ...] = (
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1",
+    "float4_e2m1fn_x2", "int64", "int32", "int16", "int8", "uint8", "bool",
+)
+
+_TABLES: dict[str, Any] = {}
+
+
+def _tables() -> dict[str, Any]:
+    if not _TABLES:
+        import torch
+
+        #: name in definition.json -> torch dtype (float4_e2m1 is the packed x2 storage type)
+        dtypes = {n: getattr(torch, "float4_e2m1fn_x2" if n == "float4_e2m1" else n) for n in DTYPE_NAMES}
+        _TABLES.update(
+            DTYPES=dtypes,
+            FLOAT_DTYPES={torch.float64, torch.float32, torch.float16, torch.bfloat16},
+            LOW_PRECISION_FLOAT={torch.float8_e4m3fn, torch.float8_e5m2, torch.float4_e2m1fn_x2})
+    return _TABLES
+
+
+def __getattr__(name: str):
+    # DTYPES (name -> torch dtype), FLOAT_DTYPES, LOW_PRECISION_FLOAT: built with torch on first use
+    if name in ("DTYPES", "FLOAT_DTYPES", "LOW_PRECISION_FLOAT"):
+        return _tables()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_torch(name: str) -> torch.dtype:
     """Map a format dtype name to a torch dtype. Raises KeyError for unknown names."""
-    return DTYPES[name]
+    return _tables()["DTYPES"][name]
 
 
 def name_of(dtype: torch.dtype) -> str:
     """Inverse of :func:`to_torch` (canonical name)."""
-    for k, v in DTYPES.items():
+    for k, v in _tables()["DTYPES"].items():
         if v == dtype and k != "float4_e2m1":
             return k
     return str(dtype).replace("torch.", "")
@@ -46,9 +58,11 @@ def name_of(dtype: torch.dtype) -> str:
 
 def is_float(dtype: torch.dtype) -> bool:
     """True for dtypes compared numerically with tolerances (fp8/fp4 included)."""
-    return dtype.is_floating_point or dtype in LOW_PRECISION_FLOAT
+    return dtype.is_floating_point or dtype in _tables()["LOW_PRECISION_FLOAT"]
 
 
 def element_bytes(dtype: torch.dtype) -> float:
     """Storage bytes per stored element (packed fp4: 1 byte = 2 values)."""
+    import torch
+
     return torch.empty((), dtype=dtype).element_size() if dtype != torch.bool else 1
