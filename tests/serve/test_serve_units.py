@@ -161,3 +161,45 @@ def test_closing_a_service_mid_evaluation_leaves_the_process_able_to_evaluate(tm
                             harness.EvalConfig(device="cpu", workloads=[prob.workloads[0].uuid], rounds=1,
                                                timing=False))
     assert t.evaluation.status.value == "PASSED", t.evaluation.log
+
+
+def test_queue_bounds_hold_across_client_labels(tmp_path, monkeypatch):
+    """The per-client bound is per label, and a label is the request's own word: a submitter
+    that changes it per request passes that bound, never the server's bounds on jobs and on
+    request bytes queued across all clients (429, the job not queued). No lane takes a job here
+    (its loop is replaced), so what is queued is exactly what was accepted."""
+    from solbench.serve import service as svc
+    from solbench.serve.service import RequestError, Service
+
+    monkeypatch.setattr(svc.Lane, "_loop", lambda self: None)
+    reqs = [EvalRequest(problem="l1/relu_fp32", client=f"label-{i}", timing=False) for i in range(4)]
+    size = len(reqs[0].model_dump_json())
+    assert all(len(r.model_dump_json()) == size for r in reqs)  # labels of one length
+
+    s = Service([tmp_path], "cpu", spares=0, max_queued=1, max_queued_total=3)
+    try:
+        for r in reqs[:3]:
+            s.submit(r)
+        with pytest.raises(RequestError) as e:
+            s.submit(reqs[3])
+        assert e.value.status == 429 and "3 jobs queued (all clients)" in e.value.message
+        with pytest.raises(RequestError) as e:  # the per-client bound still holds for one label
+            s.submit(reqs[0])
+        assert e.value.status == 429 and "label-0" in e.value.message
+        assert sum(1 for j in s.jobs.values() if j.state == "queued") == 3
+    finally:
+        s.close()
+
+    # bytes: room for exactly two requests of this size
+    s = Service([tmp_path], "cpu", spares=0, max_queued_total=100, max_queued_bytes=2 * size)
+    try:
+        s.submit(reqs[0])
+        s.submit(reqs[1])
+        with pytest.raises(RequestError) as e:
+            s.submit(reqs[2])
+        assert e.value.status == 429 and f"{2 * size:,} bytes" in e.value.message
+        # a cancelled job frees its bytes
+        s.cancel(next(iter(s.jobs.values())))
+        s.submit(reqs[2])
+    finally:
+        s.close()

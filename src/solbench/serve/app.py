@@ -3,8 +3,8 @@ the request-size bound and the error format. docs/serve.md documents every endpo
 
 Errors are ``{"error": "<one line>"}`` with the status: 400 a bad field, 401 no or wrong
 token, 403 a path outside the allowed roots, 404 no such job or problem, 409 cancelling a
-job that is not queued, 413 a body over the bound, 429 too many jobs queued for one
-client, 503 shutting down.
+job that is not queued, 413 a body over the bound, 429 too many jobs (or request bytes)
+queued for one client or for all, 503 shutting down.
 """
 
 from __future__ import annotations

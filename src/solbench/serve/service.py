@@ -44,6 +44,11 @@ from ..errors import SolbenchError
 from .api import EvalRequest, JobView
 from .queue import FairQueue
 
+#: jobs queued across all clients, and bytes their requests hold (:class:`Service`): 4 x the
+#: per-client default of jobs, and 64 requests at the HTTP layer's 16 MiB body bound
+MAX_QUEUED_TOTAL = 1024
+MAX_QUEUED_BYTES = 1 << 30
+
 #: job states after which nothing changes
 FINAL = ("done", "failed", "cancelled")
 
@@ -80,6 +85,8 @@ class Job:
     cv: threading.Condition = field(default_factory=threading.Condition)
     #: the solution's name, kept after ``solution`` is dropped (a finished job)
     solution_name: str = field(init=False, default="")
+    #: bytes of the request as JSON: what the job holds while queued (its sources)
+    request_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.solution_name = self.solution.name
@@ -236,11 +243,17 @@ class Service:
     problem's reference runs in this process, so only trusted problems belong there.
     ``device``: the device of a request that names none. ``output``: a results file every
     trace is appended to, signed (:func:`solbench.store.append_traces`). ``max_queued``: jobs
-    one client may have queued (more is answered 429). ``keep_jobs``: finished jobs kept
-    for clients to fetch (oldest dropped first)."""
+    one client may have queued (more is answered 429). ``max_queued_total`` and
+    ``max_queued_bytes``: jobs, and bytes of their requests (JSON), queued across all clients
+    (429 beyond): the ``client`` label is the request's own word, so a submitter that changes
+    it per request passes the per-client bound, never these, and the memory queued requests
+    hold stays bounded whatever the labels. ``keep_jobs``: finished jobs kept for clients to
+    fetch (oldest dropped first)."""
 
     def __init__(self, roots: list[Path], device: str, *, spares: int = 3, max_problems: int = 16,
-                 output: Path | None = None, max_queued: int = 256, keep_jobs: int = 1000):
+                 output: Path | None = None, max_queued: int = 256,
+                 max_queued_total: int = MAX_QUEUED_TOTAL, max_queued_bytes: int = MAX_QUEUED_BYTES,
+                 keep_jobs: int = 1000):
         from ..suites import DATA_ROOT
 
         self.roots = [Path(r).resolve() for r in roots] + [DATA_ROOT.resolve()]
@@ -249,6 +262,8 @@ class Service:
         self.max_problems = max_problems
         self.output = output
         self.max_queued = max_queued
+        self.max_queued_total = max_queued_total
+        self.max_queued_bytes = max_queued_bytes
         self.keep_jobs = keep_jobs
         self.jobs: "collections.OrderedDict[str, Job]" = collections.OrderedDict()
         self.lanes: dict[str, Lane] = {}
@@ -357,12 +372,21 @@ class Service:
         dev = self.check_device(req.device)
         self.check_hardware(req.hardware)
         job = Job(id=secrets.token_hex(8), client=req.client, req=req, problem=prob,
-                  problem_key=(key, dev), solution=sol, device=dev)
+                  problem_key=(key, dev), solution=sol, device=dev,
+                  request_bytes=len(req.model_dump_json()))
         with self._lock:
             lane = self._lane(device_key(dev))
-            if sum(1 for j in self.jobs.values() if j.client == req.client and j.state == "queued") \
-                    >= self.max_queued:
+            queued = [j for j in self.jobs.values() if j.state == "queued"]
+            if sum(1 for j in queued if j.client == req.client) >= self.max_queued:
                 raise RequestError(429, f"client {req.client!r} has {self.max_queued} jobs queued already")
+            if len(queued) >= self.max_queued_total:
+                raise RequestError(429, f"the server has {len(queued)} jobs queued (all clients), "
+                                        f"at most {self.max_queued_total}; submit again later")
+            held = sum(j.request_bytes for j in queued)
+            if held + job.request_bytes > self.max_queued_bytes:
+                raise RequestError(429, f"queued requests hold {held:,} bytes (all clients); this one's "
+                                        f"{job.request_bytes:,} would pass the server's {self.max_queued_bytes:,}; "
+                                        "submit again later")
             self.jobs[job.id] = job
             self._forget_old()
             lane.queue.put(job.client, job)
