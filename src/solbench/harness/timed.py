@@ -204,13 +204,16 @@ class TimedBlocks:
         self.flushes = flushes
         #: NVML readings after the first and last timed call of every block (``_block``)
         self._clock_samples: list[dict] = []
-        #: the trusted no-op windows (ms), whose spread says which CPU times are resolved
+        #: no-op windows (ms), whose spread says which CPU times are resolved (the trusted
+        #: reference worker's; the candidate's own where there is none)
         self._noop_windows: list[float] = []
         #: the reference worker's no-op windows at its first and at its last block (drift)
         self._noop_first: list[float] = []
         self._noop_last: list[float] = []
         #: the order the blocks were timed in ("C", "R")
         self._order: list[str] = []
+        #: the paired-block judgement of the speedup (:func:`~.resolution.pair_resolution`);
+        #: None without reference timing
         self.resolution: dict[str, Any] | None = None
 
     def _next_seed(self) -> int:
@@ -226,6 +229,10 @@ class TimedBlocks:
         return make_inputs(run.problem, run.w, self._next_seed(), run.cfg.device)
 
     def time(self) -> tuple[TimingStats, TimingStats | None, dict[str, Any]]:
+        """Time the workload (module doc). Returns (the candidate's timing, the eager
+        reference's or None, the telemetry block); findings go to ``run.findings``. Raises
+        :class:`CandidateError` when the candidate breaks a rule of the timed path (the
+        workload ends there), and the worker's own errors (timeout, death, an invalid reply)."""
         cfg = self.run.cfg
         # only the process being timed runs (red team round 6: the reference's start-up, or
         # its OpenMP threads still spinning after its own block, slowed the candidate's calls,
