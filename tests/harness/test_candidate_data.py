@@ -53,9 +53,9 @@ def test_an_unforeseen_exception_on_candidate_data_is_runtime_error_with_evidenc
     """The last net: an exception no check foresaw (here the parent's copy-out raising a
     KeyError on the first workload only) is RUNTIME_ERROR with ``candidate_data_error``
     naming it, and the next workload is still judged (PASSED)."""
-    from solbench.harness import timed
+    from solbench.harness import peek
 
-    real, calls = timed.parent_copy_out, []
+    real, calls = peek.parent_copy_out, []
 
     def boom(*a, **k):
         calls.append(1)
@@ -63,7 +63,7 @@ def test_an_unforeseen_exception_on_candidate_data_is_runtime_error_with_evidenc
             raise KeyError("no such slot")
         return real(*a, **k)
 
-    monkeypatch.setattr(timed, "parent_copy_out", boom)
+    monkeypatch.setattr(peek, "parent_copy_out", boom)
     p = matmul_problem(tmp_path, (64, 96))
     sol = py_solution("mm_ok", "import torch\n\ndef run(a, b):\n    return a @ b\n", "mm")
     t0, t1 = evaluate(p, sol, EvalConfig(**CFG))

@@ -5,7 +5,7 @@ candidate's: a non-DPS call's fresh output buffer mapped and faulted anew on eve
 (glibc served it by mmap and unmapped it on free), the copy-out into the slot and the
 poisoning of the returned buffer, all inside the non-DPS side's window (the reference's
 too). Now every worker keeps freed memory (process.WORKER_MALLOC_ENV) and the parent copies
-returned outputs from the stopped worker outside the window (timed.parent_copy_out);
+returned outputs from the stopped worker outside the window (peek.parent_copy_out);
 hostiles that skip the copy-out still read no faster than the honest DPS relu."""
 
 import math
@@ -19,7 +19,7 @@ from solbench.harness import EvalConfig, evaluate
 from solbench.harness.evidence import CandidateError
 from solbench.harness.protocol import ReturnedOutput
 from solbench.harness.stopping import relative_halfwidth
-from solbench.harness.timed import open_worker_memory, parent_copy_out
+from solbench.harness.peek import open_worker_memory, parent_copy_out
 from solbench.spec import Status, load_problem
 
 from harness_helpers import py_solution, write_problem

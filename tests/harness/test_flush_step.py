@@ -6,7 +6,7 @@ the candidate's threads ran there too. ``cand_flush_step_work.py`` (non-DPS add)
 helper thread that sleeps through each call and, in that flush step, maps and page-faults
 the next call's output buffer: on the old code it read 1.6-6.7x faster than the same work
 done in the call (figures in docs/harness.md). Now the parent writes the flush itself while
-every process of the worker is stopped (``timed.parent_flush``): between the end of one
+every process of the worker is stopped (``freeze.parent_flush``): between the end of one
 timed window and the start of the next the worker never runs.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from solbench.harness import EvalConfig, evaluate, protocol
-from solbench.harness import timed as timed_mod
+from solbench.harness import freeze
 from solbench.harness.stopping import relative_halfwidth
 from solbench.spec import Status, load_problem
 
@@ -56,7 +56,7 @@ def gaps(monkeypatch):
     worker seen stopped) to the resume that opened window k+1."""
     events: list[tuple] = []
     cand: set[int] = set()
-    real_init, real_stop, real_cont = timed_mod.Hold.__init__, timed_mod.Hold.stop, timed_mod.Hold.cont
+    real_init, real_stop, real_cont = freeze.Hold.__init__, freeze.Hold.stop, freeze.Hold.cont
     real_request = protocol.request
 
     def init(self, h, findings, candidate):
@@ -78,9 +78,9 @@ def gaps(monkeypatch):
         events.append(("req", type(req).__name__, h.pid))
         return real_request(h, req, *a, **kw)
 
-    monkeypatch.setattr(timed_mod.Hold, "__init__", init)
-    monkeypatch.setattr(timed_mod.Hold, "stop", stop)
-    monkeypatch.setattr(timed_mod.Hold, "cont", cont)
+    monkeypatch.setattr(freeze.Hold, "__init__", init)
+    monkeypatch.setattr(freeze.Hold, "stop", stop)
+    monkeypatch.setattr(freeze.Hold, "cont", cont)
     monkeypatch.setattr(protocol, "request", request)
 
     def between() -> list[tuple[float, float]]:
@@ -132,11 +132,11 @@ def test_parent_flush_writes_every_word_and_restores_the_affinity():
 
     buf = SimpleNamespace(flush=torch.full((1 << 18,), -1, dtype=torch.int32))
     before = os.sched_getaffinity(0)
-    ms, pinned = timed_mod.parent_flush(buf, (1 << 31) + 5, os.getpid())
+    ms, pinned = freeze.parent_flush(buf, (1 << 31) + 5, os.getpid())
     assert bool((buf.flush == 5).all())
     assert ms > 0 and pinned
     assert os.sched_getaffinity(0) == before
-    assert timed_mod.parent_flush(SimpleNamespace(flush=None), 1, os.getpid()) == (0.0, False)
+    assert freeze.parent_flush(SimpleNamespace(flush=None), 1, os.getpid()) == (0.0, False)
 
 
 def _speedup(prob, sol) -> tuple[float, float]:

@@ -3,7 +3,7 @@
 
 Each CPU sample is the parent's window around one call (resume, request, reply, stop) less
 the no-op window of the same path measured in the trusted reference worker; every process
-of the worker's sandbox is stopped outside the windows (``timed.Hold``). Hostile candidates
+of the worker's sandbox is stopped outside the windows (``freeze.Hold``). Hostile candidates
 of the classes this closes: a forged ``host_ms`` through a replaced reply path with the
 copy-out skipped (``cand_forge_host_ms.py``), a thread that computes from the inputs while the
 parent fills them (``cand_between_calls.py``), work handed to a thread after the call with
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from solbench.harness import EvalConfig, evaluate
+from solbench.harness import freeze
 from solbench.harness import timed as timed_mod
 from solbench.harness.measure import MIN_SAMPLE_MS, Block, perf_counter_samples
 from solbench.spec import Status, load_problem, load_solution
@@ -65,7 +66,7 @@ def held(monkeypatch):
     """Records, on the parent's clock, when the candidate's worker was held stopped: from the
     end of a stop (or of the settle that confirmed it) to the next resume."""
     marks: list[tuple[str, float]] = []
-    real_stop, real_settle, real_cont = timed_mod.Hold.stop, timed_mod.Hold.settle, timed_mod.Hold.cont
+    real_stop, real_settle, real_cont = freeze.Hold.stop, freeze.Hold.settle, freeze.Hold.cont
 
     def stop(self):
         real_stop(self)
@@ -82,9 +83,9 @@ def held(monkeypatch):
             marks.append(("cont", time.perf_counter()))
         real_cont(self)
 
-    monkeypatch.setattr(timed_mod.Hold, "stop", stop)
-    monkeypatch.setattr(timed_mod.Hold, "settle", settle)
-    monkeypatch.setattr(timed_mod.Hold, "cont", cont)
+    monkeypatch.setattr(freeze.Hold, "stop", stop)
+    monkeypatch.setattr(freeze.Hold, "settle", settle)
+    monkeypatch.setattr(freeze.Hold, "cont", cont)
 
     def periods() -> list[tuple[float, float]]:
         out, since = [], None

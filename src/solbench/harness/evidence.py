@@ -172,7 +172,7 @@ def memguard_baseline(h: WorkerHandle) -> None:
     (this interpreter's layout, /proc/<pid>/mem not readable): the parent's check is then
     off for this worker and the trace says so (``guards_unverified``)."""
     from . import memguard
-    from .timed import open_worker_memory
+    from .peek import open_worker_memory
 
     h.memguard, h.memguard_note = None, None
     if not paths.memguard_on():
@@ -216,7 +216,7 @@ def memguard_findings(run: WorkloadRun, when: str) -> None:
     reply cannot rewrite the parent's read); ``guards_unverified`` (advisory) once when the
     read is off for this worker."""
     from . import memguard
-    from .timed import open_worker_memory
+    from .peek import open_worker_memory
 
     h = run.h
     entries = getattr(h, "memguard", None)

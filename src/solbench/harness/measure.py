@@ -56,7 +56,7 @@ class Block:
     #: worker (True) or the worker copied them inside its windows (False); None: DPS or CUDA
     parent_copy: bool | None = None
     #: CPU held path: per iteration, ms the parent's own cache flush took (written with the
-    #: worker stopped, outside the window: ``timed.parent_flush``), and on how many of them
+    #: worker stopped, outside the window: ``freeze.parent_flush``), and on how many of them
     #: it ran on the CPU the worker's main thread last ran on
     flush_ms: list[float] = field(default_factory=list)
     flush_pinned: int = 0
@@ -140,7 +140,7 @@ MIN_SAMPLE_MS = 0.001
 
 def perf_counter_samples(blocks: list[Block], overhead: float, notes: list[str], candidate: bool) -> list[float]:
     """CPU samples from the parent's own clock only: each held call's window (resume,
-    request, reply, stop: :class:`~solbench.harness.timed.Hold`) less ``overhead``, the
+    request, reply, stop: :class:`~solbench.harness.freeze.Hold`) less ``overhead``, the
     no-op window of the same path (checks, messaging; no flush, no copy-out) measured in the
     trusted reference worker, floored at :data:`MIN_SAMPLE_MS`. The worker's own clock
     (``host``) is the candidate's data: it never enters a sample (a worker whose reply path

@@ -3,7 +3,7 @@ first CAREFUL_CALLS calls (every correctness round, stress rounds included, what
 order, under the evaluator's --rounds 3 with two stress rounds) and skips it afterwards, NaN
 for logits above about 88.7. Every later call it sees in the timing is upstream's randn, so
 neither the timed verification nor an upstream re-check can see the difference; a sparse
-stress set in the re-check after the timed loop does (harness/timed.py, ``_recheck``)."""
+stress set in the re-check after the timed loop does (harness/recheck.py, ``late_recheck``)."""
 import torch
 
 CAREFUL_CALLS = 5
