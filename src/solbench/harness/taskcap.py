@@ -44,7 +44,7 @@ import threading
 import time
 from typing import Any
 
-from .. import paths
+from .. import limits, paths
 from ..proc import procfs, signals
 
 #: seconds between two looks of the parent's monitor (pids.events, or the watchdog's count)
@@ -195,7 +195,7 @@ def check_join(path: str) -> None:
     hierarchy's delegation rules, a container's read-only view), and a launcher that cannot
     join would fail every worker's start. Raises PermissionError saying why."""
     r = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', os.path.join(path, "cgroup.procs")],
-                       capture_output=True, text=True, timeout=10)
+                       capture_output=True, text=True, timeout=limits.CGROUP_JOIN_PROBE_S)
     if r.returncode != 0:
         raise PermissionError(errno.EACCES, "a process cannot join it: "
                               + (r.stderr.strip().splitlines() or ["sh failed"])[-1])
