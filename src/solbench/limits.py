@@ -66,6 +66,29 @@ LANE_JOIN_S = 60.0
 #: the CLI's last sweep takes the spawn lock so no worker is half-started while it kills;
 #: a spawn holds it for milliseconds. Without the lock after 5 s the sweep runs anyway.
 SPAWN_LOCK_S = 5.0
+#: a worker's cgroups (harness/taskcap.py, memcap.py) at release: what is left in them is
+#: killed and the cgroup removed once its tasks are reaped (EBUSY until then): milliseconds
+#: after a SIGKILL; a task stuck in the kernel is left behind after 5 s, never waited on.
+CGROUP_RELEASE_S = 5.0
+#: a launcher's cgroup removed once the process that joined it exited (harness/taskcap.py)
+CGROUP_RMDIR_S = 2.0
+#: spare workers still starting when their pool closes (harness/workers.SparePool.close):
+#: each start ends within :data:`WORKER_START_S`; a closing run waits at most a minute.
+SPARE_POOL_CLOSE_S = 60.0
+
+# --- the service (serve/) -------------------------------------------------------------------
+#: one HTTP exchange of the client: a request is answered at once, a long poll after at
+#: most :data:`SERVE_POLL_S` (the server caps a poll at ``serve.app.MAX_WAIT_S``, 30 s).
+SERVE_HTTP_S = 60.0
+#: how long the client asks the server to hold a poll for new traces: below the server's
+#: 30 s cap and the HTTP limit, so a poll ends by the server's answer, never by a timeout.
+SERVE_POLL_S = 25.0
+#: an idle keep-alive connection is closed after this; a connection that sends no request
+#: head meets ``serve.app.HEAD_TIMEOUT_S`` (10 s) first.
+SERVE_KEEP_ALIVE_S = 30.0
+#: at shutdown, connections still open get this long to finish (a poll is answered at once
+#: by the closing service).
+SERVE_GRACEFUL_S = 2.0
 
 # --- probes of the machine ----------------------------------------------------------------
 #: a shell joining a cgroup (harness/taskcap.py): a fork and a write, milliseconds.
@@ -81,6 +104,9 @@ SANDBOX_PROBE_S = 30.0
 #: how often the Ray executor looks for lost workers while none of its pairs finished: a lost
 #: worker's pair is redispatched within this (pairs take seconds to minutes).
 RAY_POLL_S = 5.0
+#: Ray workers' start (``--executor ray``): each imports torch and starts a CUDA context,
+#: on a cluster that may first have to place them: minutes at worst.
+RAY_START_S = 600.0
 
 
 def limits() -> dict[str, float]:

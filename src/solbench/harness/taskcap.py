@@ -258,7 +258,7 @@ def probe(refresh: bool = False) -> dict[str, Any]:
                         _probe_cache, _lock, refresh, before=retry_pending)
 
 
-def _rmdir_when_empty(path: str, timeout_s: float = 2.0) -> None:
+def _rmdir_when_empty(path: str, timeout_s: float = limits.CGROUP_RMDIR_S) -> None:
     """Remove a cgroup directory once the process that joined it has exited (a cgroup with
     a task, even one exiting, cannot be removed: EBUSY)."""
     deadline = time.monotonic() + timeout_s
@@ -433,7 +433,7 @@ class TaskCap:
                     pass
             time.sleep(0.01)
 
-    def release(self, timeout_s: float = 5.0) -> None:
+    def release(self, timeout_s: float = limits.CGROUP_RELEASE_S) -> None:
         """Stop watching, kill what is left in the cgroup and remove it (idempotent). The
         cgroup's rmdir waits for its tasks to be reaped (EBUSY until then)."""
         if self._released:

@@ -261,7 +261,7 @@ class SparePool:
                 h.close()
         self._ending.extend(b for b in boxes if b["thread"].is_alive())
 
-    def close(self, wait_s: float = 60.0) -> None:
+    def close(self, wait_s: float = limits.SPARE_POOL_CLOSE_S) -> None:
         """Discard every spare and wait (up to ``wait_s``) for those still starting."""
         with self._lock:
             self.closed = True

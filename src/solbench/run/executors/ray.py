@@ -112,7 +112,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, workers: int | None = None,
                  cpus_per_worker: float = 1.0, max_attempts: int = 3,
                  on_dispatch: Callable[[PairPlan, str, int], None] | None = None,
-                 start_timeout_s: float = 600.0):
+                 start_timeout_s: float = limits.RAY_START_S):
         self.address = address
         self.workers = workers
         self.cpus_per_worker = cpus_per_worker
