@@ -36,8 +36,10 @@ Iters = Annotated[int, Field(ge=1, le=100_000)]
 #: a base seed of the inputs (sha256 of its decimal text derives every set: any size works;
 #: 256 bits is more than any secret needs)
 Seed = Annotated[int, Field(ge=0, lt=1 << 256)]
-#: ``cpu``, ``cuda`` or ``cuda:N`` (what the harness runs on; ``auto`` is resolved before)
-Device = Annotated[str, Field(pattern=r"^(cpu|cuda(:\d{1,2})?)$")]
+#: the devices solbench runs on: ``cpu``, ``cuda`` or ``cuda:N`` (N < 100)
+DEVICE_PATTERN = r"^(cpu|cuda(:\d{1,2})?)$"
+#: a device (``auto`` is resolved before: :func:`solbench.cli.common.check_device`)
+Device = Annotated[str, Field(pattern=DEVICE_PATTERN)]
 #: a fraction in [0, 1]
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 

@@ -106,6 +106,16 @@ def test_the_server_takes_the_same_bounds():
             local = ok(lambda: EvalConfig(**{field: v}))
             served = ok(lambda: EvalRequest(problem="p", **{field: v}))
             assert local == served, (field, v, local, served)
+    # and --device's own check (before torch loads) takes the same devices
+    from solbench.cli.common import _DEVICE_RX
+
+    for v in ("cpu", "cuda", "cuda:0", "cuda:99", "cuda:100", "tpu", "cuda:", "CPU", "cpu "):
+        ok_cfg = True
+        try:
+            EvalConfig(device=v)
+        except ValidationError:
+            ok_cfg = False
+        assert bool(_DEVICE_RX.match(v)) == ok_cfg, v
 
 
 # --- the options --------------------------------------------------------------------------
