@@ -119,12 +119,8 @@ def load_example(sol_path: Path) -> tuple[dict, object, object]:
 def make_config(device: str, args):
     from solbench.harness import EvalConfig
 
-    cfg = EvalConfig(device=device, rounds=args.rounds)
-    if args.iters:
-        cfg.iters = args.iters
-    if args.workloads:
-        cfg.max_workloads = args.workloads
-    return cfg
+    return EvalConfig(device=device, rounds=args.rounds, iters=args.iters or None,
+                      max_workloads=args.workloads or None)
 
 
 def run_example(rec: dict, problem, sol, device: str, args, traces_out) -> dict:

@@ -6,6 +6,7 @@ several statuses and shows the run going on after a crash (the worker is replace
 evaluation spawns real worker processes; configs are small (5 rounds, 3 timed iterations).
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -107,7 +108,7 @@ def runs(problem):
     ev = Evaluator(problem, cfg(workloads=["pass-1", "pass-12"]))
     try:
         ref = ev.evaluate(reference_solution(problem))
-        ev.cfg.workloads = [u for u in ROWS if u != "badref-11"] + ["badref-11"]
+        ev.cfg = dataclasses.replace(ev.cfg, workloads=[u for u in ROWS if u != "badref-11"] + ["badref-11"])
         nondps = ev.evaluate(py_solution("multi", NON_DPS, problem.name))
     finally:
         ev.close()

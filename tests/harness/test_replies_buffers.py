@@ -72,7 +72,7 @@ def test_a_stalling_proxy_ends_within_the_call_limit(tmp_path, solbench_cache):
     waited its own 60 s whatever --timeout said (66 s for this run with --timeout 3)."""
     p = _mm(tmp_path)
     cfg = EvalConfig(device="cpu", iters=6, rounds=2)
-    cfg.set_timeout(3)
+    cfg = cfg.with_timeout(3)
     t0 = time.monotonic()
     (t,) = evaluate(p, _cand(p, "cand_reply_mitm.py", **{'MODE = "hide"': 'MODE = "stall"'}), cfg)
     assert time.monotonic() - t0 < 45
@@ -87,7 +87,7 @@ def test_forged_replies_and_a_worker_that_stops_reading_end_in_a_status(tmp_path
     send has a deadline within the call's limit."""
     p = _mm(tmp_path)
     cfg = EvalConfig(device="cpu", iters=400, rounds=2, reference_timing=False)
-    cfg.set_timeout(3)
+    cfg = cfg.with_timeout(3)
     t0 = time.monotonic()
     (t,) = evaluate(p, _cand(p, "cand_reply_forger.py"), cfg)
     ev = t.evaluation
@@ -107,7 +107,7 @@ def test_a_worker_stalled_in_its_integrity_check_ends_within_the_call_limit(tmp_
     max(--timeout, 10 s)."""
     p = _mm(tmp_path, n=64)
     cfg = EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False)
-    cfg.set_timeout(3)
+    cfg = cfg.with_timeout(3)
     t0 = time.monotonic()
     (t,) = evaluate(p, _cand(p, "cand_stall_guards.py"), cfg)
     took = time.monotonic() - t0
@@ -308,7 +308,7 @@ def test_a_rewritten_reply_field_is_a_status_never_an_exception(tmp_path, solben
     reply contradicts what the parent knows or observed."""
     p = _mm(tmp_path, n=64)
     cfg = EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False)
-    cfg.set_timeout(20)
+    cfg = cfg.with_timeout(20)
     cand = _cand(p, "cand_reply_fuzz.py", **{'OP = "call"': f"OP = {op!r}",
                                              'FIELD = "payload.returned.0.shape"': f"FIELD = {field!r}",
                                              'VALUE = "None"': f"VALUE = {value!r}"})

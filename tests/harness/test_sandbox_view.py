@@ -225,7 +225,7 @@ def test_killed_workers_leave_nothing_in_tmp(tmp_path, solbench_cache, monkeypat
             (add, ADV / "hostile" / "timer_patch.py", Status.REWARD_HACK)]
     for prob, cand, want in runs:
         cfg = EvalConfig(device="cpu", rounds=1, iters=4, max_workloads=1)
-        cfg.set_timeout(10)
+        cfg = cfg.with_timeout(10)
         (t,) = evaluate(prob, load_solution(cand, prob), cfg)[:1]
         assert t.evaluation.status == want, (cand.name, t.evaluation.status, t.evaluation.log[-1500:])
         assert _tmp_entries(host_tmp) == before, (cand.name, _tmp_entries(host_tmp) - before)

@@ -265,7 +265,7 @@ def test_state_left_in_a_worker_does_not_reach_the_next_candidate(problem):
     """One run (the suite runner's evaluator, spares on): the leaver passes, then the
     detector gets workers from the same pool and still passes: no spare it got had run the
     leaver's code, and the kept reference worker never runs candidate code."""
-    ev = make_default_evaluator({"rounds": 5, "iters": 3, "warmup": 1, "seed": 11, "spare_workers": 2})
+    ev = make_default_evaluator(EvalConfig(rounds=5, iters=3, warmup=1, seed=11, spare_workers=2))
     try:
         left = ev(problem, py_solution("leaver", LEAVER, problem.name), "cpu", ["w0", "w1"])
         pool = ev.spares
@@ -285,7 +285,7 @@ def test_workers_started_ahead_of_the_first_pair_are_handed_out_once(problem):
     """start_ahead (the demo's) starts the pool before any pair: the first pair's candidate
     and reference workers are both taken from it, each once; the next candidate still gets
     a worker that never ran the first one's code (the detector passes)."""
-    ev = make_default_evaluator({"rounds": 5, "iters": 3, "warmup": 1, "seed": 11, "spare_workers": 2})
+    ev = make_default_evaluator(EvalConfig(rounds=5, iters=3, warmup=1, seed=11, spare_workers=2))
     try:
         ev.start_ahead("cpu", [(problem, ["w0"])])  # no SOL on the CPU: only the pool
         pool = ev.spares

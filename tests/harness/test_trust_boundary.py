@@ -5,6 +5,7 @@ parent-side evidence; each test states the old outcome. The honest controls besi
 (a thread pool joined in the call, plain matmul) must stay PASSED.
 """
 
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -133,7 +134,7 @@ def test_infinite_first_call_times_out_and_the_rest_is_not_run(tmp_path, solbenc
     """Old code: held the evaluation for the 600 s first-call limit per workload."""
     p = _mm(tmp_path, sizes=(64, 128))
     cfg = EvalConfig(device="cpu", iters=2, rounds=2, reference_timing=False)
-    cfg.set_timeout(3)
+    cfg = cfg.with_timeout(3)
     seen = []
     t0 = time.monotonic()
     traces = evaluate(p, _cand(p, "cand_infinite_first_call.py"), cfg, on_trace=seen.append)
@@ -142,7 +143,7 @@ def test_infinite_first_call_times_out_and_the_rest_is_not_run(tmp_path, solbenc
     assert "no answer within 3 s" in traces[0].evaluation.log
     assert [f.check for f in traces[1].evaluation.findings] == ["skipped_after_timeout"]
     assert seen == traces  # streamed as each workload finished
-    cfg.keep_going = True
+    cfg = dataclasses.replace(cfg, keep_going=True)
     traces = evaluate(p, _cand(p, "cand_infinite_first_call.py"), cfg)
     assert [t.evaluation.status for t in traces] == [Status.TIMEOUT, Status.TIMEOUT]
     assert not any(f.check == "skipped_after_timeout" for t in traces for f in t.evaluation.findings)
@@ -161,7 +162,7 @@ def test_default_call_limits():
     assert cfg.first_call_timeout_s == 300 and cfg.build_timeout_s == 600
     assert cfg.later_call_timeout(0.001) == 10.0  # the floor
     assert cfg.later_call_timeout(2.0) == 100.0  # 50x the reference's slowest call
-    cfg.set_timeout(7)
+    cfg = cfg.with_timeout(7)
     assert cfg.first_call_timeout_s == 7 and cfg.later_call_timeout(2.0) == 7
 
 

@@ -148,7 +148,7 @@ def _local(problem, path: Path, uuid: str):
     from solbench.spec import load_solution
 
     cfg = EvalConfig(device="cpu", seed=SEED, workloads=[uuid])
-    cfg.set_timeout(TIMEOUT_S)
+    cfg = cfg.with_timeout(TIMEOUT_S)
     return evaluate_and_score(problem, load_solution(path, problem), cfg)
 
 

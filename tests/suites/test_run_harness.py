@@ -86,8 +86,10 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     assert len(plan.pairs) == 3
     # every worker started is counted: no spares (started ahead, some never used; their
     # handing out is tests/harness/test_spare_workers.py's)
-    opts = {"iters": 3, "rounds": 2, "spare_workers": 0}
-    out = execute(plan, tmp_path / "r.jsonl", "cpu", eval_options=opts)
+    from solbench.harness import EvalConfig
+
+    cfg = EvalConfig(iters=3, rounds=2, spare_workers=0)
+    out = execute(plan, tmp_path / "r.jsonl", "cpu", config=cfg)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED"] * 3
     assert all(t.evaluation.reference_timing is not None for t in out.traces)
     assert len(started) == 4
@@ -96,7 +98,7 @@ def test_candidates_of_one_problem_share_the_reference_worker(tmp_path, monkeypa
     (sols / "b.py").write_text("import time\nimport torch\n\ndef run(x):\n"
                                "    time.perf_counter = lambda: 0.0\n    return torch.relu(x)\n")
     plan = R.plan_run(paths, tmp_path / "sols", set(), tags=["cpu"])
-    out = execute(plan, tmp_path / "r2.jsonl", "cpu", eval_options=opts)
+    out = execute(plan, tmp_path / "r2.jsonl", "cpu", config=cfg)
     assert [t.evaluation.status.value for t in out.traces] == ["PASSED", "REWARD_HACK", "PASSED"]
     assert len(started) == 5  # a, ref, b, c, a fresh ref for c
 
@@ -106,6 +108,7 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     counted in one call of the counting child (not one child per problem), before the first
     pair is evaluated, and each PASSED trace's SOL block carries them. SOL is priced for the
     H200 here (on the CPU a run has none)."""
+    from solbench.harness import EvalConfig
     from solbench.run import sol as run_sol
     from solbench.run import plan as R
     from solbench.run.executors.local import execute
@@ -126,7 +129,7 @@ def test_a_run_counts_every_problems_sol_bounds_in_one_child_before_timing(tmp_p
     assert len(plan.pairs) == 3
     n_wl = {p.problem.name: len(p.todo) for p in plan.pairs}
     out = execute(plan, tmp_path / "r.jsonl", "cpu",
-                    eval_options={"iters": 3, "rounds": 2, "spare_workers": 0},
+                    config=EvalConfig(iters=3, rounds=2, spare_workers=0),
                     on_trace=lambda pair, t: events.append(("trace", pair.problem.name)))
     assert events[0] == ("count", sorted(n_wl.items()))
     assert [e for e in events if e[0] == "count"] == [events[0]]

@@ -134,7 +134,7 @@ def test_cli_run_resume_and_summary(tree, tmp_path, monkeypatch):
     rec = Recorder()
     from solbench.run import session
 
-    monkeypatch.setattr(session, "make_default_evaluator", lambda options=None: rec)
+    monkeypatch.setattr(session, "make_default_evaluator", lambda config=None: rec)
     out = tmp_path / "res.jsonl"
     args = ["run", str(probs), "--solutions", str(sols), "-o", str(out), "--tag", "cpu",
             "--device", "cpu", "--json"]

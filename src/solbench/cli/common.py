@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import typer
 from rich.console import Console
 
+from ..config import DEVICE_PATTERN
 from ..errors import SolbenchError
 from ..report.markup import escape_markup, styled  # noqa: F401 - the CLI's one markup helper
 
@@ -76,7 +77,7 @@ def is_tty() -> bool:
 
 
 # --- argument checks (before any work) ----------------------------------------------------
-_DEVICE_RX = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_DEVICE_RX = re.compile(DEVICE_PATTERN)  # the one EvalConfig and the service's requests take
 
 
 def check_device(device: str | None) -> str:

@@ -25,6 +25,8 @@ from typing import Optional
 import typer
 
 from .. import paths
+from ..config import DEFAULTS
+from . import options as opt
 from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, check_device, choose_workloads,
                      clean_errors, console, fail, parse_bytes)
 
@@ -125,9 +127,9 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(paths.DEFAULT_RESULTS, "-o", "--out", help="results file (trace JSON lines, appended)"),
         resume: bool = typer.Option(False, "--resume", help="skip (solution hash, workload uuid) pairs already in the results file"),
         overwrite: bool = typer.Option(False, "--overwrite", help="start a fresh results file"),
-        device: str = typer.Option("auto", "--device", help="cuda, cuda:N, cpu or auto"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations per workload"),
-        rounds: Optional[int] = typer.Option(None, "--rounds", help="correctness rounds per workload"),
+        device: opt.Device = None,
+        iters: opt.Iters = None,
+        rounds: opt.Rounds = DEFAULTS.rounds,
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
         """Evaluate ROOT/<subset>/<problem>/<solution-name> for every problem of a
@@ -138,6 +140,7 @@ def register(app: typer.Typer) -> None:
         from ..run.plan import PairPlan, RunPlan, done_keys, load_candidate, load_or_record, workload_tags_match
         from .suite import open_results, run_and_report
 
+        settings = opt.eval_config(rounds=rounds, iters=iters)
         if not root.is_dir():
             fail(f"{root}: no such dataset directory")
         if limit is not None and limit < 1:
@@ -180,8 +183,7 @@ def register(app: typer.Typer) -> None:
             fail(f"{root}: none of the {len(paths)} problem folders has a {solution_name}")
         _announce(plan, len(paths), dev, out, json_out,
                   f"{len(plan.problems_without_solutions)} problem folders have no {solution_name}")
-        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
-        run_and_report(plan, out, dev, opts, previous, json_out=json_out)
+        run_and_report(plan, out, opt.on_device(settings, dev), previous, json_out=json_out)
 
     @app.command("run-kernelbench")
     def run_kernelbench(
@@ -193,9 +195,9 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="start a fresh results file"),
         limit: Optional[int] = typer.Option(None, "--limit", help="the first N matched problems"),
         exclude_tag: list[str] = typer.Option([], "--exclude-tag", help=EXCLUDE_TAG_HELP),
-        device: str = typer.Option("auto", "--device", help="cuda, cuda:N, cpu or auto"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations per workload"),
-        rounds: Optional[int] = typer.Option(None, "--rounds", help="correctness rounds per workload"),
+        device: opt.Device = None,
+        iters: opt.Iters = None,
+        rounds: opt.Rounds = DEFAULTS.rounds,
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     ) -> None:
         """Evaluate a folder of KernelBench ModelNew files against the KernelBench problem files
@@ -203,9 +205,10 @@ def register(app: typer.Typer) -> None:
         from ..run.plan import PairPlan, RunPlan, done_keys, load_candidate, load_or_record, workload_tags_match
         from .suite import open_results, run_and_report
 
-        for p, opt in ((problems, "PROBLEMS"), (candidates, "CANDIDATES")):
+        settings = opt.eval_config(rounds=rounds, iters=iters)
+        for p, arg in ((problems, "PROBLEMS"), (candidates, "CANDIDATES")):
             if not p.exists():
-                fail(f"{opt}: {p}: no such file or directory")
+                fail(f"{arg}: {p}: no such file or directory")
         probs = [problems] if problems.is_file() else sorted(
             p for p in problems.rglob("*.py") if not p.name.startswith(("_", ".")))
         cands = [candidates] if candidates.is_file() else sorted(
@@ -244,8 +247,7 @@ def register(app: typer.Typer) -> None:
                   f"{len(unmatched)} candidate files match no problem: "
                   + ", ".join(c.name for c in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
                   if unmatched else "")
-        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds)) if v is not None}
-        run_and_report(plan, out, dev, opts, previous, json_out=json_out)
+        run_and_report(plan, out, opt.on_device(settings, dev), previous, json_out=json_out)
 
 
 def _announce(plan, n_problems: int, dev: str, out: Path, json_out: bool, note: str) -> None:

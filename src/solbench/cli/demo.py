@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from . import options as opt
 from .common import escape_markup, EvalProgress, check_device, check_output, clean_errors, console, trace_appender
 
 #: spare workers the CUDA demo keeps started ahead (each one is a process with torch, a CUDA
@@ -19,9 +20,9 @@ DEMO_CUDA_SPARES = 6
 def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
-        device: Optional[str] = typer.Option(None, "--device", help="cuda or cpu (default: cuda when present)"),
+        device: opt.Device = None,
         output: Optional[Path] = typer.Option(None, "-o", "--output", help="append traces (JSONL) here"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations per workload"),
+        iters: opt.Iters = None,
     ) -> None:
         """Evaluate bundled problems (l1 softmax and RMSNorm, DLRM-Bench embedding bag), one
         workload each, with real candidates: the eager references, an honest softmax rewrite
@@ -33,6 +34,7 @@ def register(app: typer.Typer) -> None:
         from ..run.session import make_default_evaluator
         from . import lifetime
 
+        settings = opt.eval_config(iters=iters)
         check_output(output)
         dev = check_device(device)
         lifetime.arm_watchdog()  # before any worker starts: each one carries its token
@@ -40,10 +42,8 @@ def register(app: typer.Typer) -> None:
         # candidates, every pair's workers taken from spares started ahead (on CUDA: as many
         # as the first pairs take, started before the problems load; then, while they start,
         # this process works out the SOL bounds the table shows)
-        options: dict = {"iters": iters} if iters is not None else {}
-        if dev.startswith("cuda"):
-            options["spare_workers"] = DEMO_CUDA_SPARES
-        shared = make_default_evaluator(options)
+        shared = make_default_evaluator(opt.on_device(
+            settings, dev, spare_workers=DEMO_CUDA_SPARES if dev.startswith("cuda") else None))
         try:
             shared.start_ahead(dev)
             with clean_errors():

@@ -8,9 +8,11 @@ from typing import Optional
 
 import typer
 
-from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, EvalProgress, check_device,
-                     check_file, check_hardware, check_output, check_sol_model, choose_workloads,
-                     clean_errors, console, fail, parse_bytes, resolve_problem_arg, trace_appender)
+from ..config import DEFAULTS
+from . import options as opt
+from .common import (EvalProgress, check_device, check_file, check_hardware, check_output,
+                     check_sol_model, choose_workloads, clean_errors, console, parse_bytes,
+                     resolve_problem_arg, trace_appender)
 
 
 def default_device() -> str:
@@ -28,34 +30,22 @@ def register(app: typer.Typer) -> None:
                                                 help="solution.json or candidate .py (default: the reference itself)"),
         output: Optional[Path] = typer.Option(None, "-o", "--output",
                                               help="append traces (JSONL) here, each as its workload finishes"),
-        workloads: Optional[str] = typer.Option(None, "--workloads", "-w", help=WORKLOADS_HELP),
-        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP),
-        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
-        device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when present)"),
+        workloads: opt.Workloads = None,
+        limit: opt.Limit = None,
+        max_bytes: opt.MaxBytes = None,
+        device: opt.Device = None,
         as_json: bool = typer.Option(False, "--json", help="print the traces as a JSON list"),
-        rounds: int = typer.Option(5, "--rounds", help="correctness rounds with fresh inputs"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations, a fixed count (default: on CUDA 20-50 by the stopping rule of docs/throughput.md, on CPU 10)"),
-        no_timing: bool = typer.Option(False, "--no-timing", help="correctness only"),
+        rounds: opt.Rounds = DEFAULTS.rounds,
+        iters: opt.Iters = None,
+        no_timing: opt.NoTiming = False,
         hardware: Optional[str] = typer.Option(None, "--hardware",
                                                help="SOL hardware spec id or spec.toml (default: from the GPU name; 'none' disables)"),
         sol_model: str = typer.Option("refined", "--sol-model", help="refined or solar"),
-        seed: Optional[str] = typer.Option(None, "--seed",
-                                           help="base seed of the inputs (int or 0x-hex) to "
-                                                "reproduce a run (traces record only its "
-                                                "fingerprint: keep it, and make it unguessable); "
-                                                "default a secret random seed per input set"),
+        seed: opt.Seed = None,
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines"),
-        timeout: Optional[float] = typer.Option(None, "--timeout",
-                                                help="seconds any one call may take, the first "
-                                                     "included (default: 300 s for the first call, "
-                                                     "which pays JIT/autotuning; later calls 50x the "
-                                                     "reference's time, at least 10 s)"),
-        build_timeout: Optional[float] = typer.Option(None, "--build-timeout",
-                                                      help="seconds a solution's build may take "
-                                                           "(default 600)"),
-        keep_going: bool = typer.Option(False, "--keep-going",
-                                        help="after a TIMEOUT, still run the solution's other "
-                                             "workloads (default: recorded as not run)"),
+        timeout: opt.Timeout = None,
+        build_timeout: opt.BuildTimeout = None,
+        keep_going: opt.KeepGoing = False,
         server: Optional[str] = typer.Option(None, "--server",
                                              help="run it on a `solbench serve` at this URL "
                                                   "(http://127.0.0.1:8765): same traces and output"),
@@ -65,15 +55,10 @@ def register(app: typer.Typer) -> None:
         otherwise). Exit 0 only when every workload PASSED."""
         # every argument is checked before anything is loaded or run
         check_sol_model(sol_model)
-        base_seed = _parse_seed(seed)
+        settings = opt.eval_config(rounds=rounds, iters=iters, timing=not no_timing, seed=seed,
+                                   timeout=timeout, build_timeout=build_timeout,
+                                   keep_going=keep_going)
         mb = parse_bytes(max_bytes)
-        if rounds < 1:
-            fail(f"--rounds: must be >= 1, got {rounds}")
-        if iters is not None and iters < 1:
-            fail(f"--iters: must be >= 1, got {iters}")
-        for name, v in (("--timeout", timeout), ("--build-timeout", build_timeout)):
-            if v is not None and not v > 0:
-                fail(f"{name}: must be a positive number of seconds, got {v}")
         check_output(output)
         check_file(solution, "--solution")
         path = resolve_problem_arg(problem)
@@ -81,7 +66,6 @@ def register(app: typer.Typer) -> None:
         check_hardware(hardware)
 
         from . import lifetime
-        from ..harness import EvalConfig
         from ..run.session import evaluate_and_score
         from ..report.tables import trace_table
         from ..spec import load_problem, load_solution, reference_solution
@@ -91,12 +75,7 @@ def register(app: typer.Typer) -> None:
             prob = load_problem(path)
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
             chosen = choose_workloads(prob, workloads, limit, mb)
-            cfg = EvalConfig(device=dev, rounds=rounds, iters=iters, timing=not no_timing,
-                             seed=base_seed, workloads=[w.uuid for w in chosen], keep_going=keep_going)
-            if timeout is not None:
-                cfg.set_timeout(timeout)
-            if build_timeout is not None:
-                cfg.build_timeout_s = float(build_timeout)
+            cfg = opt.on_device(settings, dev, workloads=[w.uuid for w in chosen])
             write = trace_appender(output)
             lifetime.arm_watchdog()
             with EvalProgress(len(chosen), f"{prob.name} / {sol.name}", enabled=not quiet) as prog:
@@ -121,17 +100,3 @@ def register(app: typer.Typer) -> None:
                           + (f"; traces appended to {output}" if output else ""), highlight=False, markup=False)
         raise typer.Exit(0 if traces and all(t.evaluation.status == Status.PASSED for t in traces) else 1)
 
-
-def _parse_seed(seed: str | None) -> int | None:
-    """``--seed``: decimal or 0x-hex (a bare hex string is accepted too). Raises
-    typer.BadParameter otherwise."""
-    if seed is None:
-        return None
-    s = seed.strip().lower()
-    try:
-        return int(s, 16) if s.startswith("0x") else int(s)
-    except ValueError:
-        try:
-            return int(s, 16)
-        except ValueError:
-            fail(f"--seed: {seed!r} is not an integer or hex seed")

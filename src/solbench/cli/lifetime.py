@@ -39,6 +39,7 @@ def kill_all() -> list[int]:
     """SIGKILL every worker of this process, its process group and descendants, and every
     other child of this process but the helpers registered to survive (the watchdog, the
     backstop). Returns the pids signalled. Safe to call at any time."""
+    from .. import limits
     from ..proc import procfs, signals
     from ..proc.registry import OWN
 
@@ -51,7 +52,7 @@ def kill_all() -> list[int]:
         except Exception:  # noqa: BLE001 - the sweep below still runs
             pass
     # no worker is half-spawned (forked, not registered) while we sweep
-    held = OWN.lock.acquire(timeout=5)
+    held = OWN.lock.acquire(timeout=limits.SPAWN_LOCK_S)
     try:
         pids = (set(OWN.workers) | procfs.child_pids(os.getpid())) - OWN.helpers(survive=True)
         for pid in sorted(pids):

@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import typer
 
+from . import options as opt
 from .common import (escape_markup, LIMIT_HELP, MAX_BYTES_HELP, check_device, check_output, choose_workloads,
                      clean_errors, console, err_console, fail, parse_bytes)
 
@@ -21,8 +22,8 @@ def register(app: typer.Typer) -> None:
                                                                 "problems or KernelBench .py files "
                                                                 "(default: the built-in set)"),
         suite: Optional[List[str]] = typer.Option(None, "--suite", help="a bundled suite (l1, dlrm); repeatable"),
-        device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when present)"),
-        iters: Optional[int] = typer.Option(None, "--iters", help="timed iterations, a fixed count (default: on CUDA 20-50 by the stopping rule of docs/throughput.md, on CPU 10)"),
+        device: opt.Device = None,
+        iters: opt.Iters = None,
         rounds: int = typer.Option(2, "--rounds", help="correctness rounds per evaluation (timing is what is checked)"),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP + " (per problem)"),
         max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
@@ -38,16 +39,14 @@ def register(app: typer.Typer) -> None:
         workload's A/A noise interval narrow enough to test anything), 0 when all passed."""
         if iters is not None and iters < 4:
             fail(f"--iters: must be >= 4 (two blocks per side, quartiles of each), got {iters}")
-        if rounds < 1:
-            fail(f"--rounds: must be >= 1, got {rounds}")
         if limit is not None and limit < 1:
             fail(f"--limit: must be >= 1, got {limit}")
+        settings = opt.eval_config(rounds=rounds, iters=iters)
         mb = parse_bytes(max_bytes)
         check_output(out, "--out")
         dev = check_device(device)
 
         from . import lifetime
-        from ..harness import EvalConfig
         from ..selftest import EXIT_CODES, run_selftest, write_builtin
         from ..spec import load_problem
         from ..suites import resolve_suite_or_dir, suite_problems
@@ -72,7 +71,7 @@ def register(app: typer.Typer) -> None:
                 problems.append((name, prob, choose_workloads(prob, None, limit, mb, pool=pool)))
             if not problems:
                 fail("no workload selected (--cpu-tagged left none)")
-            cfg = EvalConfig(device=dev, rounds=rounds, iters=iters)
+            cfg = opt.on_device(settings, dev)
             lifetime.arm_watchdog()
 
             def say(msg: str) -> None:

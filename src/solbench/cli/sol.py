@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from .. import limits
 from ..report.markup import TextTable as Table
 from ..report.markup import styled
 
@@ -182,7 +184,7 @@ def isolated_results(paths: list[Path], n_jobs: int, hardware: str, model: str, 
             for c in children:
                 c.abort()
         for t in workers:  # each ends its child (its session) before it returns
-            t.join(timeout=30)
+            t.join(timeout=limits.SOL_THREAD_JOIN_S)
 
 
 def register(app: typer.Typer) -> None:

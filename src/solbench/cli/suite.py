@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from .. import paths
-from .common import (LIMIT_HELP, MAX_BYTES_HELP, WORKLOADS_HELP, EvalProgress, check_device,
-                     choose_workloads, clean_errors, console, err_console, fail,
-                     parse_bytes)
+from ..config import DEFAULTS
+from . import options as opt
+from .common import (EvalProgress, check_device, choose_workloads, clean_errors, console,
+                     err_console, fail, parse_bytes)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import EvalConfig
 
 
 def _fmt(v, pct: bool = False, digits: int = 3) -> str:
@@ -93,7 +97,7 @@ def register(app: typer.Typer) -> None:
                                          "in the results file"),
         overwrite: bool = typer.Option(False, "--overwrite",
                                        help="start a fresh results file"),
-        device: str = typer.Option("auto", "--device", help="cuda, cpu or auto"),
+        device: opt.Device = None,
         tag: list[str] = typer.Option([], "--tag",
                                       help="only workloads with this tag (repeatable), "
                                            "e.g. --tag cpu"),
@@ -106,41 +110,23 @@ def register(app: typer.Typer) -> None:
         problem: list[str] = typer.Option([], "--problem",
                                           help="only problems whose name matches this glob "
                                                "(repeatable)"),
-        workloads: Optional[str] = typer.Option(None, "--workloads", "-w",
-                                                help=WORKLOADS_HELP + " (per problem)"),
-        limit: Optional[int] = typer.Option(None, "--limit", "-n", help=LIMIT_HELP + " per problem"),
-        max_bytes: Optional[str] = typer.Option(None, "--max-bytes", help=MAX_BYTES_HELP),
+        workloads: opt.RunWorkloads = None,
+        limit: opt.RunLimit = None,
+        max_bytes: opt.MaxBytes = None,
         max_workloads: Optional[int] = typer.Option(None, "--max-workloads",
                                                     help="the first N workloads per problem, in "
                                                          "file order (after the tag filters)"),
         unit: str = typer.Option("problem", "--unit",
                                  help="summary unit: problem (all workloads must pass; "
                                       "speedup = geomean over them) or workload"),
-        iters: Optional[int] = typer.Option(None, "--iters",
-                                            help="timed iterations per workload (harness "
-                                                 "default when omitted)"),
-        rounds: Optional[int] = typer.Option(None, "--rounds",
-                                             help="correctness rounds per workload"),
-        seed: Optional[str] = typer.Option(None, "--seed",
-                                           help="base seed of the inputs (int or 0x-hex) to "
-                                                "reproduce a run, e.g. the same verdicts on two "
-                                                "executors; default a secret seed per evaluation"),
+        iters: opt.Iters = None,
+        rounds: opt.Rounds = DEFAULTS.rounds,
+        seed: opt.Seed = None,
         json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
-        timeout: Optional[float] = typer.Option(None, "--timeout",
-                                                help="seconds any one call may take, the first "
-                                                     "included (default: 300 s for the first call, "
-                                                     "which pays JIT/autotuning; later calls 50x the "
-                                                     "reference's time, at least 10 s)"),
-        build_timeout: Optional[float] = typer.Option(None, "--build-timeout",
-                                                      help="seconds a solution's build may take "
-                                                           "(default 600)"),
-        keep_going: bool = typer.Option(False, "--keep-going",
-                                        help="after a TIMEOUT, still run the solution's other "
-                                             "workloads (default: recorded as not run)"),
-        spare_workers: Optional[int] = typer.Option(None, "--spare-workers",
-                                                    help="workers kept started ahead of need, "
-                                                         "stopped while anything is timed "
-                                                         "(default 2 on CUDA, 0 on the CPU; 0: start each when needed)"),
+        timeout: opt.Timeout = None,
+        build_timeout: opt.BuildTimeout = None,
+        keep_going: opt.KeepGoing = False,
+        spare_workers: opt.SpareWorkers = None,
         executor: str = typer.Option("local", "--executor",
                                      help="local (this process, the default) or ray (one "
                                           "worker per GPU of a Ray cluster; pip install "
@@ -157,10 +143,13 @@ def register(app: typer.Typer) -> None:
         import fnmatch
 
         from ..suites import resolve_suite_or_dir
-        from ..run.plan import done_keys, plan_run, read_results, result_key
-        from ..suites.runner import label_map
+        from ..run.plan import done_keys, plan_run
 
         from ..run.executors import make_executor
+
+        settings = opt.eval_config(rounds=rounds, iters=iters, seed=seed, timeout=timeout,
+                                   build_timeout=build_timeout, keep_going=keep_going,
+                                   spare_workers=spare_workers)
 
         try:
             ex = make_executor(executor, address=address, workers=workers)
@@ -218,21 +207,6 @@ def register(app: typer.Typer) -> None:
                 + (f"; found {found}" if found else "; the directory is empty"),
                 highlight=False, markup=False)
             raise typer.Exit(2)
-        from .evaluate import _parse_seed
-
-        opts = {k: v for k, v in (("iters", iters), ("rounds", rounds), ("seed", _parse_seed(seed)),
-                                  ("build_timeout_s", build_timeout), ("call_timeout_s", timeout),
-                                  ("first_call_timeout_s", timeout), ("spare_workers", spare_workers))
-                if v is not None}
-        if keep_going:
-            opts["keep_going"] = True
-        if spare_workers is not None and spare_workers < 0:
-            err_console.print(f"[red]error:[/red] --spare-workers: {spare_workers} is not >= 0")
-            raise typer.Exit(2)
-        for name, v in (("--timeout", timeout), ("--build-timeout", build_timeout)):
-            if v is not None and not v > 0:
-                err_console.print(f"[red]error:[/red] {name}: {v} is not a positive number of seconds")
-                raise typer.Exit(2)
         if not json_out:
             console.print(
                 f"{len(paths)} problems, {len(plan.pairs)} problem x solution pairs, "
@@ -242,7 +216,8 @@ def register(app: typer.Typer) -> None:
             if plan.problems_without_solutions:
                 console.print(f"{len(plan.problems_without_solutions)} problems have no "
                               f"solution in {solutions}", style="yellow", highlight=False, markup=False)
-        run_and_report(plan, out, dev, opts, previous, unit=unit, json_out=json_out, executor=ex)
+        run_and_report(plan, out, opt.on_device(settings, dev), previous, unit=unit,
+                       json_out=json_out, executor=ex)
 
 
 def open_results(out: Path, resume: bool, overwrite: bool) -> list:
@@ -258,18 +233,21 @@ def open_results(out: Path, resume: bool, overwrite: bool) -> list:
     return read_results(out) if resume else []
 
 
-def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, unit: str = "problem",
+def run_and_report(plan, out: Path, cfg: "EvalConfig", previous: list, *, unit: str = "problem",
                    json_out: bool = False, executor=None) -> None:
-    """Evaluate ``plan`` (traces appended to ``out`` as each workload finishes, progress with
-    ETA on stderr), then print the per-problem table and the summary (or JSON). Exit 1 when
-    the harness itself failed on a pair. ``executor``: a :mod:`solbench.run.executors`
-    executor (default: local, in this process)."""
+    """Evaluate ``plan`` with the settings ``cfg`` (on ``cfg.device``; traces appended to
+    ``out`` as each workload finishes, progress with ETA on stderr), then print the
+    per-problem table and the summary (or JSON). Exit 1 when the harness itself failed on a
+    pair. ``executor``: a :mod:`solbench.run.executors` executor (default: local, in this
+    process)."""
     from ..report.summary import summarize, unit_results
     from ..run.executors import LocalExecutor
     from ..suites.runner import label_map
     from ..run.plan import result_key
     from ..run.plan import device_notes
     from . import lifetime
+
+    dev = cfg.device
 
     # said before anything runs: problems left out (did not load) and problems that cannot
     # run on this device (recorded NOT_RUNNABLE without spending their inputs on them)
@@ -282,7 +260,7 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
         def on_trace(pair, t):
             prog.done(t, f"{pair.problem.name} / {pair.candidate.label}")
 
-        outcome = _run_with(executor or LocalExecutor(), plan, out, dev, opts, on_trace)
+        outcome = _run_with(executor or LocalExecutor(), plan, out, cfg, on_trace)
 
     # summary over this plan's pairs: the traces written now plus resumed ones
     wanted = {(p.candidate.solution_hash, w.uuid) for p in plan.pairs
@@ -313,10 +291,10 @@ def run_and_report(plan, out: Path, dev: str, opts: dict, previous: list, *, uni
         raise typer.Exit(1)
 
 
-def _run_with(ex, plan, out, dev, opts, on_trace):
+def _run_with(ex, plan, out, cfg, on_trace):
     """Run ``plan`` on executor ``ex``; a Ray that is missing or fails to start is one line."""
     try:
-        return ex.run(plan, out, dev, eval_options=opts, on_trace=on_trace)
+        return ex.run(plan, out, cfg.device, config=cfg, on_trace=on_trace)
     except RuntimeError as e:
         if ex.name != "ray":
             raise

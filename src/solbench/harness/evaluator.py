@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from .. import limits
 from ..errors import SpecError
 from ..spec.capability import unmet_need
 from ..spec.problem import Problem
@@ -370,7 +371,7 @@ class Evaluator:
                 run.slots.use_flush(self.flushes.get("candidate", h, run.flush_bytes, cfg.device))
             try:
                 protocol.request(h, protocol.Load(slots=run.slots.wire, flush=run.slots.flush_wire,
-                                                  flush_bytes=run.flush_bytes), timeout_s=120)
+                                                  flush_bytes=run.flush_bytes), timeout_s=limits.LOAD_S)
             except (WorkerDied, WorkerTimeout, ProtocolError) as e:
                 return done(Failure(Status.RUNTIME_ERROR, f"worker failed to receive inputs: {e}"))
             self._phases["inputs"] = round(time.perf_counter() - t_phase, 3)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .. import paths
+from .. import limits, paths
 from ..inputs.seeds import InputSeeds
 from ..proc import procfs
 from ..spec.problem import Problem
@@ -181,7 +181,7 @@ def memguard_baseline(h: WorkerHandle) -> None:
         h.memguard_note = "turned off (SOLBENCH_MEMGUARD=off)"
         return
     try:
-        rep = protocol.request(h, protocol.GuardTable(), timeout_s=60)
+        rep = protocol.request(h, protocol.GuardTable(), timeout_s=limits.GUARDS_S)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
         h.memguard_note = f"the worker did not list its guarded names: {e}"
         return
@@ -249,7 +249,7 @@ def guard_findings(run: WorkloadRun, when: str) -> None:
     h, findings = run.h, run.findings
     memguard_findings(run, when)  # first: the parent's own read, before any reply of the worker's
     try:
-        g = protocol.request(h, protocol.Guards(), timeout_s=60)
+        g = protocol.request(h, protocol.Guards(), timeout_s=limits.GUARDS_S)
     except protocol.ReplyInvalid as e:
         add_once(findings, finding("guard_reply_invalid", f"{when}: {e}", {"reason": e.reason}))
         return

@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any
 
-from .. import paths
+from .. import limits, paths
 from ..proc.procfs import mem_available
 from .taskcap import PREFIX, _own_base, _read, _write, join_argv, probe_cgroup
 
@@ -240,7 +240,7 @@ class MemCap:
         return (f"the worker exceeded its memory cap of {gib(self.cap)} (the kernel's OOM killer "
                 f"ended {ev['oom_kills']} process(es) in its {self.mechanism} memory cgroup)")
 
-    def release(self, timeout_s: float = 5.0) -> None:
+    def release(self, timeout_s: float = limits.CGROUP_RELEASE_S) -> None:
         """Kill what is left in the cgroup and remove it (idempotent). Pages it still holds
         (tmpfs files of a dead mount namespace are freed with it) move to the parent cgroup."""
         if self._released:

@@ -13,6 +13,7 @@ import time
 import weakref
 from typing import Any
 
+from .. import limits
 from ..proc import procfs, signals
 from ..proc.registry import OWN
 from .memcap import MemCap
@@ -278,7 +279,7 @@ class WorkerHandle:
     :mod:`solbench.harness.prebuild`); the worker finds it in ``$SOLBENCH_BUILD_OUT``.
     Not thread-safe; one request in flight at a time."""
 
-    def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = 180,
+    def __init__(self, device: str, log_cap_bytes: int = 16 << 20, start_timeout_s: float = limits.WORKER_START_S,
                  on_spawn=None, before_spawn=None, build_out: str | None = None):
         import socket
         import sys
@@ -669,7 +670,7 @@ class WorkerHandle:
 
     def _dead(self, during: str):
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=limits.DEAD_REAP_S)
         except Exception:  # noqa: BLE001
             pass
         self.alive = False
@@ -679,7 +680,7 @@ class WorkerHandle:
             during = f"{during} ({self.memcap.describe()})"
         raise WorkerDied(self._exitcode(), during)
 
-    def request(self, op: str, payload: dict | None = None, timeout_s: float = 120) -> tuple[str, dict]:
+    def request(self, op: str, payload: dict | None = None, timeout_s: float = limits.REQUEST_S) -> tuple[str, dict]:
         """Send one request and wait for its reply. Raises WorkerDied / WorkerTimeout /
         ProtocolError; the worker is unusable after any of them."""
         if not self.alive:
@@ -717,7 +718,7 @@ class WorkerHandle:
     def log_since_last(self, cap: int = 8192) -> str:
         """New log text since the previous call, keeping the last ``cap`` characters."""
         if self.proc.poll() is not None:  # exited: let the drain thread copy its last output
-            self._drain.join(timeout=2)
+            self._drain.join(timeout=limits.LOG_DRAIN_S)
         try:
             fd = self._logf.fileno()
             size = os.fstat(fd).st_size
@@ -750,7 +751,7 @@ class WorkerHandle:
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=limits.KILLED_REAP_S)
         except Exception:  # noqa: BLE001
             pass
         init = getattr(self, "init_pid", None)
@@ -796,7 +797,7 @@ class WorkerHandle:
     def close(self) -> None:
         if self.alive:
             try:
-                self.request("exit", timeout_s=10)
+                self.request("exit", timeout_s=limits.WORKER_EXIT_S)
             except Exception:  # noqa: BLE001
                 pass
         self.kill()

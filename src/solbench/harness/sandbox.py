@@ -38,6 +38,7 @@ import threading
 from typing import Any
 
 from .. import paths
+from ..limits import INTERPRETER_PROBE_S, SANDBOX_PROBE_S
 from . import memcap, taskcap
 from .taskcap import default_limit
 
@@ -184,7 +185,7 @@ def _interpreter_sys_path() -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     try:
         out = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path))"],
-                             capture_output=True, text=True, timeout=60, cwd="/", env=env,
+                             capture_output=True, text=True, timeout=INTERPRETER_PROBE_S, cwd="/", env=env,
                              stdin=subprocess.DEVNULL)
         import json
 
@@ -378,7 +379,7 @@ def _probe(mode: str, device: str) -> tuple[bool, str]:
         true = shutil.which("true") or "/bin/true"
         try:
             p = subprocess.run(_bwrap_args(mode, device, bw) + [true], capture_output=True,
-                               text=True, timeout=30, stdin=subprocess.DEVNULL)
+                               text=True, timeout=SANDBOX_PROBE_S, stdin=subprocess.DEVNULL)
             res = (p.returncode == 0, (p.stderr or "").strip()[-300:] or f"exit {p.returncode}")
         except (OSError, subprocess.TimeoutExpired) as e:
             res = (False, f"{type(e).__name__}: {e}")

@@ -44,7 +44,7 @@ import threading
 import time
 from typing import Any
 
-from .. import paths
+from .. import limits, paths
 from ..proc import procfs, signals
 
 #: seconds between two looks of the parent's monitor (pids.events, or the watchdog's count)
@@ -195,7 +195,7 @@ def check_join(path: str) -> None:
     hierarchy's delegation rules, a container's read-only view), and a launcher that cannot
     join would fail every worker's start. Raises PermissionError saying why."""
     r = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', os.path.join(path, "cgroup.procs")],
-                       capture_output=True, text=True, timeout=10)
+                       capture_output=True, text=True, timeout=limits.CGROUP_JOIN_PROBE_S)
     if r.returncode != 0:
         raise PermissionError(errno.EACCES, "a process cannot join it: "
                               + (r.stderr.strip().splitlines() or ["sh failed"])[-1])
@@ -258,7 +258,7 @@ def probe(refresh: bool = False) -> dict[str, Any]:
                         _probe_cache, _lock, refresh, before=retry_pending)
 
 
-def _rmdir_when_empty(path: str, timeout_s: float = 2.0) -> None:
+def _rmdir_when_empty(path: str, timeout_s: float = limits.CGROUP_RMDIR_S) -> None:
     """Remove a cgroup directory once the process that joined it has exited (a cgroup with
     a task, even one exiting, cannot be removed: EBUSY)."""
     deadline = time.monotonic() + timeout_s
@@ -433,7 +433,7 @@ class TaskCap:
                     pass
             time.sleep(0.01)
 
-    def release(self, timeout_s: float = 5.0) -> None:
+    def release(self, timeout_s: float = limits.CGROUP_RELEASE_S) -> None:
         """Stop watching, kill what is left in the cgroup and remove it (idempotent). The
         cgroup's rmdir waits for its tasks to be reaped (EBUSY until then)."""
         if self._released:

@@ -17,6 +17,7 @@ import time
 import weakref
 from contextlib import contextmanager
 
+from .. import limits
 from ..proc import procfs, signals
 from ..proc.registry import OWN
 from ..spec.problem import Problem, reference_solution
@@ -118,7 +119,7 @@ class SparePool:
 
     ``size``: spares kept (2: a problem's candidate and reference). Thread-safe."""
 
-    def __init__(self, device: str, size: int = 2, start_timeout_s: float = 180.0):
+    def __init__(self, device: str, size: int = 2, start_timeout_s: float = limits.WORKER_START_S):
         if size < 1:
             raise ValueError(f"SparePool size must be >= 1, got {size}")
         self.device = device
@@ -175,7 +176,7 @@ class SparePool:
                     break
                 except _SpawnDeferred:
                     continue
-            protocol.request(h, protocol.WarmProfiler(), timeout_s=120)
+            protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
             h.profiler_warm = True
         except Exception:  # noqa: BLE001 - a spare is best effort: the taker starts its own
             if h is not None:
@@ -260,7 +261,7 @@ class SparePool:
                 h.close()
         self._ending.extend(b for b in boxes if b["thread"].is_alive())
 
-    def close(self, wait_s: float = 60.0) -> None:
+    def close(self, wait_s: float = limits.SPARE_POOL_CLOSE_S) -> None:
         """Discard every spare and wait (up to ``wait_s``) for those still starting."""
         with self._lock:
             self.closed = True
@@ -299,7 +300,7 @@ def new_worker(device: str, spares: SparePool | None = None) -> WorkerHandle:
         return h
     h = WorkerHandle(device)
     try:
-        protocol.request(h, protocol.WarmProfiler(), timeout_s=120)
+        protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
     except protocol.ReplyInvalid as e:
         h.kill()
         raise ProtocolError(f"warm_profiler: {e}") from None

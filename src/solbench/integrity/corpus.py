@@ -125,8 +125,8 @@ def eval_config(device: str, overrides: dict[str, Any] | None = None):
     timed iterations, sampled verification, precision check), with the device set and
     shorter time limits so the hang candidate costs little: a call may take
     ``CORPUS_TIMEOUT_S``; the first call (which may compile) ``CORPUS_FIRST_CALL_TIMEOUT_S``.
-    ``overrides``: EvalConfig fields to change (e.g. :data:`QUICK`); an unknown field
-    raises TypeError."""
+    ``overrides``: EvalConfig fields to change (e.g. :data:`QUICK`); an unknown field or a
+    value out of bounds raises pydantic's ValidationError (a ValueError) naming it."""
     import dataclasses
 
     from ..harness import EvalConfig

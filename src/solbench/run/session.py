@@ -82,9 +82,10 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     return out
 
 
-def make_default_evaluator(options: dict | None = None) -> "Session":
-    """The evaluator a run's executor uses when none is given (a :class:`Session`)."""
-    return Session(options)
+def make_default_evaluator(config: EvalConfig | None = None) -> "Session":
+    """The evaluator a run's executor uses when none is given (a :class:`Session` with the
+    run's settings, ``config``; its device and workloads are each pair's)."""
+    return Session(config)
 
 
 class Session:
@@ -94,13 +95,15 @@ class Session:
     The harness drops that worker after a candidate that crashed, hung or cheated. One
     :class:`~solbench.harness.workers.SparePool` serves every problem of the run
     (``spare_workers``): each pair takes its workers already started. The SOL bounds of a
-    (problem, workload) are worked out once per run and shared by its candidates."""
+    (problem, workload) are worked out once per run and shared by its candidates.
+    ``config``: the run's settings (default: EvalConfig's); each pair's evaluation gets them
+    with that pair's device and workloads."""
 
     #: accepts ``on_trace`` (called as each workload finishes) and ``context``
     streams = True
 
-    def __init__(self, options: dict | None):
-        self.options = dict(options or {})
+    def __init__(self, config: EvalConfig | None = None):
+        self.config = config if config is not None else EvalConfig()
         self.key = None
         self.ev = None
         self.spares = None  # workers started ahead, shared by the run's problems
@@ -112,9 +115,9 @@ class Session:
         from .. import harness
         from ..harness import SparePool
 
-        config = harness.EvalConfig(device=device, workloads=list(uuids), **self.options)
+        config = replace(self.config, device=device, workloads=list(uuids))
         key = (id(problem), device)
-        n_spares = self._n_spares(config, device)
+        n_spares = config.n_spare_workers()
         if self.ev is None or self.key != key:
             self.close_evaluator()
             if n_spares > 0 and (self.spares is None or self.spares.device != device):
@@ -125,23 +128,15 @@ class Session:
         return list(evaluate_and_score(problem, solution, config, evaluator=self.ev,
                                        on_trace=on_trace, sol_cache=self.sol_cache, context=context))
 
-    def _n_spares(self, config, device: str) -> int:
-        if "spare_workers" not in self.options and not device.startswith("cuda"):
-            # on the CPU the spares are opt-in: their start-up competes for the same few cores
-            # as the timed calls (a reference was once flagged implausible under that load)
-            return 0
-        return config.spare_workers
-
     def start_ahead(self, device: str, sol_work: Iterable[tuple[Problem, list[str]]] = ()) -> None:
         """Before the first pair: start the spare workers (when this device uses them), then,
         while they start in their own processes, work out the SOL bounds of ``sol_work``
         ((problem, workload uuids) pairs) in this thread, so neither waits on the other and
         no timed window is open yet. Raises nothing for a bound that cannot be counted."""
-        from .. import harness
         from ..harness import SparePool
         from .sol import prime_sol_many, resolve_hardware
 
-        n = self._n_spares(harness.EvalConfig(device=device, **self.options), device)
+        n = replace(self.config, device=device).n_spare_workers()
         if n > 0 and self.spares is None:
             self.spares = SparePool(device, n)
         if self.spares is not None:

@@ -18,6 +18,7 @@ import time
 
 from typing import Any, Callable
 
+from .. import limits
 from ..harness import EvalConfig
 from ..harness import finding
 from ..spec.problem import Problem
@@ -221,7 +222,7 @@ class _CountAlongside:
     def stop(self) -> None:
         if self.thread.is_alive() and self.child is not None:
             self.child.abort()
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=limits.SOL_THREAD_JOIN_S)
         if self.child is not None:
             self.child.close()
 

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..config import DEFAULTS, Device, Iters, Rounds, Seconds, Seed
+
 #: what a job can be in: queued -> running -> done | failed; queued -> cancelled
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -17,8 +19,8 @@ class EvalRequest(BaseModel):
     roots, or a bundled problem (``l1/relu_fp32``). ``solution``: a solution as
     ``solution.json`` holds it (a candidate ``.py`` is turned into one by the client,
     :func:`solbench.spec.load_solution`); null evaluates the reference itself.
-    ``workloads``: workload uuids (null: all). The timeouts are the harness's
-    (:class:`solbench.harness.EvalConfig`): ``first_call_timeout_s`` bounds a workload's first
+    ``workloads``: workload uuids (null: all). The settings and their bounds are
+    :class:`solbench.config.EvalConfig`'s (the same types): ``first_call_timeout_s`` bounds a workload's first
     call, ``call_timeout_s`` every later one (null: 50x the reference's time, at least 10 s).
     ``client``: names the submitter for the fair queue (FIFO per client, round-robin across
     clients)."""
@@ -28,14 +30,14 @@ class EvalRequest(BaseModel):
     problem: str = Field(min_length=1, max_length=4096)
     solution: dict[str, Any] | None = None
     workloads: list[str] | None = Field(default=None, max_length=100_000)
-    device: str | None = Field(default=None, pattern=r"^(cpu|cuda(:\d{1,2})?)$")
-    rounds: int = Field(default=5, ge=1, le=1000)
-    iters: int | None = Field(default=None, ge=1, le=100_000)
+    device: Device | None = None
+    rounds: Rounds = DEFAULTS.rounds
+    iters: Iters | None = None
     timing: bool = True
-    seed: int | None = Field(default=None, ge=0, lt=1 << 256)
-    first_call_timeout_s: float | None = Field(default=None, gt=0, le=86_400)
-    call_timeout_s: float | None = Field(default=None, gt=0, le=86_400)
-    build_timeout_s: float | None = Field(default=None, gt=0, le=86_400)
+    seed: Seed | None = None
+    first_call_timeout_s: Seconds | None = None
+    call_timeout_s: Seconds | None = None
+    build_timeout_s: Seconds | None = None
     keep_going: bool = False
     hardware: str | None = Field(default=None, max_length=4096)
     sol_model: Literal["refined", "solar"] = "refined"

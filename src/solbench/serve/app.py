@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from .. import __version__
+from .. import __version__, limits
 from .api import EvalRequest
 from .service import FINAL, RequestError, Service
 from .token import token_ok
@@ -178,8 +178,8 @@ def make_server(service: Service, token: str | None, max_body: int = 16 << 20,
 
     config = uvicorn.Config(make_app(service, token, max_body), http=HeadTimeoutH11,
                             log_level="warning", access_log=False,
-                            timeout_keep_alive=30,  # an idle connection meets the head timeout first
-                            h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=2)
+                            timeout_keep_alive=limits.SERVE_KEEP_ALIVE_S,  # an idle connection meets the head timeout first
+                            h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=limits.SERVE_GRACEFUL_S)
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None):

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import limits
 from ..errors import SolbenchError
 from .token import client_token
 
@@ -37,7 +38,7 @@ class ServeClient:
     name the fair queue knows this submitter by. ``timeout_s``: limit of one HTTP exchange."""
 
     def __init__(self, url: str, token: str | None = None, client: str = "default",
-                 timeout_s: float = 60.0):
+                 timeout_s: float = limits.SERVE_HTTP_S):
         if not url.startswith(("http://", "https://")):
             raise ServeError(0, f"--server: {url!r} is not an http:// or https:// URL "
                                 "(e.g. http://127.0.0.1:8765)")
@@ -95,7 +96,7 @@ class ServeClient:
         traces: list = []
         n_stages = 0
         while True:
-            view = self.job(job["id"], after=len(traces), wait=25.0, stages=n_stages)
+            view = self.job(job["id"], after=len(traces), wait=limits.SERVE_POLL_S, stages=n_stages)
             for line in view["stages"][n_stages:]:
                 if on_stage is not None:
                     on_stage(line)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import limits
 from ..errors import SolbenchError
 from .api import EvalRequest, JobView
 from .queue import FairQueue
@@ -225,7 +226,7 @@ class Lane:
     # ------------------------------------------------------------ ending
     def close(self) -> None:
         self.queue.close()
-        self.thread.join(timeout=60)
+        self.thread.join(timeout=limits.LANE_JOIN_S)
         for ev in self.evaluators.values():
             try:
                 ev.close()
@@ -409,15 +410,11 @@ class Service:
         from ..harness import EvalConfig
 
         r = job.req
-        cfg = EvalConfig(device=job.device, rounds=r.rounds, iters=r.iters, timing=r.timing,
-                         seed=r.seed, workloads=r.workloads, keep_going=r.keep_going)
-        if r.first_call_timeout_s is not None:
-            cfg.first_call_timeout_s = float(r.first_call_timeout_s)
-        if r.call_timeout_s is not None:
-            cfg.call_timeout_s = float(r.call_timeout_s)
-        if r.build_timeout_s is not None:
-            cfg.build_timeout_s = float(r.build_timeout_s)
-        return cfg
+        given = {k: v for k, v in (("first_call_timeout_s", r.first_call_timeout_s),
+                                   ("build_timeout_s", r.build_timeout_s)) if v is not None}
+        return EvalConfig(device=job.device, rounds=r.rounds, iters=r.iters, timing=r.timing,
+                          seed=r.seed, workloads=r.workloads, keep_going=r.keep_going,
+                          call_timeout_s=r.call_timeout_s, **given)
 
     def job(self, job_id: str) -> Job:
         with self._lock:

@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import paths
+from .. import limits, paths
 from ..proc import procfs, signals
 from ..proc.lines import LineReader
 from .bound import SolBound
@@ -341,14 +341,14 @@ class CountingChild:
         proc = self._proc
         if not killed:
             try:  # it closed its stream: let it finish exiting, so its status is its own
-                proc.wait(timeout=5)
+                proc.wait(timeout=limits.SOL_CHILD_EXIT_S)
             except subprocess.TimeoutExpired:
                 pass
         signals.send_group(proc.pid, signal.SIGKILL)  # the child and whatever it left running
         # what left the session (setsid) or the subreaper (a double fork after the child died)
         signals.kill_marked(TOKEN_ENV, self._token)
         # a tracer (ptrace) that never waits would hold the wait: killed after 5 s
-        rc = signals.reap(proc, timeout_s=5.0, tries=2)
+        rc = signals.reap(proc, timeout_s=limits.SOL_CHILD_EXIT_S, tries=2)
         if self.registry is not None:
             self.registry.discard(proc.pid)
         self._lines.stop()

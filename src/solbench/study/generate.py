@@ -289,9 +289,8 @@ class _Study:
 
         o = self.o
         wls = (o.feedback_select or (lambda p: p.smallest_workloads(1)))(problem)
-        cfg = harness.EvalConfig(device=o.device, workloads=[w.uuid for w in wls])
-        if o.feedback_iters is not None:
-            cfg.iters = o.feedback_iters
+        cfg = harness.EvalConfig(device=o.device, workloads=[w.uuid for w in wls],
+                                 iters=o.feedback_iters)
         with self.eval_lock:
             try:
                 traces = evaluate_and_score(problem, c.solution, cfg)

@@ -1,5 +1,5 @@
 """Executors: where the pairs of a run plan are evaluated, behind one interface
-(``run(plan, results_path, device, *, eval_options, on_pair_done, on_trace) -> RunOutcome``).
+(``run(plan, results_path, device, *, config, on_pair_done, on_trace) -> RunOutcome``).
 
 - ``local`` (:mod:`.local`, the default): every pair in this process, one after another, in
   plan order.

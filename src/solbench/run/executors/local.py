@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ...spec.trace import ExecutorStamp, Trace
 from .. import session as _session
@@ -12,11 +12,14 @@ from ..sinks import run_sinks
 from .base import OnPairDone, RunOutcome, load_error_traces, pair_context
 from .identity import device_identity
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...harness import EvalConfig
+
 
 def execute(plan: RunPlan, results_path: Path, device: str,
             evaluator=None,
             on_pair_done: Callable[[PairPlan, list[Trace]], None] | None = None,
-            eval_options: dict | None = None,
+            config: "EvalConfig | None" = None,
             on_trace: Callable[[PairPlan, Trace], None] | None = None,
             context=None, sinks=()) -> RunOutcome:
     """Evaluate every pair of ``plan`` with work left, appending traces to ``results_path``.
@@ -30,12 +33,12 @@ def execute(plan: RunPlan, results_path: Path, device: str,
     takes none); ``context``: fields every pair's context gets (an executor stamp). An
     exception from the evaluator itself (not a candidate failure, which the harness turns
     into a trace) is reported in ``harness_errors`` and the pair's remaining workloads are not
-    written, so a resumed run retries them. ``eval_options`` go to the default evaluator's
-    EvalConfig."""
+    written, so a resumed run retries them. ``config``: the run's settings, for the default
+    evaluator (each pair's device and workloads are set per pair)."""
     shared = None
     extra = dict(context or {})
     if evaluator is None:
-        shared = _session.make_default_evaluator(eval_options)
+        shared = _session.make_default_evaluator(config)
         evaluator = shared
         # the SOL bounds of every pair's workloads in one counting child before the first timed
         # window (a child is an interpreter and torch's import: seconds), while the spare
@@ -96,11 +99,11 @@ class LocalExecutor:
         self._evaluator = evaluator
 
     def run(self, plan: RunPlan, results_path: Path, device: str, *,
-            eval_options: dict | None = None, on_pair_done: OnPairDone | None = None,
+            config: "EvalConfig | None" = None, on_pair_done: OnPairDone | None = None,
             on_trace=None, sinks=()) -> RunOutcome:
         """``on_trace(pair, trace)`` after each trace is written (workload by workload when
         the evaluator streams, which the default one does)."""
-        inner = self._evaluator or _session.make_default_evaluator(eval_options)
+        inner = self._evaluator or _session.make_default_evaluator(config)
         stamp = ExecutorStamp(name="local", worker="local", **device_identity(device), attempt=1, retried=False)
         if not (isinstance(inner, _session.Session) or getattr(inner, "streams", False)):
             # an evaluator that takes no context: its traces are stamped as they come back

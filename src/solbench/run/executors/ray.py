@@ -14,8 +14,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from ... import limits
 from ...harness import finding
 from ...spec.trace import ExecutorStamp, Finding, Trace
 from .. import session as _session
@@ -23,6 +24,9 @@ from ..plan import PairPlan, RunPlan
 from ..sinks import run_sinks
 from .base import OnPairDone, RunOutcome, load_error_traces, pair_context
 from .identity import device_identity
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...harness import EvalConfig
 
 
 def _retry_finding(attempt: int, lost: list[dict]) -> Finding:
@@ -37,10 +41,10 @@ class EvalWorker:
     """One evaluation worker (a Ray actor): one device, one harness evaluator kept between
     pairs of the same problem (the reference's timing worker is reused, as in a local run)."""
 
-    def __init__(self, device: str, options: dict | None, exclusive_gpu: bool):
+    def __init__(self, device: str, config: "EvalConfig | None", exclusive_gpu: bool):
         self.device = device
         self.ident = device_identity(device, exclusive=exclusive_gpu)
-        self.ev = _session.make_default_evaluator(options)
+        self.ev = _session.make_default_evaluator(config)
         self._problem_key = None
         self._problem = None
 
@@ -108,7 +112,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, workers: int | None = None,
                  cpus_per_worker: float = 1.0, max_attempts: int = 3,
                  on_dispatch: Callable[[PairPlan, str, int], None] | None = None,
-                 start_timeout_s: float = 600.0):
+                 start_timeout_s: float = limits.RAY_START_S):
         self.address = address
         self.workers = workers
         self.cpus_per_worker = cpus_per_worker
@@ -150,15 +154,15 @@ class RayExecutor:
             return n
         return max(1, int(res.get("CPU", 1) // 2))
 
-    def _new_actor(self, ray, cuda: bool, device: str, options: dict | None, cpus: float):
+    def _new_actor(self, ray, cuda: bool, device: str, config: "EvalConfig | None", cpus: float):
         cls = ray.remote(EvalWorker)
         return cls.options(num_gpus=1 if cuda else 0, num_cpus=cpus,
                            max_restarts=1, max_task_retries=0).remote(
-            "cuda" if cuda else device, options, cuda)
+            "cuda" if cuda else device, config, cuda)
 
     # -------------------------------------------------------------- run
     def run(self, plan: RunPlan, results_path: Path, device: str, *,
-            eval_options: dict | None = None, on_pair_done: OnPairDone | None = None,
+            config: "EvalConfig | None" = None, on_pair_done: OnPairDone | None = None,
             on_trace=None, sinks=()) -> RunOutcome:
         """``on_trace(pair, trace)`` after each trace is written (a pair's traces arrive
         together from its worker); ``sinks``: further :class:`~solbench.run.sinks.TraceSink`."""
@@ -189,12 +193,12 @@ class RayExecutor:
         # sys.stdout from a thread: while Ray runs they go to stderr, so stdout carries only
         # what the caller prints (`solbench run --json` stays strict JSON)
         with contextlib.redirect_stdout(sys.stderr):
-            return self._run_ray(plan, tasks, cuda, device, eval_options, write, errors, written)
+            return self._run_ray(plan, tasks, cuda, device, config, write, errors, written)
 
-    def _run_ray(self, plan, tasks, cuda, device, eval_options, write, errors, written) -> RunOutcome:
+    def _run_ray(self, plan, tasks, cuda, device, config, write, errors, written) -> RunOutcome:
         ray, started = self._connect()
         try:
-            self._run_tasks(ray, tasks, cuda, device, eval_options, write, errors)
+            self._run_tasks(ray, tasks, cuda, device, config, write, errors)
         finally:
             for s in self.slots:
                 try:
@@ -206,7 +210,7 @@ class RayExecutor:
                 ray.shutdown()
         return RunOutcome(traces=written, harness_errors=errors)
 
-    def _run_tasks(self, ray, tasks: deque, cuda: bool, device: str, options: dict | None,
+    def _run_tasks(self, ray, tasks: deque, cuda: bool, device: str, config: "EvalConfig | None",
                    write: Callable[[PairPlan, list[Trace]], None], errors: list[str]) -> None:
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
@@ -214,7 +218,7 @@ class RayExecutor:
         cpus = self.cpus_per_worker
         if not cuda:  # --workers N on the CPU always fits the cluster (each takes a share)
             cpus = min(cpus, float(ray.cluster_resources().get("CPU", 1)) / n)
-        self.slots = [_Slot(f"w{k}", self._new_actor(ray, cuda, device, options, cpus))
+        self.slots = [_Slot(f"w{k}", self._new_actor(ray, cuda, device, config, cpus))
                       for k in range(n)]
         problem_refs: dict[str, Any] = {}
         pending: dict[Any, tuple[str, _Slot, _Task | None]] = {}  # ref -> (kind, slot, task)
@@ -266,7 +270,7 @@ class RayExecutor:
                     give_up(t, "no Ray worker left to evaluate it")
                 tasks.clear()
                 break
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=5.0)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=limits.RAY_POLL_S)
             if not ready:
                 if (time.monotonic() - t_start > self.start_timeout_s
                         and not any(s.state in ("idle", "busy", "recovering") for s in self.slots)):
