@@ -76,6 +76,15 @@ CGROUP_RMDIR_S = 2.0
 #: each start ends within :data:`WORKER_START_S`; a closing run waits at most a minute.
 SPARE_POOL_CLOSE_S = 60.0
 
+# --- holding the candidate's processes (harness/freeze.py) ---------------------------------
+#: a pause outside the timed window (before a reference block, at the end of a block): each
+#: stopped task must be seen stopped within this; SIGSTOP lands within about a millisecond,
+#: so a task still running after 0.2 s runs on (``child_process``).
+PAUSE_LAND_S = 0.2
+#: inside the held timed path (``freeze.Hold``): as :data:`PAUSE_LAND_S`, with room for a
+#: loaded 2-vCPU host (15 ms the longest seen); the wait returns as soon as every task stopped.
+HOLD_LAND_S = 2.0
+
 # --- the service (serve/) -------------------------------------------------------------------
 #: one HTTP exchange of the client: a request is answered at once, a long poll after at
 #: most :data:`SERVE_POLL_S` (the server caps a poll at ``serve.app.MAX_WAIT_S``, 30 s).

@@ -26,6 +26,7 @@ import os
 import signal
 import time
 
+from .. import limits
 from ..proc import procfs, signals
 from ..spec.trace import Finding
 from .checks import finding
@@ -83,7 +84,8 @@ def thaw(h: WorkerHandle, pids: list[int]) -> None:
     h.resume()
 
 
-def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: float = 0.0005) -> list[dict]:
+def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = limits.PAUSE_LAND_S,
+             poll_s: float = 0.0005) -> list[dict]:
     """Processes of the candidate's that escaped the pause: any descendant of its worker in
     another session than the worker's (it left the process group on purpose; honest runtime
     helpers, inductor's compile pool included, stay in it), any unregistered child of this
@@ -116,7 +118,7 @@ def unfrozen(h: WorkerHandle, frozen: list[int], wait_s: float = 0.2, poll_s: fl
 
 
 def freeze_candidate(h: WorkerHandle, findings: list[Finding], poll_s: float = 0.0005,
-                     wait_s: float = 0.2) -> list[int]:
+                     wait_s: float = limits.PAUSE_LAND_S) -> list[int]:
     """Stop every process of the candidate's (its worker's process group and, by pid, every
     other process of its sandbox and anything re-parented here: :func:`freeze_all`) and
     check that none of them still runs (:func:`unfrozen`). One escaped (another session, a
@@ -162,9 +164,8 @@ class Hold:
         self.candidate = candidate
         #: processes stopped by pid besides the worker's process group (known at the last settle)
         self.pids: list[int] = []
-        #: how long a task may take to be seen stopped before it counts as running on (the
-        #: longest seen on a loaded 2-vCPU VM was 15 ms; generous, it returns at once when done)
-        self.wait_s = 2.0
+        #: how long a task may take to be seen stopped before it counts as running on
+        self.wait_s = limits.HOLD_LAND_S
 
     def stop(self) -> None:
         """Inside the window: SIGSTOP the worker's group, its pid and the known pids, then wait

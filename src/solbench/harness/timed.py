@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .. import limits
 from ..proc import procfs
 from ..spec.trace import Finding, TimingStats
 from . import freeze, guards, peek, protocol, recheck
@@ -63,7 +64,7 @@ def _sync(device: str) -> None:
 
 def _load(run: WorkloadRun, h: WorkerHandle) -> None:
     protocol.request(h, protocol.Load(slots=run.slots.wire, flush=run.slots.flush_wire,
-                                      flush_bytes=run.flush_bytes), timeout_s=120)
+                                      flush_bytes=run.flush_bytes), timeout_s=limits.LOAD_S)
 
 
 def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bool | None = None,
@@ -84,13 +85,13 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
             # the held path's window holds no flush (the parent's, before the inputs)
             t0 = time.perf_counter()
             hold.cont()
-            rep = protocol.request(h, protocol.Noop(slot=0, dps=dps, flush=False), timeout_s=60)
+            rep = protocol.request(h, protocol.Noop(slot=0, dps=dps, flush=False), timeout_s=limits.TIME_BEGIN_S)
             hold.stop()
             rts.append((time.perf_counter() - t0) * 1e3)
             hold.settle()
         else:
             t0 = time.perf_counter()
-            rep = protocol.request(h, protocol.Noop(slot=0, dps=dps), timeout_s=60)
+            rep = protocol.request(h, protocol.Noop(slot=0, dps=dps), timeout_s=limits.TIME_BEGIN_S)
             rts.append((time.perf_counter() - t0) * 1e3)
         interposition_seen(rep, findings, "no-op round trip")
     if hold is not None:
@@ -678,7 +679,7 @@ class TimedBlocks:
         pre = "timing." if candidate else "ref_timing."
         release_cached(cfg.device)  # the parent's reserve, for this block's worker
         tp = time.perf_counter()
-        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti, markers=cfg.cupti_markers), timeout_s=60)
+        info = protocol.request(h, protocol.TimeBegin(cupti=cfg.cupti, markers=cfg.cupti_markers), timeout_s=limits.TIME_BEGIN_S)
         if isinstance(info, protocol.ErrorReply):
             raise CandidateError(f"time_begin: {info.type}: {info.message}")
         tp = run.tick(pre + "profiler", tp)
@@ -813,7 +814,7 @@ class TimedBlocks:
                 # the last call's new threads get the same grace as elsewhere, now running
                 time.sleep(THREAD_GRACE_S)
                 br.seen_threads |= br.pending & procfs.thread_ids(h.pid)
-        end = protocol.request(h, protocol.TimeEnd(), timeout_s=120)
+        end = protocol.request(h, protocol.TimeEnd(), timeout_s=limits.TIME_END_S)
         if isinstance(end, protocol.ErrorReply):
             raise CandidateError(f"time_end: {end.type}: {end.message}")
         run.tick(br.pre + "profiler", br.tp)
