@@ -204,15 +204,26 @@ def test_cli_eval_server_same_output_as_local(server, tmp_path):
     proc, url, tok, _ = server
     cand = tmp_path / "honest.py"
     cand.write_text(HONEST)
-    env = {**os.environ, "SOLBENCH_SERVE_TOKEN": tok}
+    # the client only sends and prints: it runs in a process where importing torch fails
+    from tests.sol.test_warm_without_torch import _REFUSE_TORCH
+
+    site = tmp_path / "refuse-torch"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_REFUSE_TORCH)
+    env = {**os.environ, "SOLBENCH_SERVE_TOKEN": tok,
+           "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
     out = tmp_path / "traces.jsonl"
     args = [sys.executable, "-m", "solbench.cli", "eval", PROBLEM, "--solution", str(cand), "-w", "0",
-            "--device", "cpu", "--seed", str(SEED), "--json", "-q"]
-    remote = subprocess.run(args + ["--server", url, "-o", str(out)], env=env, capture_output=True,
-                            text=True, timeout=300)
+            "--seed", str(SEED)]
+    remote = subprocess.run(args + ["--device", "cpu", "--json", "-q", "--server", url, "-o", str(out)], env=env,
+                            capture_output=True, text=True, timeout=300)
     assert remote.returncode == 0, remote.stderr
     (t,) = json.loads(remote.stdout)
     assert t["evaluation"]["status"] == "PASSED" and t["solution"] == "honest"
+    # no --device: the server's own (cpu here), named in the table's title
+    table = subprocess.run(args + ["--server", url], env=env, capture_output=True, text=True, timeout=300)
+    assert table.returncode == 0, table.stderr
+    assert "on cpu" in table.stdout and "1/1 workloads PASSED" in table.stdout
     # stored like a local run's traces: signed lines that verify with this user's key
     from solbench.store import read_store
 

@@ -80,15 +80,25 @@ def is_tty() -> bool:
 _DEVICE_RX = re.compile(DEVICE_PATTERN)  # the one EvalConfig and the service's requests take
 
 
+def check_device_name(device: str | None) -> str | None:
+    """``device`` when it names a device solbench runs on (``cpu``, ``cuda``, ``cuda:N``);
+    None for None or "auto". Checks the name only, not this machine: for a device of
+    another machine (``solbench eval --server``). Exits with one line for anything else."""
+    if device is None or device == "auto":
+        return None
+    if not _DEVICE_RX.match(device):
+        fail(f"--device: {device!r} is not supported (cpu, cuda or cuda:N)")
+    return device
+
+
 def check_device(device: str | None) -> str:
     """The device to run on: ``cpu``, ``cuda`` or ``cuda:N``; None or "auto" picks cuda when
     one is present. Exits with one line for anything else (``tpu``, ``mps``, a CUDA device
     this machine lacks)."""
-    if device is not None and device != "auto" and not _DEVICE_RX.match(device):
-        fail(f"--device: {device!r} is not supported (cpu, cuda or cuda:N)")
+    device = check_device_name(device)
     import torch
 
-    if device is None or device == "auto":
+    if device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda"):
         if not torch.cuda.is_available():

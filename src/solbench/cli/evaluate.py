@@ -10,7 +10,7 @@ import typer
 
 from ..config import DEFAULTS
 from . import options as opt
-from .common import (EvalProgress, check_device, check_file, check_hardware, check_output,
+from .common import (EvalProgress, check_device, check_device_name, check_file, check_hardware, check_output,
                      check_sol_model, choose_workloads, clean_errors, console, parse_bytes,
                      resolve_problem_arg, trace_appender)
 
@@ -62,11 +62,12 @@ def register(app: typer.Typer) -> None:
         check_output(output)
         check_file(solution, "--solution")
         path = resolve_problem_arg(problem)
-        dev = check_device(device)
+        # a server's device is the server's to check (and its default when none is named);
+        # this process then never imports torch or the harness: it only sends and prints
+        dev = check_device_name(device) if server else check_device(device)
         check_hardware(hardware)
 
         from . import lifetime
-        from ..run.session import evaluate_and_score
         from ..report.tables import trace_table
         from ..spec import load_problem, load_solution, reference_solution
         from ..spec.trace import Status
@@ -75,7 +76,9 @@ def register(app: typer.Typer) -> None:
             prob = load_problem(path)
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
             chosen = choose_workloads(prob, workloads, limit, mb)
-            cfg = opt.on_device(settings, dev, workloads=[w.uuid for w in chosen])
+            # "cpu" stands for a server's own default device only in settings the request
+            # sends as "the default" (None): request_from_config's device= says which
+            cfg = opt.on_device(settings, dev or "cpu", workloads=[w.uuid for w in chosen])
             write = trace_appender(output)
             lifetime.arm_watchdog()
             with EvalProgress(len(chosen), f"{prob.name} / {sol.name}", enabled=not quiet) as prog:
@@ -87,8 +90,11 @@ def register(app: typer.Typer) -> None:
                     from ..serve.client import evaluate_remote
 
                     traces = evaluate_remote(server, prob, sol, cfg, hardware=hardware, sol_model=sol_model,
-                                             on_trace=on_trace, on_stage=prog.stage)
+                                             on_trace=on_trace, on_stage=prog.stage, device=dev)
+                    dev = next((t.evaluation.device for t in traces if t.evaluation.device), dev or "the server's device")
                 else:
+                    from ..run.session import evaluate_and_score
+
                     traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
                                                 on_trace=on_trace, on_stage=prog.stage)
         if as_json:

@@ -1,8 +1,24 @@
-"""Input generation (trusted side)."""
+"""Input generation (trusted side).
 
-from .generate import PROFILES, differing_profiles, find_blob, input_rules, make_inputs
-from .opclass import OpClass, op_classes
-from .rules import RULES, InputRule, classify
+The names below load their module on first use: :mod:`.generate` and :mod:`.rules` bring
+torch, which :mod:`.seeds` (a seed's fingerprint, wanted by the results store of a process
+that only prints traces a server made) does not need.
+"""
 
-__all__ = ["PROFILES", "RULES", "InputRule", "OpClass", "classify", "differing_profiles", "find_blob",
-           "input_rules", "make_inputs", "op_classes"]
+from importlib import import_module
+
+_HOME = {
+    "PROFILES": "generate", "differing_profiles": "generate", "find_blob": "generate",
+    "input_rules": "generate", "make_inputs": "generate",
+    "OpClass": "opclass", "op_classes": "opclass",
+    "RULES": "rules", "InputRule": "rules", "classify": "rules",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{home}", __name__), name)

@@ -134,19 +134,24 @@ class ServeClient:
         return self.follow(req, on_trace=on_trace)
 
 
+_CFG_DEVICE = "cfg"
+
+
 def request_from_config(problem, solution, cfg, hardware: str | None = None,
-                        sol_model: str = "refined") -> dict[str, Any]:
+                        sol_model: str = "refined", *, device: str | None = _CFG_DEVICE) -> dict[str, Any]:
     """The request that asks the server for what ``evaluate_and_score(problem, solution,
     cfg, hardware, sol_model)`` does here: the problem's resolved path, the solution as JSON
-    (the reference's too, so the server judges exactly what was loaded here) and every setting ``solbench eval`` sets from its flags."""
-    from ..harness import EvalConfig
+    (the reference's too, so the server judges exactly what was loaded here) and every
+    setting ``solbench eval`` sets from its flags. ``device``: the device to ask for, None for
+    the server's default (default: ``cfg.device``). Imports neither torch nor the harness."""
+    from ..config import EvalConfig
 
     default = EvalConfig(device=cfg.device)
     return {
         "problem": str(Path(problem.path).resolve()),
         "solution": solution.model_dump(mode="json"),
         "workloads": list(cfg.workloads) if cfg.workloads is not None else None,
-        "device": cfg.device, "rounds": cfg.rounds, "iters": cfg.iters, "timing": cfg.timing,
+        "device": cfg.device if device == _CFG_DEVICE else device, "rounds": cfg.rounds, "iters": cfg.iters, "timing": cfg.timing,
         "seed": cfg.seed, "keep_going": cfg.keep_going,
         "first_call_timeout_s": cfg.first_call_timeout_s
         if cfg.first_call_timeout_s != default.first_call_timeout_s else None,
@@ -158,12 +163,12 @@ def request_from_config(problem, solution, cfg, hardware: str | None = None,
 
 def evaluate_remote(url: str, problem, solution, cfg, *, hardware: str | None = None,
                     sol_model: str = "refined", on_trace: Callable | None = None,
-                    on_stage: Callable[[str], None] | None = None) -> list:
+                    on_stage: Callable[[str], None] | None = None, device: str | None = _CFG_DEVICE) -> list:
     """What ``solbench eval --server URL`` calls in place of
     :func:`solbench.run.session.evaluate_and_score`: the same arguments, the same Traces, from
-    the server at ``url``. Raises ServeError."""
+    the server at ``url``; ``device`` as in :func:`request_from_config`. Raises ServeError."""
     c = ServeClient(url)
-    return c.follow(request_from_config(problem, solution, cfg, hardware, sol_model),
+    return c.follow(request_from_config(problem, solution, cfg, hardware, sol_model, device=device),
                     on_trace=on_trace, on_stage=on_stage)
 
 
