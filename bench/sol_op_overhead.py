@@ -67,9 +67,8 @@ def main() -> None:
             n_ops[0] += 1
             return func(*args, **(kwargs or {}))
 
-    env = p.definition.resolve_axes(w.axes)
     torch.manual_seed(0)
-    vals = C._declared_inputs(p, w, env, real=True, counts=C.Counts(mode="real", real_tensors=True))
+    vals = C._declared_inputs(p, w, real=True, counts=C.Counts(mode="real", real_tensors=True))
     ref = p.make_reference("cpu")
     args = [vals[k] for k in p.definition.inputs]
     with torch.no_grad(), CountOps():

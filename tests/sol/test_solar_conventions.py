@@ -291,7 +291,7 @@ def test_layer_macs_conventions():
 def test_real_runs_use_stand_ins_for_large_float_tensors(tmp_path):
     # a data-dependent reference (.item()) on a 64 MiB input runs on real CPU tensors; the input is
     # a stand-in (one value broadcast, all strides 0) and so is any large float result
-    big = counting._random_tensor((4096, 4096), torch.float32)
+    big = counting.stand_in((4096, 4096), torch.float32)
     assert counting._is_stand_in(big) and big.shape == (4096, 4096)
     out = counting._stand_in(torch.ops.aten.mul.Tensor, (big, big), {})
     assert counting._is_stand_in(out) and out.shape == (4096, 4096)

@@ -8,8 +8,10 @@ that only prints traces a server made) does not need.
 from importlib import import_module
 
 _HOME = {
-    "PROFILES": "generate", "differing_profiles": "generate", "find_blob": "generate",
-    "input_rules": "generate", "make_inputs": "generate",
+    "PROFILES": "generate", "SOURCES": "generate", "PlannedInput": "generate",
+    "differing_profiles": "generate", "find_blob": "generate", "input_rules": "generate",
+    "load_blob": "generate", "make_inputs": "generate", "plan_inputs": "generate",
+    "is_index_name": "structure", "synthesize_indices": "structure",
     "OpClass": "opclass", "op_classes": "opclass",
     "RULES": "rules", "InputRule": "rules", "classify": "rules",
 }

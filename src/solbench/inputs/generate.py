@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -36,7 +38,7 @@ from .. import paths
 from ..errors import MissingBlobError, SpecError
 from ..spec.dtypes import to_torch
 from ..spec.problem import Problem, find_blob
-from ..spec.workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, Workload
+from ..spec.workload import CustomInput, SafetensorsInput, ScalarInput, Workload
 from .opclass import op_classes
 from .rules import InputRule, classify
 
@@ -107,7 +109,7 @@ def _chunk_seed(sub: int, j: int) -> int:
 
 
 def _iid(shape, kind: str, g: torch.Generator, dev: torch.device, lo: float = 0.0,
-         hi: float = 1.0) -> torch.Tensor:
+         hi: float = 1.0, serial: bool = False) -> torch.Tensor:
     """float32 ``shape`` of independent standard normal (``kind`` "normal") or U(lo, hi)
     ("uniform") values drawn with ``g``.
 
@@ -116,10 +118,10 @@ def _iid(shape, kind: str, g: torch.Generator, dev: torch.device, lo: float = 0.
     ``g``, j): about as many times faster as there are cores (input generation was most of a
     large CPU evaluation, every timed call needing a fresh set). The values are as
     unpredictable as ``g``'s: every chunk's seed derives from ``g``'s state, itself seeded
-    by the input set's secret seed. Smaller tensors and CUDA tensors are drawn with ``g``
-    directly, as before (the same values for the same seed)."""
+    by the input set's secret seed. Smaller tensors, CUDA tensors and ``serial`` draws are
+    drawn with ``g`` directly, as before (the same values for the same seed)."""
     n = math.prod(shape) if len(shape) else 1
-    if dev.type != "cpu" or n < PARALLEL_CHUNK:
+    if dev.type != "cpu" or n < PARALLEL_CHUNK or serial:
         if kind == "normal":
             return torch.randn(shape, generator=g, device=dev)
         return torch.rand(shape, generator=g, device=dev) * (hi - lo) + lo
@@ -315,15 +317,16 @@ def _sparse_values(cls: str, shape, g, dev) -> torch.Tensor:
 
 def _draw(rule: InputRule, shape: tuple[int, ...], dtype: torch.dtype, description: str | None,
           profile: str, stress_class: str, env: dict[str, int], g: torch.Generator,
-          dev: torch.device) -> torch.Tensor:
-    """Values of one random tensor input under ``rule`` and ``profile`` (see module doc)."""
+          dev: torch.device, serial: bool = False) -> torch.Tensor:
+    """Values of one random tensor input under ``rule`` and ``profile`` (see module doc);
+    ``serial``: independent values drawn in one pass with ``g`` (:func:`_iid`)."""
     r = rule.rule
 
     def randn():
-        return _iid(shape, "normal", g, dev)
+        return _iid(shape, "normal", g, dev, serial=serial)
 
     def uniform(lo, hi):
-        return _iid(shape, "uniform", g, dev, lo, hi)
+        return _iid(shape, "uniform", g, dev, lo, hi, serial=serial)
 
     if r == "bool_01":
         return torch.randint(0, 2, shape, generator=g, device=dev).bool()
@@ -402,6 +405,81 @@ def _random_scalar(dtype: torch.dtype, g: torch.Generator):
     return float(torch.randn((), generator=g, device=g.device).item())
 
 
+#: where the value of an input comes from (:attr:`PlannedInput.source`)
+SOURCES = ("scalar", "random_scalar", "random", "safetensors", "custom")
+
+
+@dataclass(frozen=True)
+class PlannedInput:
+    """What the inputs layer decides about one input of a workload before a value is drawn.
+
+    Attributes:
+        name: the input's name in the definition.
+        source: one of :data:`SOURCES`: ``scalar`` (the workload's value, :attr:`value`),
+            ``random_scalar`` (a Python scalar drawn by its dtype), ``random`` (a tensor drawn
+            by :attr:`rule`), ``safetensors`` (a tensor of a blob, :attr:`blob`), ``custom``
+            (made by the problem's custom-inputs entrypoint).
+        shape: the declared shape with the workload's axes resolved (None: a Python scalar).
+        dtype: the declared torch dtype.
+        rule: the generation rule of a ``random`` tensor (None for other sources).
+        value: the workload's value of a ``scalar`` input.
+        blob: the blob file of a ``safetensors`` input, None when it is not on disk.
+    """
+
+    name: str
+    source: str
+    shape: tuple[int, ...] | None
+    dtype: torch.dtype
+    rule: InputRule | None = None
+    value: Any = None
+    blob: Path | None = None
+
+    @property
+    def missing_blob(self) -> bool:
+        """A ``safetensors`` input whose blob is not on disk."""
+        return self.source == "safetensors" and self.blob is None
+
+
+def _classify(problem: Problem, name: str, shape, dtype: torch.dtype) -> InputRule:
+    defn = problem.definition
+    spec = defn.inputs[name]
+    try:
+        return classify(name, shape, dtype, spec.description, role=(defn.input_roles or {}).get(name),
+                        op_type=defn.op_type)
+    except ValueError as e:
+        raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
+
+
+def plan_inputs(problem: Problem, workload: Workload) -> dict[str, PlannedInput]:
+    """What each input of ``workload`` is, in definition order: its source, resolved shape,
+    dtype, and the rule of a random tensor (no value is drawn, no blob is read). The one
+    place that decides these; :func:`make_inputs` draws from it, and the SOL counter
+    (:mod:`solbench.sol.counting`) builds its shape-only and real-tensor inputs from it.
+
+    Raises:
+        ValueError: an axis of the workload cannot be resolved.
+        SpecError: an unknown role (names the problem and ``input_roles.<name>``).
+    """
+    defn = problem.definition
+    env = defn.resolve_axes(workload.axes)
+    out: dict[str, PlannedInput] = {}
+    for name, spec in defn.inputs.items():
+        src = workload.inputs[name]
+        dtype = to_torch(spec.dtype)
+        shape = defn.shape_of(spec, env)
+        if isinstance(src, CustomInput):
+            out[name] = PlannedInput(name, "custom", shape, dtype)
+        elif isinstance(src, ScalarInput):
+            out[name] = PlannedInput(name, "scalar", shape, dtype, value=src.value)
+        elif isinstance(src, SafetensorsInput):
+            out[name] = PlannedInput(name, "safetensors", shape, dtype, blob=find_blob(problem, src.path))
+        elif shape is None:
+            out[name] = PlannedInput(name, "random_scalar", shape, dtype)
+        else:
+            out[name] = PlannedInput(name, "random", shape, dtype, rule=_classify(problem, name, shape, dtype))
+    return out
+
+
 def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | str]:
     """The rule each input of ``workload`` gets, in definition order: an
     :class:`~solbench.inputs.rules.InputRule` for random tensor inputs, else the source kind
@@ -411,27 +489,31 @@ def input_rules(problem: Problem, workload: Workload) -> dict[str, InputRule | s
         ValueError: an axis of the workload cannot be resolved.
         SpecError: an unknown role (names the problem and ``input_roles.<name>``).
     """
-    defn = problem.definition
-    env = defn.resolve_axes(workload.axes)
-    roles = defn.input_roles or {}
-    out: dict[str, InputRule | str] = {}
-    for name, spec in defn.inputs.items():
-        src = workload.inputs[name]
-        if isinstance(src, CustomInput):
-            out[name] = "custom"
-        elif isinstance(src, ScalarInput):
-            out[name] = "scalar"
-        elif isinstance(src, SafetensorsInput):
-            out[name] = "safetensors"
-        elif spec.shape is None:
-            out[name] = "random_scalar"
-        else:
-            try:
-                out[name] = classify(name, defn.shape_of(spec, env), to_torch(spec.dtype),
-                                     spec.description, role=roles.get(name), op_type=defn.op_type)
-            except ValueError as e:
-                raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
-    return out
+    return {name: p.rule if p.source == "random" else p.source
+            for name, p in plan_inputs(problem, workload).items()}
+
+
+def load_blob(problem: Problem, workload: Workload, name: str, device: str = "cpu") -> torch.Tensor:
+    """The tensor of safetensors input ``name`` of ``workload``, loaded onto ``device``.
+
+    Raises:
+        MissingBlobError: the blob is not on disk (names workload, input, path).
+        SpecError: the blob has no tensor under the workload's ``tensor_key``.
+    """
+    src = workload.inputs[name]
+    blob = find_blob(problem, src.path)
+    if blob is None:
+        raise MissingBlobError(
+            src.path, f"workload {workload.uuid}.inputs.{name}",
+            "safetensors blob not found (looked in the problem directory and "
+            "$FLASHINFER_TRACE_DIR); this dataset ships without its blobs",
+        )
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(blob), device=str(torch.device(device)))
+    if src.tensor_key not in tensors:
+        raise SpecError(blob, f"tensor_key {src.tensor_key!r}", "key not in the blob")
+    return tensors[src.tensor_key]
 
 
 #: op classes whose stress values replace plain float data inputs of custom workloads too
@@ -496,14 +578,35 @@ def differing_profiles(problem: Problem, workload: Workload) -> tuple[str, ...]:
 
 
 def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "cpu", *,
-                profile: str = "upstream") -> dict[str, Any]:
+                profile: str = "upstream",
+                substitute: Callable[[PlannedInput], Any] | None = None,
+                missing_blobs: str = "error") -> dict[str, Any]:
     """Build the inputs of ``workload`` in definition input order.
 
     Args:
         problem: the loaded problem. workload: one of its workloads.
         seed: RNG seed; the same seed and profile give the same values on the same device.
-        device: "cpu" or "cuda[:i]".
+        device: "cpu", "cuda[:i]" or "meta" (custom entrypoints only make sense there).
         profile: one of :data:`PROFILES` (module doc).
+        substitute: for a consumer that needs no values for some tensors (the SOL counter's
+            shape-only inputs and its stand-ins for large floating inputs): called with the
+            :class:`PlannedInput` of each tensor this call would draw (a random tensor, and an
+            absent blob under ``missing_blobs="draw"``); what it returns other than None is
+            taken in place of a draw, and the generator is not advanced for it (the inputs
+            drawn after it then take other values than without). None for custom workloads'
+            inputs, blobs on disk, and scalars: those are always the problem's.
+        missing_blobs: ``"error"`` (the default; the harness): an absent safetensors blob
+            raises :class:`~solbench.errors.MissingBlobError`; ``"draw"``: its input is drawn
+            as a random input of its declared shape and dtype would be (its rule by
+            :func:`~solbench.inputs.rules.classify`), for a consumer such as the SOL counter
+            that needs a valid stand-in for a trace's values the dataset does not ship. Those
+            draws take a generator of their own (seeded ``seed``, definition order, one serial
+            pass each), so their values depend on no random input's rule or substitute (only
+            on the absent blobs before them): where the reference's work depends on them (a
+            router's logits and bias), the count does not move when another input's rule
+            does. An
+            integer index or offsets input so drawn (or drawn by upstream's ``int_uniform``)
+            is no valid index; :func:`solbench.inputs.structure.synthesize_indices` makes it one.
 
     Returns:
         name -> tensor (declared shape and dtype) or Python scalar (shape ``None``).
@@ -511,11 +614,13 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
     Raises:
         MissingBlobError: a safetensors blob is not on disk (names workload, input, path).
         SpecError: the custom entrypoint is missing, fails, or returns a wrong shape/dtype.
-        ValueError: an unknown profile.
+        ValueError: an unknown profile or ``missing_blobs`` value.
         SpecError: an unknown role, or a role that needs another dtype.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: expected one of {PROFILES}")
+    if missing_blobs not in ("error", "draw"):
+        raise ValueError(f"missing_blobs {missing_blobs!r}: expected 'error' or 'draw'")
     defn = problem.definition
     env = defn.resolve_axes(workload.axes)
     out: dict[str, Any] = {}
@@ -560,38 +665,28 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
         return out
 
     g = _generator(seed, device)
+    g_blobs = _generator(seed, device)
     dev = torch.device(device)
-    rules = input_rules(problem, workload)
+    plan = plan_inputs(problem, workload)
     stress_class = op_classes(defn).name if profile in STRESS_PROFILES else "generic"
-    for name, spec in defn.inputs.items():
-        src = workload.inputs[name]
-        dtype = to_torch(spec.dtype)
-        shape = defn.shape_of(spec, env)
-        if isinstance(src, ScalarInput):
-            out[name] = src.value
-        elif isinstance(src, SafetensorsInput):
-            blob = find_blob(problem, src.path)
-            if blob is None:
-                raise MissingBlobError(
-                    src.path, f"workload {workload.uuid}.inputs.{name}",
-                    "safetensors blob not found (looked in the problem directory and "
-                    "$FLASHINFER_TRACE_DIR); this dataset ships without its blobs",
-                )
-            from safetensors.torch import load_file
-
-            tensors = load_file(str(blob), device=str(torch.device(device)))
-            if src.tensor_key not in tensors:
-                raise SpecError(blob, f"tensor_key {src.tensor_key!r}", "key not in the blob")
-            out[name] = tensors[src.tensor_key]
-        elif isinstance(src, RandomInput):
-            if shape is None:
-                out[name] = _random_scalar(dtype, g)
-            else:
+    for name, p in plan.items():
+        if p.source == "scalar":
+            out[name] = p.value
+        elif p.source == "random_scalar":
+            out[name] = _random_scalar(p.dtype, g)
+        elif p.source == "safetensors" and not (p.missing_blob and missing_blobs == "draw"):
+            out[name] = load_blob(problem, workload, name, device)
+        elif p.source in ("random", "safetensors"):
+            v = substitute(p) if substitute is not None else None
+            if v is None:
+                drawn = p.source == "random"
+                rule = p.rule if drawn else _classify(problem, name, p.shape, p.dtype)
                 try:
-                    out[name] = _draw(rules[name], shape, dtype, spec.description, profile,
-                                      stress_class, env, g, dev)
+                    v = _draw(rule, p.shape, p.dtype, defn.inputs[name].description, profile,
+                              stress_class, env, g if drawn else g_blobs, dev, serial=not drawn)
                 except ValueError as e:
                     raise SpecError(problem.path, f"input_roles.{name}", str(e)) from None
+            out[name] = v
         else:  # pragma: no cover - CustomInput handled above
             raise SpecError(problem.path, f"inputs.{name}", "mixed custom inputs")
     return out

@@ -38,7 +38,7 @@ import re
 import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -1698,117 +1698,81 @@ def _cuda_class(out_dtype: torch.dtype, in_dtype: torch.dtype) -> str:
 # ---------------------------------------------------------------------------------------
 # building inputs
 
-def _declared_inputs(problem, workload, env, *, real: bool, counts: Counts) -> dict[str, Any]:
-    from ..spec.dtypes import to_torch
-    from ..spec.workload import SafetensorsInput, ScalarInput
+class _Placeholder(NamedTuple):
+    """A shape-only input of a meta or FakeTensor run, made into ``torch.empty`` inside the
+    run's mode (:func:`_materialize`), so that it lands on the meta device or is a FakeTensor."""
 
-    defn = problem.definition
-    out: dict[str, Any] = {}
-    for name, spec in defn.inputs.items():
-        src = workload.inputs.get(name)
-        if isinstance(src, ScalarInput):
-            out[name] = src.value
-            continue
-        shape = defn.shape_of(spec, env)
-        dtype = to_torch(spec.dtype)
-        if shape is None:  # a Python scalar with no value given
-            out[name] = 1.0 if spec.dtype.startswith("float") else 1
-            continue
-        if isinstance(src, SafetensorsInput):
-            blob = _load_blob(problem, src)
-            if blob is not None:
-                out[name] = blob if real else torch.empty(blob.shape, dtype=blob.dtype)
-                continue
-            counts.synthesized.append(name)
+    shape: tuple
+    dtype: torch.dtype
+
+
+def _wants_stand_in(shape, dtype: torch.dtype) -> bool:
+    """A floating input of at least :data:`STAND_IN_BYTES` (packed fp4 excluded: its bytes are
+    codes the quantised references unpack), which a real run replaces by a stand-in."""
+    return bool(shape) and dtype.is_floating_point and dtype != torch.float4_e2m1fn_x2 \
+        and math.prod(shape) * dtype.itemsize >= STAND_IN_BYTES
+
+
+def _declared_inputs(problem, workload, *, real: bool, counts: Counts) -> dict[str, Any]:
+    """The inputs of a non-custom ``workload`` to count on: the inputs layer's
+    (:func:`solbench.inputs.make_inputs`, seed 0, on the CPU), through a thin adapter for what
+    counting needs of its own:
+
+    - shape-only runs (``real`` False): every tensor the inputs layer would draw, and every
+      blob, is a :class:`_Placeholder` of its shape and dtype (no value is drawn); scalars are
+      the inputs layer's (the workload's, or drawn by dtype);
+    - real runs: a floating tensor of :data:`STAND_IN_BYTES` or more is a :func:`stand_in`
+      (values of large float tensors do not steer the references; index and mask tensors,
+      drawn by their rules, do);
+    - both: a safetensors input whose blob is absent (the dev dataset ships none) is drawn as
+      a random input of its declared shape and dtype (``missing_blobs="draw"``) and listed in
+      ``counts.synthesized``; in real runs, integer inputs the workload gives no values for
+      (absent blobs, and random ones under upstream's ``int_uniform`` rule, which is no valid
+      index: negative, and past the end of what it indexes) take
+      :func:`solbench.inputs.synthesize_indices`'s values: offsets and indices by name (listed
+      in ``counts.synthesized``), zeros otherwise. A declared role (``index:<axis>``) is valid
+      and kept.
+
+    Raises:
+        SpecError: an input the inputs layer refuses (an unknown role, a blob without its key).
+    """
+    from ..inputs import make_inputs, plan_inputs, synthesize_indices
+
+    plan = plan_inputs(problem, workload)
+
+    def substitute(p):
         if not real:
-            out[name] = torch.empty(shape, dtype=dtype)
-        else:
-            out[name] = _random_tensor(shape, dtype)
-    if real:
-        _synthesize_indices(out, defn, counts)
-    return out
-
-
-def _load_blob(problem, src):
-    try:
-        from ..inputs.generate import find_blob  # type: ignore
-    except Exception:  # noqa: BLE001 - the inputs package may not be there yet
-        return None
-    try:
-        path = find_blob(problem, src.path)
-        if path is None:
-            return None
-        from safetensors.torch import load_file
-
-        return load_file(str(path))[src.tensor_key]
-    except Exception:  # noqa: BLE001
+            return _Placeholder(tuple(p.shape), p.dtype)
+        if _wants_stand_in(p.shape, p.dtype):
+            return stand_in(p.shape, p.dtype)
         return None
 
-
-def _random_tensor(shape, dtype):
-    if dtype.is_floating_point and dtype != torch.float4_e2m1fn_x2 \
-            and math.prod(shape) * dtype.itemsize >= STAND_IN_BYTES:
-        return stand_in(shape, dtype)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, dtype=torch.bool)
-    if dtype in (torch.float4_e2m1fn_x2,):
-        return torch.randint(0, 256, shape, dtype=torch.uint8).view(dtype)
-    if dtype.is_floating_point and dtype.itemsize == 1:
-        return torch.randn(shape).clamp(-2, 2).to(dtype)
-    if dtype.is_floating_point:
-        return torch.randn(shape, dtype=dtype)
-    return torch.zeros(shape, dtype=dtype)
+    vals = make_inputs(problem, workload, 0, "cpu", substitute=substitute, missing_blobs="draw")
+    counts.synthesized.extend(n for n, p in plan.items() if p.missing_blob)
+    if not real:
+        return {k: _Placeholder(tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else v
+                for k, v in vals.items()}
+    unsourced = [n for n, p in plan.items()
+                 if p.missing_blob or (p.source == "random" and p.rule is not None and p.rule.rule == "int_uniform")]
+    for k in synthesize_indices(vals, unsourced):
+        if k not in counts.synthesized:
+            counts.synthesized.append(k)
+    return vals
 
 
-def _synthesize_indices(vals: dict, defn, counts: Counts) -> None:
-    """Give integer inputs plausible index values: ``*indptr`` spread evenly over the total
-    of the matching ``*indices`` tensor (or the first dim of the tensor named by the prefix),
-    ``*indices`` = arange modulo the size of the indexed tensor, others zeros."""
-    ints = {k: v for k, v in vals.items() if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point
-            and v.dtype != torch.bool and v.dtype != torch.float4_e2m1fn_x2}
-    for k, t in ints.items():
-        if t.numel() == 0 or t.any():
-            continue
-        if k.endswith("indptr"):
-            prefix = k[: -len("indptr")]
-            total = None
-            if isinstance(vals.get(prefix + "indices"), torch.Tensor):
-                total = vals[prefix + "indices"].numel()
-            else:
-                for cand in (prefix.rstrip("_"), prefix[:1]):
-                    if cand and isinstance(vals.get(cand), torch.Tensor) and vals[cand].dim() > 0:
-                        total = vals[cand].shape[0]
-                        break
-            if total is not None and t.dim() == 1:
-                n = t.numel() - 1
-                vals[k] = torch.tensor([round(i * total / max(n, 1)) for i in range(n + 1)], dtype=t.dtype)
-                if k not in counts.synthesized:
-                    counts.synthesized.append(k)
-        elif k.endswith("indices") or k.endswith("_idx") or k.endswith("ids"):
-            bound = None
-            for other, ov in vals.items():
-                if other != k and isinstance(ov, torch.Tensor) and ov.dtype.is_floating_point and ov.dim() > 0:
-                    bound = ov.shape[0] if bound is None else min(bound, ov.shape[0])
-            if bound:
-                vals[k] = (torch.arange(t.numel()) % bound).to(t.dtype).reshape(t.shape)
-                if k not in counts.synthesized:
-                    counts.synthesized.append(k)
+def _materialize(vals: dict[str, Any]) -> dict[str, Any]:
+    """``vals`` with each :class:`_Placeholder` an empty tensor made under the current mode."""
+    return {k: torch.empty(v.shape, dtype=v.dtype) if isinstance(v, _Placeholder) else v for k, v in vals.items()}
 
 
-def _custom_inputs(problem, workload, env, device: str) -> dict[str, Any]:
-    from ..spec.workload import ScalarInput
+def _custom_inputs(problem, workload, device: str) -> dict[str, Any]:
+    """The inputs of a custom-input workload: the inputs layer's (the problem's entrypoint,
+    seeded 0, or ``init_seed`` for KernelBench as the harness's build of the model is) on
+    ``device`` ("cpu", or "meta" for a shape-only run)."""
+    from ..inputs import make_inputs
 
-    mod = problem.reference_module()
-    fn = getattr(mod, problem.definition.custom_inputs_entrypoint)
-    axes_and_scalars = dict(env)
-    for k, src in workload.inputs.items():
-        if isinstance(src, ScalarInput):
-            axes_and_scalars[k] = src.value
-    if problem.kind == "kernelbench":
-        torch.manual_seed(problem.init_seed)
-    vals = fn(axes_and_scalars, torch.device(device))
-    return {k: vals[k] for k in problem.definition.inputs if k in vals} | {
-        k: v for k, v in vals.items() if k not in problem.definition.inputs}
+    seed = problem.init_seed if problem.kind == "kernelbench" else 0
+    return make_inputs(problem, workload, seed, device)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1819,9 +1783,10 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
 
     counts = Counts(mode="real" if real else ("meta" if meta else "fake"), real_tensors=real)
     if real:
-        torch.manual_seed(0)  # synthesised values (and so data-dependent paths) are reproducible
+        # stand-ins' values and the reference's own draws are reproducible (the inputs layer
+        # seeds its own generator)
+        torch.manual_seed(0)
     counts.source_quant = source_quant_formats(problem.definition.reference)
-    env = problem.definition.resolve_axes(workload.axes)
     gen_device = "cpu"
     if real:
         fake_mode = None
@@ -1834,6 +1799,9 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     mode = _CountingMode(counts, short_circuit=real, lazy_fill=real and lazy_fill,
                          lazy_masks=real and lazy_masks)
+    # declared inputs come from the inputs layer outside any mode (a scalar drawn by dtype is a
+    # Python value, which a FakeTensor cannot give); placeholders become tensors in the mode
+    declared_vals = None if workload.is_custom else _declared_inputs(problem, workload, real=real, counts=counts)
     ValuesObserved.made.clear()
     ctx_stack = []
     try:
@@ -1851,13 +1819,13 @@ def _run_once(problem, workload, *, real: bool, meta: bool = False, lazy_fill: b
                 if real:
                     gen = _ShortCircuitMode(lazy_masks=lazy_masks)
                     with gen.guard(), gen:
-                        vals = _custom_inputs(problem, workload, env, "cpu")
+                        vals = _custom_inputs(problem, workload, "cpu")
                     # storages the generation left uncomputed stay tainted in the count
                     mode.taint.update(gen.taint)
                 else:
-                    vals = _custom_inputs(problem, workload, env, gen_device)
+                    vals = _custom_inputs(problem, workload, gen_device)
             else:
-                vals = _declared_inputs(problem, workload, env, real=real, counts=counts)
+                vals = _materialize(declared_vals)
             params: list[tuple[str, torch.Tensor]] = []
             if problem.kind == "kernelbench":
                 mod = problem.reference_module()
@@ -2058,17 +2026,12 @@ def _forget_reference(problem) -> None:
 
 def _declared_bytes(problem, workload) -> float:
     """Bytes the real fallback materialises for the declared inputs (large float inputs are
-    stand-ins and cost nothing)."""
-    from ..spec.dtypes import element_bytes, to_torch
+    stand-ins and cost nothing); shapes and dtypes as the inputs layer plans them."""
+    from ..inputs import plan_inputs
+    from ..spec.dtypes import element_bytes
 
-    env = problem.definition.resolve_axes(workload.axes)
     total = 0.0
-    for spec in problem.definition.inputs.values():
-        shape = problem.definition.shape_of(spec, env)
-        if shape:
-            dt = to_torch(spec.dtype)
-            nbytes = math.prod(shape) * element_bytes(dt)
-            if dt.is_floating_point and dt != torch.float4_e2m1fn_x2 and nbytes >= STAND_IN_BYTES:
-                continue  # synthesised as a stand-in (one element of memory)
-            total += nbytes
+    for p in plan_inputs(problem, workload).values():
+        if p.shape and not _wants_stand_in(p.shape, p.dtype):
+            total += math.prod(p.shape) * element_bytes(p.dtype)
     return total
