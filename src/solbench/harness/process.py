@@ -17,6 +17,7 @@ from .. import limits
 from ..proc import procfs, signals
 from ..proc.registry import OWN
 from .memcap import MemCap
+from .protocol import ProtocolError
 from .taskcap import TaskCap
 
 #: largest reply the parent accepts from a worker (bytes of JSON)
@@ -224,10 +225,6 @@ class WorkerTimeout(Exception):
         self.seconds = seconds
         self.during = during
         super().__init__(f"no answer within {seconds:.0f} s during {during}")
-
-
-class ProtocolError(Exception):
-    """A reply did not match its request (sequence number), or came unasked."""
 
 
 class ChannelTampered(ProtocolError):

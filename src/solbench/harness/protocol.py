@@ -1,8 +1,14 @@
-"""The parent <-> worker protocol: one typed model per request and per reply.
+"""The parent <-> worker protocol (the wire): one typed model per request and per reply.
 
-Shared by both sides. The worker builds its replies with the field names below; the parent
-parses **every** reply through :func:`parse_reply` before reading any of it, so the rest of
-the parent only ever sees validated, typed values (threats.md principle 7: what the
+Shared by both sides, and imported by the worker: it imports nothing of the harness's parent
+side (an import-linter contract, pyproject.toml ``worker-side``). :data:`REQUESTS` maps each
+op to its request model: the parent sends only requests of a registered model
+(:func:`request`), the worker parses every request's payload through the same model
+before its handler reads it (:mod:`solbench.harness.worker`; a payload that does not match
+is an error reply naming the op and the field, :class:`RequestInvalid`). The worker builds
+its replies with the field names below; the parent parses **every** reply through
+:func:`parse_reply` before reading any of it, so the rest of the parent only ever sees
+validated, typed values (threats.md principle 7: what the
 candidate's process says is data, never evidence; it is checked here for type and range,
 and later cross-checked against what the parent itself observed).
 
@@ -13,7 +19,7 @@ Wire format (unchanged): requests ``(seq, op, payload)`` pickled parent -> worke
 
 Validation is strict (pydantic strict mode, unknown fields forbidden): a string where a
 number is expected, a NaN or negative time, a list longer than any honest reply's, a missing
-required field all raise :class:`ReplyInvalid` (a :class:`~solbench.harness.process.ProtocolError`),
+required field all raise :class:`ReplyInvalid` (a :class:`ProtocolError`),
 which the evaluator turns into a RUNTIME_ERROR trace naming the op and the field; a guard
 reply that fails validation is evidence of tampering (REWARD_HACK, check
 ``guard_reply_invalid``), since an honest worker always sends every guard field.
@@ -25,7 +31,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .process import ProtocolError
+
+class ProtocolError(Exception):
+    """A reply did not match its request (sequence number), or came unasked."""
+
 
 #: most items in any list of a reply that is bounded by the number of outputs or hooks
 MAX_ITEMS = 256
@@ -149,6 +158,24 @@ class Guards(Request):
 
 class Exit(Request):
     op: Literal["exit"] = "exit"
+
+
+#: op -> its request model: the one list both sides read (the parent sends only these,
+#: :func:`request`; the worker parses each payload through its op's model, and has one
+#: handler per model)
+REQUESTS: dict[str, type[Request]] = {m.model_fields["op"].default: m for m in (
+    Ping, WarmProfiler, GuardTable, Build, Load, Call, Noop, TimeBegin, TimeIter, TimeEnd, Guards, Exit)}
+
+
+class RequestInvalid(ValueError):
+    """Worker side: a request whose op is not in :data:`REQUESTS`, or whose payload does not
+    match its op's model (type, missing or unknown field). Its message names the op and the
+    field; the worker answers it as an error reply, like any failed op."""
+
+    def __init__(self, op: Any, reason: str):
+        self.op = op
+        self.reason = reason
+        super().__init__(f"malformed {str(op)[:40]!r} request: {reason}")
 
 
 # -------------------------------------------------------------------------------- replies
@@ -313,10 +340,10 @@ class ReplyInvalid(ProtocolError):
         super().__init__(f"malformed {op!r} reply ({status}): {reason}")
 
 
-def _reason(e: ValidationError, limit: int = 3) -> str:
+def _reason(e: ValidationError, limit: int = 3, whole: str = "<reply>") -> str:
     parts = []
     for err in e.errors()[:limit]:
-        loc = ".".join(str(x) for x in err.get("loc", ())) or "<reply>"
+        loc = ".".join(str(x) for x in err.get("loc", ())) or whole
         got = repr(err.get("input"))[:60]
         parts.append(f"{loc}: {err.get('msg')} (got {got})")
     more = len(e.errors()) - limit
@@ -364,10 +391,19 @@ def contradiction(device: str, rep: _Msg) -> str | None:
     return None
 
 
+def request_invalid(op: Any, e: ValidationError) -> RequestInvalid:
+    """The :class:`RequestInvalid` of a payload of ``op`` that failed its model's validation
+    (pydantic's first errors, one line: field, message, the value received)."""
+    return RequestInvalid(op, _reason(e, whole="<payload>"))
+
+
 def request(handle, req: Request, timeout_s: float) -> _Msg:
     """Send ``req`` to the worker ``handle`` and return its parsed reply (raises WorkerDied,
     WorkerTimeout, ProtocolError, ReplyInvalid or ReplyContradiction; the last is also
-    recorded in ``handle.contradictions``)."""
+    recorded in ``handle.contradictions``). ``req`` must be of its op's model in
+    :data:`REQUESTS` (TypeError otherwise): the worker parses it through that model."""
+    if REQUESTS.get(req.op) is not type(req):
+        raise TypeError(f"{type(req).__name__} (op {req.op!r}) is not the registered request model of its op")
     status, payload = handle.request(req.op, req.payload(), timeout_s=timeout_s)
     rep = parse_reply(req.op, status, payload)
     why = contradiction(getattr(handle, "device", "cuda"), rep)

@@ -9,7 +9,15 @@ never to the result channel. Its replies are data to the parent, which also chec
 (:meth:`solbench.harness.process.WorkerHandle.check_channels`).
 
 Messages are ``(seq, op, payload)``; replies are ``(seq, status, payload)`` with status
-"ok" | "error" | "compile_error". One request is answered by exactly one reply.
+"ok" | "error" | "compile_error". One request is answered by exactly one reply. Each payload
+is parsed through its op's request model (:data:`solbench.harness.protocol.REQUESTS`, the
+parent's own list) and answered by that model's handler (``Worker._on_<op>``, the table
+:data:`_HANDLERS`); an unknown op or a payload that does not match its model is an error
+reply naming the op and the field.
+
+What the candidate's process imports of solbench is listed in docs/architecture.md
+("Worker side and parent side"); an import-linter contract (pyproject.toml, ``worker-side``)
+keeps this module and what it imports off the harness's parent-side modules.
 """
 
 from __future__ import annotations
@@ -22,9 +30,13 @@ import time
 import traceback
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import paths
 from . import correctness
 from .flagread import backend_flags as _backend_flags
+from .protocol import (REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
+                       TimeEnd, TimeIter, WarmProfiler, request_invalid)
 from .shm import max_span, strided_span
 
 _perf = time.perf_counter  # captured before any candidate code exists
@@ -80,6 +92,7 @@ class Worker:
                              if callable(v)}
         self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
+        self._harness_fns.update(_request_guards(mod))
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
                                   "json.JSONEncoder.iterencode": (json.JSONEncoder, "iterencode"),
@@ -156,6 +169,7 @@ class Worker:
             except (EOFError, OSError):
                 return
             seq, op, payload = msg
+            # the one op answered here, not by a handler: it ends the loop (and the process)
             if op == "exit":
                 self._reply(seq, "ok", {})
                 return
@@ -184,8 +198,12 @@ class Worker:
         """Replies are JSON (the parent never unpickles anything from a worker)."""
         self.conn.send_bytes(json.dumps([seq, status, out], default=str).encode("utf-8"))
 
-    def handle(self, op: str, p: dict) -> tuple[str, dict]:
-        torch = self.torch
+    def handle(self, op: str, payload: dict) -> tuple[str, dict]:
+        """Answer one request: ``payload`` parsed through the model of ``op``
+        (:data:`~solbench.harness.protocol.REQUESTS`), then that model's handler. Returns
+        (status, reply payload); raises :class:`~solbench.harness.protocol.RequestInvalid`
+        (an error reply naming the op and field) for an unknown op or a payload that does not
+        match its model, and whatever the handler raises."""
         # the last call's returned objects are dropped here, at the next request, not as the
         # call's own frame returns (CPU): a finalizer of the candidate's on them (writing the
         # output buffer after the copy-out of a placeholder) runs after the parent has read
@@ -194,142 +212,167 @@ class Worker:
         # returned outputs there too)
         # (tests/adversarial/hostile/late_finalizer_write.py)
         self._prev_ret = None
-        if op == "ping":
-            return "ok", {"pid": os.getpid()}
-        if op == "guard_table":
-            # asked before the build: nothing of the candidate's has run yet
-            return "ok", {"entries": self.mem_table, "flags0": self.flags0}
-        if op == "warm_profiler":
-            # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s
-            # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it
-            # here, while the candidate's worker starts, not inside reference_timing
-            t0 = _perf()
-            if self.is_cuda:
+        # the table and each model's validator were bound at import, before any candidate
+        # code existed: a candidate that rebinds protocol.REQUESTS, a model's
+        # __pydantic_validator__ or model_validate, or a Worker handler changes nothing here
+        # (and the snapshot reports the handler; _request_guards: the models' own slots)
+        for name, _model, validate, handler in _HANDLERS:
+            if name == op:
+                break
+        else:
+            raise RequestInvalid(op, "no such op")
+        try:
+            req = validate(payload)
+        except ValidationError as e:
+            raise request_invalid(op, e) from None
+        return handler(self, req)
+
+    def _on_ping(self, req: Ping) -> tuple[str, dict]:
+        return "ok", {"pid": os.getpid()}
+
+    def _on_guard_table(self, req: GuardTable) -> tuple[str, dict]:
+        # asked before the build: nothing of the candidate's has run yet
+        return "ok", {"entries": self.mem_table, "flags0": self.flags0}
+
+    def _on_warm_profiler(self, req: WarmProfiler) -> tuple[str, dict]:
+        # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s
+        # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it
+        # here, while the candidate's worker starts, not inside reference_timing
+        t0 = _perf()
+        if self.is_cuda:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+                # one kernel: CUPTI's activity path (buffers, kernel records) is set up
+                # here too, as a timed block would need it, not only the session
+                self.torch.ones(1, device=self.device).add_(1)
+                self.torch.cuda.synchronize()
+        return "ok", {"ms": (_perf() - t0) * 1e3}
+
+    def _on_build(self, req: Build) -> tuple[str, dict]:
+        from ..spec.solution import Solution
+        from .build import BuildError, load_entry
+
+        sol = Solution.model_validate_json(req.solution)
+        self.dps = sol.spec.destination_passing_style
+        try:
+            self.fn, info = load_entry(sol, self.device, tuple(req.init_args),
+                                       req.init_seed, req.build_timeout_s)
+        except BuildError as e:
+            return "compile_error", {"message": str(e)[-8000:]}
+        self.snapshot_after_build = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
+        return "ok", info
+
+    def _on_load(self, req: Load) -> tuple[str, dict]:
+        from .pages import populate
+        from .shm import open_desc
+
+        # a buffer loaded before keeps its mapping (and its populated pages): a re-load
+        # between timed blocks must not fault every page again (see harness/pages.py)
+        kept = getattr(self, "_mapped", {})
+        self._mapped = {}
+
+        def mat(x, write=True):
+            if not (isinstance(x, dict) and "path" in x):
+                return x
+            key = json.dumps(x, sort_keys=True)
+            t = kept.get(key)
+            if t is None:
+                t = open_desc(x)
+                populate(t, write=write)  # trusted code, before any call touches it
+            self._mapped[key] = t
+            return t
+
+        self.slots = [{"inputs": [mat(x, write=False) for x in s["inputs"]],
+                       "outputs": [mat(x) for x in s["outputs"]]} for s in req.slots]
+        want = req.flush_bytes
+        if req.flush is not None:
+            # the parent's own buffer: it reads back what each flush wrote
+            self.flush_buf = mat(req.flush)
+            self.flush_bytes = want
+        elif want and want != self.flush_bytes:
+            dev = self.device if self.is_cuda else "cpu"
+            self.flush_buf = self.torch.empty(want // 4, dtype=self.torch.int32, device=dev)
+            self.flush_bytes = want
+        self._flush_sig = self._flush_signature()
+        return "ok", {}
+
+    def _on_call(self, req: Call) -> tuple[str, dict]:
+        slot = self.slots[req.slot]
+        meta = self._call(slot, req.scalars)
+        return "ok", meta
+
+    def _on_noop(self, req: Noop) -> tuple[str, dict]:
+        """The timed-iteration path without the call: flush, checks, copy-out, messaging."""
+        t0 = _perf()
+        if req.flush:
+            self._flush(0)
+        interp = Worker._interposition(self)  # as after every timed call: its cost is overhead too
+        if interp:
+            return "ok", {"host_ms": (_perf() - t0) * 1e3, "interposition": interp}
+        # the path asked for (the trusted reference worker measures both: each side's
+        # overhead is that of its own path, measured by trusted code), else its own
+        dps = self.dps if req.dps is None else req.dps
+        if not dps and req.slot is not None:
+            # the harness's own copy-out of outputs this size (and the poisoning of the
+            # returned buffers), from harness-made tensors made once, outside the later
+            # round trips (the parent poisons the outputs again before any call reads them)
+            slot = self.slots[req.slot]
+            src = getattr(self, "_noop_src", None)
+            if src is None or [(o.shape, o.dtype) for o in src] != \
+                    [(o.shape, o.dtype) for o in slot["outputs"]]:
+                src = self._noop_src = [self.torch.zeros_like(o) for o in slot["outputs"]]
+            self._copy_out(slot, src, [], materialized=(src, None))
+        return "ok", {"host_ms": (_perf() - t0) * 1e3}
+
+    def _on_time_begin(self, req: TimeBegin) -> tuple[str, dict]:
+        self.timed_host, self.timed_event, self.timed_n = [], [], 0
+        self.prof = None
+        l2 = None
+        if self.is_cuda:
+            if not self._l2.available:
+                l2 = "unavailable (no CUDA driver functions)"
+            elif not self._l2(self.stream0):
+                l2 = f"failed: {dict(self._l2.errors)}"
+            else:
+                l2 = "ok"
+        self.markers, self._markers_note = "ranges", None
+        if self.is_cuda and req.cupti:
+            try:
                 from torch.profiler import ProfilerActivity, profile
 
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-                    # one kernel: CUPTI's activity path (buffers, kernel records) is set up
-                    # here too, as a timed block would need it, not only the session
-                    torch.ones(1, device=self.device).add_(1)
-                    torch.cuda.synchronize()
-            return "ok", {"ms": (_perf() - t0) * 1e3}
-        if op == "build":
-            from ..spec.solution import Solution
-            from .build import BuildError, load_entry
+                acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+                if req.markers == "streams":
+                    why = self._marker_streams()
+                    if why is None:
+                        # the profiler's CPU-side recording of every op widens the
+                        # host's launch gaps inside the span (bench/cupti_cuda_only.py)
+                        acts, self.markers = [ProfilerActivity.CUDA], "streams"
+                    else:
+                        self._markers_note = f"marker streams unavailable ({why}): markers found through ranges"
+                self.prof = profile(activities=acts, record_shapes=False, with_stack=False)
+                self.prof.__enter__()
+            except Exception as e:  # noqa: BLE001 - fall back to events
+                self.prof = None
+                return "ok", {"cupti": False, "reason": f"{type(e).__name__}: {e}", "l2_reset": l2}
+        return "ok", {"cupti": self.prof is not None, "l2_reset": l2}
 
-            sol = Solution.model_validate_json(p["solution"])
-            self.dps = sol.spec.destination_passing_style
-            try:
-                self.fn, info = load_entry(sol, self.device, tuple(p["init_args"]),
-                                           p["init_seed"], p["build_timeout_s"])
-            except BuildError as e:
-                return "compile_error", {"message": str(e)[-8000:]}
-            self.snapshot_after_build = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
-            return "ok", info
-        if op == "load":
-            from .pages import populate
-            from .shm import open_desc
+    def _on_time_iter(self, req: TimeIter) -> tuple[str, dict]:
+        # every field is read here, before the clock starts in _timed_iter
+        return "ok", self._timed_iter(self.slots[req.slot], req.scalars, req.i, flush=req.flush,
+                                      parent_copy=req.parent_copy and not self.is_cuda)
 
-            # a buffer loaded before keeps its mapping (and its populated pages): a re-load
-            # between timed blocks must not fault every page again (see harness/pages.py)
-            kept = getattr(self, "_mapped", {})
-            self._mapped = {}
+    def _on_time_end(self, req: TimeEnd) -> tuple[str, dict]:
+        return "ok", self._time_end()
 
-            def mat(x, write=True):
-                if not (isinstance(x, dict) and "path" in x):
-                    return x
-                key = json.dumps(x, sort_keys=True)
-                t = kept.get(key)
-                if t is None:
-                    t = open_desc(x)
-                    populate(t, write=write)  # trusted code, before any call touches it
-                self._mapped[key] = t
-                return t
-
-            self.slots = [{"inputs": [mat(x, write=False) for x in s["inputs"]],
-                           "outputs": [mat(x) for x in s["outputs"]]} for s in p["slots"]]
-            want = p.get("flush_bytes", 0)
-            if p.get("flush") is not None:
-                # the parent's own buffer: it reads back what each flush wrote
-                self.flush_buf = mat(p["flush"])
-                self.flush_bytes = want
-            elif want and want != self.flush_bytes:
-                dev = self.device if self.is_cuda else "cpu"
-                self.flush_buf = torch.empty(want // 4, dtype=torch.int32, device=dev)
-                self.flush_bytes = want
-            self._flush_sig = self._flush_signature()
-            return "ok", {}
-        if op == "call":
-            slot = self.slots[p["slot"]]
-            meta = self._call(slot, p.get("scalars") or {})
-            return "ok", meta
-        if op == "noop":  # the timed-iteration path without the call: flush, checks, copy-out, messaging
-            t0 = _perf()
-            if p.get("flush", True):
-                self._flush(0)
-            interp = Worker._interposition(self)  # as after every timed call: its cost is overhead too
-            if interp:
-                return "ok", {"host_ms": (_perf() - t0) * 1e3, "interposition": interp}
-            # the path asked for (the trusted reference worker measures both: each side's
-            # overhead is that of its own path, measured by trusted code), else its own
-            dps = self.dps if p.get("dps") is None else bool(p["dps"])
-            if not dps and p.get("slot") is not None:
-                # the harness's own copy-out of outputs this size (and the poisoning of the
-                # returned buffers), from harness-made tensors made once, outside the later
-                # round trips (the parent poisons the outputs again before any call reads them)
-                slot = self.slots[p["slot"]]
-                src = getattr(self, "_noop_src", None)
-                if src is None or [(o.shape, o.dtype) for o in src] != \
-                        [(o.shape, o.dtype) for o in slot["outputs"]]:
-                    src = self._noop_src = [self.torch.zeros_like(o) for o in slot["outputs"]]
-                self._copy_out(slot, src, [], materialized=(src, None))
-            return "ok", {"host_ms": (_perf() - t0) * 1e3}
-        if op == "time_begin":
-            self.timed_host, self.timed_event, self.timed_n = [], [], 0
-            self.prof = None
-            l2 = None
-            if self.is_cuda:
-                if not self._l2.available:
-                    l2 = "unavailable (no CUDA driver functions)"
-                elif not self._l2(self.stream0):
-                    l2 = f"failed: {dict(self._l2.errors)}"
-                else:
-                    l2 = "ok"
-            self.markers, self._markers_note = "ranges", None
-            if self.is_cuda and p.get("cupti", True):
-                try:
-                    from torch.profiler import ProfilerActivity, profile
-
-                    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-                    if p.get("markers") == "streams":
-                        why = self._marker_streams()
-                        if why is None:
-                            # the profiler's CPU-side recording of every op widens the
-                            # host's launch gaps inside the span (bench/cupti_cuda_only.py)
-                            acts, self.markers = [ProfilerActivity.CUDA], "streams"
-                        else:
-                            self._markers_note = f"marker streams unavailable ({why}): markers found through ranges"
-                    self.prof = profile(activities=acts, record_shapes=False, with_stack=False)
-                    self.prof.__enter__()
-                except Exception as e:  # noqa: BLE001 - fall back to events
-                    self.prof = None
-                    return "ok", {"cupti": False, "reason": f"{type(e).__name__}: {e}", "l2_reset": l2}
-            return "ok", {"cupti": self.prof is not None, "l2_reset": l2}
-        if op == "time_iter":
-            return "ok", self._timed_iter(self.slots[p["slot"]], p.get("scalars") or {}, p["i"],
-                                          flush=p.get("flush", True),
-                                          parent_copy=bool(p.get("parent_copy")) and not self.is_cuda)
-        if op == "time_end":
-            return "ok", self._time_end()
-        if op == "guards":
-            changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
-            interp = Worker._interposition(self, full=True)
-            flags = _backend_flags()
-            if self.is_cuda and torch.cuda.current_stream().cuda_stream != self.stream0:
-                changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
-            return "ok", {"changed": changed, "interposition": interp, "flags": flags,
-                          "flags0": self.flags0}
-        raise ValueError(f"unknown op {op!r}")
+    def _on_guards(self, req: Guards) -> tuple[str, dict]:
+        changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
+        interp = Worker._interposition(self, full=True)
+        flags = _backend_flags()
+        if self.is_cuda and self.torch.cuda.current_stream().cuda_stream != self.stream0:
+            changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
+        return "ok", {"changed": changed, "interposition": interp, "flags": flags,
+                      "flags0": self.flags0}
 
     # ------------------------------------------------------------------ interposition
     def _flush_signature(self):
@@ -709,6 +752,33 @@ class Worker:
         return {"cupti": True, "note": note or None, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
                 "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets],
                 "late_ms": seg.late_ms, "late_all_ms": seg.late_all_ms}
+
+
+#: the worker's handler table: (op, request model, the model's validator, handler), one
+#: entry per op of protocol.REQUESTS but "exit" (:meth:`Worker.loop`). Built at import,
+#: before any candidate code exists, and a tuple: its entries cannot be replaced in place,
+#: and rebinding the name is seen by the snapshot and the parent's memory read
+#: (:func:`_request_guards`). The validator is the model's pydantic-core validator as bound
+#: now (the model's ``model_validate`` looks it up on the class at every call)
+_HANDLERS: tuple[tuple[str, type, Any, Any], ...] = tuple(
+    (op, model, model.__pydantic_validator__.validate_python, Worker.__dict__[f"_on_{op}"])
+    for op, model in REQUESTS.items() if op != "exit")
+assert not any(n.startswith("_on_") and n[4:] not in REQUESTS for n in Worker.__dict__), \
+    "a Worker handler without a request model of its op in protocol.REQUESTS"
+
+
+def _request_guards(mod) -> dict[str, tuple[Any, str]]:
+    """Guarded names (the snapshot of harness/guards.py and the parent's memory read of
+    harness/memguard.py) of the request path: the handler table, and for each request model
+    the two type slots Python code of the candidate's could take over on it (set on the
+    model or a base class): ``__new__``, which pydantic-core calls to make the parsed
+    request, and ``__getattribute__``, which runs on every field a handler reads, both before
+    the clock starts."""
+    out: dict[str, tuple[Any, str]] = {"worker._HANDLERS": (mod, "_HANDLERS")}
+    for _op, model, _v, _h in _HANDLERS:
+        for attr in ("__new__", "__getattribute__"):
+            out[f"protocol.{model.__name__}.{attr}"] = (model, attr)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

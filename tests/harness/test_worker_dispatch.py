@@ -1,0 +1,119 @@
+"""The worker answers each request through its op's model of harness/protocol.py: one
+registry both sides read, one handler per model, a bad request an error reply naming the op
+and the field, and the parse path covered by the worker's snapshot."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+from pydantic import BaseModel
+
+from solbench.harness import protocol as P
+from solbench.harness.worker import _HANDLERS, Worker
+
+
+@pytest.fixture(scope="module")
+def worker():
+    return Worker(None, "cpu")
+
+
+def test_one_registry_one_handler_per_model():
+    # every request model is registered under its own op; every op but exit (answered by the
+    # loop, which it ends) has exactly one handler, whose request argument is its model
+    models = [m for m in vars(P).values()
+              if isinstance(m, type) and issubclass(m, P.Request) and m is not P.Request]
+    assert sorted(P.REQUESTS) == sorted(m.model_fields["op"].default for m in models)
+    assert all(P.REQUESTS[m.model_fields["op"].default] is m for m in models)
+    assert sorted(op for op, *_ in _HANDLERS) == sorted(set(P.REQUESTS) - {"exit"})
+    for op, model, _validate, handler in _HANDLERS:
+        assert handler.__name__ == f"_on_{op}"
+        hints = typing.get_type_hints(handler, vars(P))
+        assert hints["req"] is model is P.REQUESTS[op]
+
+
+def test_parent_sends_only_registered_models():
+    class Rogue(P.Ping):  # a model of a registered op that is not the registered model
+        pass
+
+    class Handle:  # never reached: the check comes before any send
+        def request(self, *a, **k):
+            raise AssertionError("sent")
+
+    with pytest.raises(TypeError, match="not the registered request model"):
+        P.request(Handle(), Rogue(), timeout_s=1)
+
+
+@pytest.mark.parametrize("req", [
+    P.Ping(), P.Call(slot=2, scalars={"1": 0.5}), P.Noop(slot=None, dps=False, flush=False),
+    P.TimeBegin(cupti=False, markers="streams"), P.TimeIter(slot=1, scalars={}, i=7, flush=False, parent_copy=True),
+    P.Build(solution="{}", init_args=[1, "a"], init_seed=3, build_timeout_s=5.0),
+    P.Load(slots=[{"inputs": [], "outputs": []}], flush=None, flush_bytes=64),
+])
+def test_what_the_parent_sends_the_worker_parses_back(req):
+    # the worker's validator of the op, fed the payload the parent pickles, gives back the
+    # request the parent built
+    validate = next(v for op, _m, v, _h in _HANDLERS if op == req.op)
+    assert validate(req.payload()) == req
+
+
+@pytest.mark.parametrize("op, payload, words", [
+    ("frob", {}, ["'frob'", "no such op"]),
+    ("call", {"slot": "0"}, ["'call'", "slot", "valid integer", "'0'"]),
+    ("time_iter", {"slot": 0}, ["'time_iter'", "i: Field required"]),
+    ("time_iter", {"slot": 0, "i": 1, "clock": 0.0}, ["'time_iter'", "clock: Extra inputs are not permitted"]),
+    ("noop", {"dps": "yes"}, ["'noop'", "dps", "valid boolean"]),
+    ("time_begin", {"markers": "threads"}, ["'time_begin'", "markers", "'ranges' or 'streams'"]),
+])
+def test_a_bad_request_names_its_op_and_field(worker, op, payload, words):
+    with pytest.raises(P.RequestInvalid) as e:
+        worker.handle(op, payload)
+    assert all(w in str(e.value) for w in words), str(e.value)
+    assert e.value.op == op
+
+
+def test_a_bad_request_is_an_error_reply_and_the_worker_goes_on():
+    from solbench.harness.process import WorkerHandle
+
+    h = WorkerHandle("cpu")
+    try:
+        status, rep = h.request("call", {"slot": "0"}, timeout_s=60)
+        assert status == "error" and rep["type"] == "RequestInvalid"
+        assert "'call'" in rep["message"] and "slot" in rep["message"], rep
+        err = P.parse_reply("call", status, rep)  # a well-formed error reply
+        assert isinstance(err, P.ErrorReply)
+        status, rep = h.request("frob", {}, timeout_s=60)
+        assert status == "error" and "'frob'" in rep["message"] and "no such op" in rep["message"]
+        assert isinstance(P.request(h, P.Ping(), timeout_s=60), P.PingReply)
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("owner, attr", [(BaseModel, "__new__"), (P.Noop, "__getattribute__")])
+def test_a_hook_on_the_parse_path_is_seen_by_the_snapshot(worker, owner, attr):
+    # pydantic-core calls the model's __new__ to make each parsed request, and every field a
+    # handler reads goes through __getattribute__: code set there runs before the clock
+    # (tests/adversarial/hostile/request_parse_hook.py)
+    assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []
+    ran = []
+
+    def new(cls, *a, **k):
+        ran.append(cls.__name__)
+        return object.__new__(cls)
+
+    def getattribute(self, name):
+        ran.append(name)
+        return object.__getattribute__(self, name)
+
+    setattr(owner, attr, new if attr == "__new__" else getattribute)
+    try:
+        worker.handle("noop", {"slot": None, "flush": False})
+        changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
+    finally:
+        delattr(owner, attr)
+    assert ran, "the hook did not run on the request path"
+    if attr == "__new__":  # set on the base: every model's
+        assert {f"protocol.{m.__name__}.__new__" for _o, m, _v, _h in _HANDLERS} == set(changed), changed
+    else:
+        assert changed == ["protocol.Noop.__getattribute__"], changed
+    assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []
