@@ -1,7 +1,8 @@
 """The layers of docs/architecture.md hold: the import-linter contracts of pyproject.toml
 ([tool.importlinter]) are kept by src/solbench, and break on a copy of it given an upward
 import (one at module level, one hidden inside a function), a reach into the harness's
-internals, or an import between the independent sol and harness layers."""
+internals, an import between the independent sol and harness layers, or worker-side harness
+code (what the candidate's worker runs) reaching the harness's parent side."""
 
 from __future__ import annotations
 
@@ -84,12 +85,33 @@ def test_the_copy_is_kept_before_a_change(copy):
     # integrity reads the harness's public surface, not its rounds module
     ("integrity/screen.py", "from ..harness.rounds import round_name", "Illegal imports of protected package solbench.harness.rounds"),
     ("paths.py", "from . import errors as _e", "solbench.paths is not allowed to import solbench.errors"),
+    # code of the candidate's worker never reaches the harness's parent side, even through a
+    # worker-side module (the worker imports pages), nor input generation
+    ("harness/pages.py", "def _late():\n    from .evaluator import evaluate\n    return evaluate",
+     "solbench.harness.worker is not allowed to import solbench.harness.evaluator"),
+    ("harness/protocol.py", "from .process import WorkerHandle as _W",
+     "solbench.harness.protocol is not allowed to import solbench.harness.process"),
+    ("harness/memguard.py", "from ..inputs import seeds as _s", "solbench.harness.memguard is not allowed to import solbench.inputs"),
 ])
 def test_an_upward_import_breaks_the_contract(copy, rel, text, expect):
     with _with(copy, rel, text):
         r = lint(copy)
     assert r.returncode == 1, r.stdout + r.stderr
     assert expect in " ".join(r.stdout.split()), r.stdout
+
+
+def test_every_harness_module_is_worker_side_or_parent_side():
+    """The worker-side contract lists each harness module once, as code the candidate's worker
+    runs or as the parent's own: a new module must be placed."""
+    import tomllib
+
+    cfg = tomllib.loads(CONFIG.read_text())["tool"]["importlinter"]["contracts"]
+    c = next(c for c in cfg if c["id"] == "worker-side")
+    worker, parent = set(c["source_modules"]), {m for m in c["forbidden_modules"] if ".harness." in m}
+    assert not worker & parent
+    have = {f"solbench.harness.{f.stem}" for f in (ROOT / "src" / "solbench" / "harness").glob("*.py")
+            if f.stem != "__init__"}
+    assert have == worker | parent, (sorted(have - worker - parent), sorted(worker | parent - have))
 
 
 def test_a_new_package_must_be_placed_in_a_layer(copy):

@@ -9,6 +9,17 @@ long-lived caller (``solbench serve``) needs to keep workers ahead of need and e
 runs) and :func:`select_workloads`, and the pure modules
 :mod:`.correctness` and :mod:`.precision`. The other modules are the harness's own
 (an import-linter contract in pyproject.toml keeps them so: docs/architecture.md).
+
+Inside, three parts (docs/architecture.md, "Inside the harness"; the contract ``worker-side``
+keeps the first off the third):
+
+- worker side, run in the candidate's process: :mod:`.worker` (the request loop, one handler
+  per request model), :mod:`.build` (+ the compiler child :mod:`.build_cpp`), :mod:`.guards`
+  (snapshot, interposition, dispatcher table), :mod:`.memguard`, :mod:`.shm`, :mod:`.pages`,
+  :mod:`.l2`, :mod:`.flagread`, :mod:`.timing`, :mod:`.correctness`, :mod:`.checks`, and the
+  sandbox's last steps in :mod:`.sandbox`, :mod:`.memcap`, :mod:`.taskcap`;
+- the wire: :mod:`.protocol` (``REQUESTS``: op -> request model, and the reply models);
+- parent side: :mod:`.process` (the worker handle) and everything else.
 """
 
 from .checks import finding
