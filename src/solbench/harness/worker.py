@@ -15,9 +15,9 @@ parent's own list) and answered by that model's handler (``Worker._on_<op>``, th
 :data:`_HANDLERS`); an unknown op or a payload that does not match its model is an error
 reply naming the op and the field.
 
-What the candidate's process imports of solbench is listed in docs/architecture.md
-("Worker side and parent side"); an import-linter contract (pyproject.toml, ``worker-side``)
-keeps this module and what it imports off the harness's parent-side modules.
+What the candidate's process runs of solbench is listed in docs/architecture.md ("Inside the
+harness: worker side, wire, parent side"); an import-linter contract (pyproject.toml,
+``worker-side``) keeps this module and what it imports off the harness's parent side.
 """
 
 from __future__ import annotations
