@@ -768,12 +768,15 @@ assert not any(n.startswith("_on_") and n[4:] not in REQUESTS for n in Worker.__
 
 
 def _request_guards(mod) -> dict[str, tuple[Any, str]]:
-    """Guarded names (the snapshot of harness/guards.py and the parent's memory read of
-    harness/memguard.py) of the request path: the handler table, and for each request model
-    the two type slots Python code of the candidate's could take over on it (set on the
-    model or a base class): ``__new__``, which pydantic-core calls to make the parsed
-    request, and ``__getattribute__``, which runs on every field a handler reads, both before
-    the clock starts."""
+    """Guarded names of the request path: the handler table, and for each request model the
+    two type slots Python code of the candidate's could take over on it (set on the model or
+    a base class): ``__new__``, which pydantic-core calls to make the parsed request, and
+    ``__getattribute__``, which runs on every field a handler reads, both before the clock
+    starts. The worker's snapshot (harness/guards.py) sees a hook on either; the parent's
+    memory read (harness/memguard.py) lists them too, but reads the entry of the class that
+    defines them (``object``), which a hook set on the model or ``BaseModel`` shadows unseen
+    there: for these the snapshot's report, sent through the guarded reply path, is the
+    evidence."""
     out: dict[str, tuple[Any, str]] = {"worker._HANDLERS": (mod, "_HANDLERS")}
     for _op, model, _v, _h in _HANDLERS:
         for attr in ("__new__", "__getattribute__"):
