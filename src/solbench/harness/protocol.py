@@ -112,7 +112,7 @@ class Noop(Request):
     """The timed path without the call; ``dps``: the path to measure (True: destination
     passing, no copy-out; False: the copy-out of returned outputs; None: the worker's own);
     ``flush``: with the cache flush (False: the CPU's held path, where the parent writes
-    the flush itself with the worker stopped, ``timed.parent_flush``)."""
+    the flush itself with the worker stopped, ``freeze.parent_flush``)."""
 
     op: Literal["noop"] = "noop"
     slot: int | None = 0
@@ -129,7 +129,7 @@ class TimeBegin(Request):
 
 class TimeIter(Request):
     """One timed call; ``flush``: the worker flushes the cache first (False on the CPU's
-    held path, where the parent wrote it with the worker stopped, ``timed.parent_flush``)."""
+    held path, where the parent wrote it with the worker stopped, ``freeze.parent_flush``)."""
 
     op: Literal["time_iter"] = "time_iter"
     slot: int
@@ -138,7 +138,7 @@ class TimeIter(Request):
     flush: bool = True
     #: CPU, non-DPS: the worker does not copy the returned outputs into the slot; it
     #: reports their addresses and the parent copies them from the stopped worker's memory
-    #: (outside the timed window, :func:`solbench.harness.timed.parent_copy_out`)
+    #: (outside the timed window, :func:`solbench.harness.peek.parent_copy_out`)
     parent_copy: bool = False
 
 
