@@ -122,7 +122,7 @@ def test_reference_timing_out_of_memory_frees_it_and_is_not_retried(tmp_path, so
     def kill(self):
         import inspect
 
-        killed.append(inspect.stack()[1].function)  # who killed it
+        killed.append(inspect.stack()[1].function)  # who killed it: the failed reference block's handler
         return real_kill(self)
 
     monkeypatch.setattr(slots.SlotPool, "twin", twin)
@@ -133,4 +133,4 @@ def test_reference_timing_out_of_memory_frees_it_and_is_not_retried(tmp_path, so
     assert ev.timing is not None and ev.timing.n_samples >= 6
     assert ev.performance.reference_latency_ms is None
     assert [f.check for f in ev.findings].count("reference_timing_failed") == 1
-    assert len(twins) == 1 and "_reference_block" in killed
+    assert len(twins) == 1 and "_reference_failed" in killed
