@@ -117,3 +117,74 @@ def test_a_hook_on_the_parse_path_is_seen_by_the_snapshot(worker, owner, attr):
     else:
         assert changed == ["protocol.Noop.__getattribute__"], changed
     assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []
+
+
+class _HiddenDescriptor:
+    """A data descriptor that runs its owner's code when the worker reads through it and
+    answers a read on the class (what ``getattr(model, name)`` does) with ``on_class``: the
+    original object, or AttributeError as for a pydantic field."""
+
+    def __init__(self, ran, on_class, on_instance):
+        self.ran, self.on_class, self.on_instance = ran, on_class, on_instance
+
+    def __get__(self, obj, cls=None):
+        if obj is None and self.on_class is AttributeError:
+            raise AttributeError
+        self.ran.append(cls)
+        return self.on_class if obj is None else self.on_instance(obj)
+
+    def __set__(self, obj, value):
+        raise AttributeError("read-only")
+
+
+@pytest.mark.parametrize("owner, attr", [(BaseModel, "__new__"), (BaseModel, "__getattribute__"),
+                                         (P.Noop, "flush"), (P.Request, "flush"), (BaseModel, "dps")])
+def test_a_descriptor_on_the_parse_path_that_hides_from_getattr_is_seen(worker, owner, attr):
+    # a descriptor set on a model or a base class runs on the request path (pydantic-core's
+    # tp_new slot looks __new__ up through __get__; a data descriptor named like a field wins
+    # over the request's __dict__ when the handler reads it), while getattr(model, attr) gets
+    # the original back (or AttributeError, as for a field): the snapshot reads the class
+    # dicts along the MRO instead (tests/adversarial/hostile/new_descriptor_hook.py,
+    # field_property_hook.py)
+    assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []
+    ran = []
+    if attr == "__new__":
+        d = _HiddenDescriptor(ran, object.__new__, None)
+    elif attr == "__getattribute__":
+        d = _HiddenDescriptor(ran, object.__getattribute__,
+                              lambda obj: object.__getattribute__.__get__(obj, type(obj)))
+    else:
+        d = _HiddenDescriptor(ran, AttributeError, lambda obj: obj.__dict__[attr])
+    setattr(owner, attr, d)
+    try:
+        assert getattr(P.Noop, attr, None) is {"__new__": object.__new__,
+                                                "__getattribute__": object.__getattribute__}.get(attr)
+        worker.handle("noop", {"slot": None, "flush": False})
+        changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
+    finally:
+        delattr(owner, attr)
+    assert ran, "the hook did not run on the request path"
+    assert "protocol.Noop." + attr in changed, changed
+    assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []
+
+
+def test_a_hook_on_the_request_unpickler_is_seen(worker):
+    # Connection.recv unpickles each request with multiprocessing.connection's global
+    # _ForkingPickler, before the worker parses it and before the clock
+    # (tests/adversarial/hostile/recv_pickler_hook.py)
+    import multiprocessing.connection as mc
+
+    real = mc._ForkingPickler
+
+    class Hooked(real):
+        pass
+
+    for owner, attr, value in ((mc, "_ForkingPickler", Hooked), (real, "loads", classmethod(lambda c, b: None))):
+        old = owner.__dict__[attr]
+        setattr(owner, attr, value)
+        try:
+            changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
+        finally:
+            setattr(owner, attr, old)
+        assert len(changed) == 1 and attr in changed[0], changed
+    assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []

@@ -768,18 +768,28 @@ assert not any(n.startswith("_on_") and n[4:] not in REQUESTS for n in Worker.__
 
 
 def _request_guards(mod) -> dict[str, tuple[Any, str]]:
-    """Guarded names of the request path: the handler table, and for each request model the
-    two type slots Python code of the candidate's could take over on it (set on the model or
-    a base class): ``__new__``, which pydantic-core calls to make the parsed request, and
-    ``__getattribute__``, which runs on every field a handler reads, both before the clock
-    starts. The worker's snapshot (harness/guards.py) sees a hook on either; the parent's
+    """Guarded names of the request path: the handler table, the unpickler Connection.recv
+    reads each request with, and for each request model what Python code of the candidate's
+    could take over on it (set on the model or a base class): ``__new__``, which
+    pydantic-core calls to make the parsed request, ``__getattribute__``, which runs on every
+    field a handler reads, and each field's name (a data descriptor of that name wins over the
+    request's ``__dict__``), all before the clock starts. The worker's snapshot
+    (harness/guards.py, which reads the class dicts along the MRO: a descriptor's ``__get__``
+    can answer ``getattr`` with the original) sees a hook on any; the parent's
     memory read (harness/memguard.py) lists them too, but reads the entry of the class that
     defines them (``object``), which a hook set on the model or ``BaseModel`` shadows unseen
     there: for these the snapshot's report, sent through the guarded reply path, is the
     evidence."""
-    out: dict[str, tuple[Any, str]] = {"worker._HANDLERS": (mod, "_HANDLERS")}
+    import multiprocessing.connection as mc
+
+    out: dict[str, tuple[Any, str]] = {"worker._HANDLERS": (mod, "_HANDLERS"),
+                                       # Connection.recv unpickles every request with these
+                                       "multiprocessing.connection._ForkingPickler": (mc, "_ForkingPickler"),
+                                       "ForkingPickler.loads": (mc._ForkingPickler, "loads")}
     for _op, model, _v, _h in _HANDLERS:
-        for attr in ("__new__", "__getattribute__"):
+        # a data descriptor named like a field, on the model or a base, wins over the
+        # request's __dict__ when the handler reads the field
+        for attr in ("__new__", "__getattribute__", *model.model_fields):
             out[f"protocol.{model.__name__}.{attr}"] = (model, attr)
     return out
 
