@@ -188,3 +188,72 @@ def test_a_hook_on_the_request_unpickler_is_seen(worker):
             setattr(owner, attr, old)
         assert len(changed) == 1 and attr in changed[0], changed
     assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []
+
+
+def _loaded_worker():
+    import torch
+
+    w = Worker(None, "cpu")
+    w.handle("load", {"slots": [{"inputs": [torch.arange(4.0)], "outputs": [torch.zeros(4)]}],
+                      "flush": None, "flush_bytes": 0})
+    w.fn, w.dps = (lambda x: x * 2), False
+    return w
+
+
+def test_the_slots_as_loaded_are_called_and_copied_out():
+    w = _loaded_worker()
+    status, rep = w.handle("call", {"slot": 0})
+    assert status == "ok" and not rep.get("interposition"), rep
+    assert w.slots[0]["outputs"][0].tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_a_container_of_the_candidates_in_the_slots_runs_no_code_and_is_seen():
+    # the handlers read the slot before the clock (and the copy-out after it): a list or dict
+    # subclass swapped into the worker's slots would run the candidate's code there, with the
+    # fresh inputs just written (tests/adversarial/hostile/slots_list_hook.py). It is read
+    # through list's and dict's own methods, and its presence is reported
+    w = _loaded_worker()
+    ran = []
+
+    class L(list):
+        def __getitem__(self, i):
+            ran.append("list")
+            return list.__getitem__(self, i)
+
+        def __iter__(self):
+            ran.append("iter")
+            return list.__iter__(self)
+
+    class D(dict):
+        def __getitem__(self, k):
+            ran.append(k)
+            return dict.__getitem__(self, k)
+
+    w.slots = L([D(inputs=L(w.slots[0]["inputs"]), outputs=L(w.slots[0]["outputs"]))])
+    status, rep = w.handle("call", {"slot": 0})
+    assert status == "ok" and rep["interposition"] == [
+        "the worker's slots hold a container of the candidate's (a list or dict subclass)"], rep
+    w.handle("noop", {"slot": 0, "dps": False, "flush": False})
+    w.handle("time_iter", {"slot": 0, "i": 0, "flush": False})
+    assert ran == []
+
+
+@pytest.mark.parametrize("how", ["__getattribute__", "descriptor"])
+def test_a_hook_on_the_worker_class_is_seen_after_the_call(how):
+    # every `self.x` a handler reads goes through the Worker class: a __getattribute__ or a data
+    # descriptor named like an instance attribute (slots, fn, conn) set on it runs the
+    # candidate's code before and after the clock (a base class put under it: CPython refuses,
+    # "__bases__ assignment: deallocator differs")
+    w = _loaded_worker()
+    assert Worker._interposition(w) == []
+    if how == "__getattribute__":
+        Worker.__getattribute__ = lambda self, n: object.__getattribute__(self, n)
+    else:
+        Worker.slots = property(lambda self: self.__dict__["slots"],
+                                lambda self, v: self.__dict__.__setitem__("slots", v))
+    try:
+        got = Worker._interposition(w)
+    finally:
+        delattr(Worker, "__getattribute__" if how == "__getattribute__" else "slots")
+    assert any("Worker class" in g for g in got), got
+    assert Worker._interposition(w) == []

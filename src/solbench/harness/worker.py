@@ -39,6 +39,9 @@ from .protocol import (REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Pi
                        TimeEnd, TimeIter, WarmProfiler, request_invalid)
 from .shm import max_span, strided_span
 
+#: a class's MRO and type dict, read through type's own descriptors (as harness/guards.py)
+_MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
+
 _perf = time.perf_counter  # captured before any candidate code exists
 
 
@@ -297,8 +300,17 @@ class Worker:
         self._flush_sig = self._flush_signature()
         return "ok", {}
 
+    def _slot(self, i: int) -> dict[str, list]:
+        """Slot ``i`` as load built it, copied into a new dict of new lists through list's and
+        dict's own methods: a list or dict subclass of the candidate's swapped into
+        ``self.slots`` runs no code here, before the clock, nor in the harness's later reads
+        of the slot (the copy-out after it). Raises TypeError when a container is not a list
+        or dict at all (an error reply)."""
+        d = list.__getitem__(self.slots, i)
+        return {k: list(list.__iter__(dict.__getitem__(d, k))) for k in ("inputs", "outputs")}
+
     def _on_call(self, req: Call) -> tuple[str, dict]:
-        slot = self.slots[req.slot]
+        slot = self._slot(req.slot)
         meta = self._call(slot, req.scalars)
         return "ok", meta
 
@@ -317,7 +329,7 @@ class Worker:
             # the harness's own copy-out of outputs this size (and the poisoning of the
             # returned buffers), from harness-made tensors made once, outside the later
             # round trips (the parent poisons the outputs again before any call reads them)
-            slot = self.slots[req.slot]
+            slot = self._slot(req.slot)
             src = getattr(self, "_noop_src", None)
             if src is None or [(o.shape, o.dtype) for o in src] != \
                     [(o.shape, o.dtype) for o in slot["outputs"]]:
@@ -359,7 +371,7 @@ class Worker:
 
     def _on_time_iter(self, req: TimeIter) -> tuple[str, dict]:
         # every field is read here, before the clock starts in _timed_iter
-        return "ok", self._timed_iter(self.slots[req.slot], req.scalars, req.i, flush=req.flush,
+        return "ok", self._timed_iter(self._slot(req.slot), req.scalars, req.i, flush=req.flush,
                                       parent_copy=req.parent_copy and not self.is_cuda)
 
     def _on_time_end(self, req: TimeEnd) -> tuple[str, dict]:
@@ -447,7 +459,8 @@ class Worker:
         stops (copy-out, fills, checks), without replacing any function the snapshot covers:
         a torch-function or dispatch mode left on the stack (it sees every torch call the
         worker makes), a trace/profile hook, changed thread-local dispatch keys, an instance
-        attribute shadowing a Worker method, a replaced connection object, a kernel of the
+        attribute shadowing a Worker method, an attribute added to the Worker class, a list or
+        dict subclass in the slots, a replaced connection object, a kernel of the
         candidate's in the dispatcher's table (guards.DispatchGuard) for an operator the worker
         runs after the clock (``full``: for every covered operator; after each workload).
 
@@ -466,6 +479,15 @@ class Worker:
                 out.append(f"{k}: added {sorted(now[k] - v0)}, removed {sorted(v0 - now[k])}"[:200])
             elif now[k] is not v0 and now[k] != v0:
                 out.append(f"{k}: {v0!r} -> {now[k]!r}"[:200])
+        if frozenset(_TYPE_DICT.__get__(Worker, type)) != _WORKER_KEYS or _MRO.__get__(Worker, type) != _WORKER_MRO:
+            out.append("the Worker class changed (an attribute added or removed, or its bases): "
+                       f"{sorted(frozenset(_TYPE_DICT.__get__(Worker, type)) ^ _WORKER_KEYS)}"[:200])
+        sl = self.__dict__.get("slots")
+        if type(sl) is not list or any(type(d) is not dict or any(type(dict.get(d, k)) is not list
+                                                                  for k in ("inputs", "outputs"))
+                                       for d in list.__iter__(sl)):
+            # read through _slot, it runs no code of the candidate's; that it is there is evidence
+            out.append("the worker's slots hold a container of the candidate's (a list or dict subclass)")
         shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
         if shadow:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
@@ -765,6 +787,14 @@ _HANDLERS: tuple[tuple[str, type, Any, Any], ...] = tuple(
     for op, model in REQUESTS.items() if op != "exit")
 assert not any(n.startswith("_on_") and n[4:] not in REQUESTS for n in Worker.__dict__), \
     "a Worker handler without a request model of its op in protocol.REQUESTS"
+
+#: the Worker class's attribute names and MRO, at import: every ``self.x`` a handler reads goes
+#: through the class, so a ``__getattribute__`` or a data descriptor named like an instance
+#: attribute (``slots``, ``fn``, ``conn``) set on it, or a base class put under it, would run
+#: the candidate's code before and after the clock (Worker._interposition; read through
+#: type's own descriptors, tests/harness/test_worker_dispatch.py)
+_WORKER_KEYS = frozenset(_TYPE_DICT.__get__(Worker, type))
+_WORKER_MRO = _MRO.__get__(Worker, type)
 
 
 def _request_guards(mod) -> dict[str, tuple[Any, str]]:
