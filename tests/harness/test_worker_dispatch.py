@@ -257,3 +257,39 @@ def test_a_hook_on_the_worker_class_is_seen_after_the_call(how):
         delattr(Worker, "__getattribute__" if how == "__getattribute__" else "slots")
     assert any("Worker class" in g for g in got), got
     assert Worker._interposition(w) == []
+
+
+def test_an_exception_with_a_huge_class_name_is_still_a_well_formed_error_reply():
+    # the candidate names its exception class; the error reply's type field is bounded
+    # (protocol.ErrorReply), so the worker cuts it as it cuts the message: the parent then
+    # records the candidate's error, not a malformed reply
+    import json
+
+    import torch
+
+    sent = []
+
+    class Conn:
+        msgs = [(1, "call", {"slot": 0})]
+
+        def recv(self):
+            if not self.msgs:
+                raise EOFError
+            return self.msgs.pop(0)
+
+        def send_bytes(self, b):
+            sent.append(json.loads(b))
+
+    w = Worker(Conn(), "cpu")
+    w.handle("load", {"slots": [{"inputs": [torch.arange(4.0)], "outputs": [torch.zeros(4)]}],
+                      "flush": None, "flush_bytes": 0})
+    Huge = type("E" * 5000, (RuntimeError,), {})
+
+    def fn(x):
+        raise Huge("boom")
+
+    w.fn, w.dps = fn, False
+    w.loop()
+    (seq, status, rep), = sent
+    err = P.parse_reply("call", status, rep)
+    assert isinstance(err, P.ErrorReply) and err.message == "boom" and err.type.startswith("EEEE")

@@ -185,7 +185,8 @@ class Worker:
                 elif isinstance(e, KeyboardInterrupt):
                     raise
                 else:
-                    status, out = "error", {"type": type(e).__name__, "message": str(e)[:2000],
+                    # the class name is the candidate's too: cut to the reply's bound
+                    status, out = "error", {"type": type(e).__name__[:200], "message": str(e)[:2000],
                                             "traceback": traceback.format_exc()[-4000:]}
             # the log streams the worker started with, flushed through their type's own method:
             # never through sys.stdout (a candidate may have replaced it, or the instance's
