@@ -293,3 +293,34 @@ def test_an_exception_with_a_huge_class_name_is_still_a_well_formed_error_reply(
     (seq, status, rep), = sent
     err = P.parse_reply("call", status, rep)
     assert isinstance(err, P.ErrorReply) and err.message == "boom" and err.type.startswith("EEEE")
+
+
+@pytest.mark.parametrize("owner, name", [("guards", "_lookup"), ("guards", "_targets"), ("guards", "_MRO"),
+                                         ("guards", "_TYPE_DICT"), ("worker", "_WORKER_KEYS"),
+                                         ("worker", "_WORKER_MRO"), ("worker", "_TYPE_DICT"), ("worker", "_MRO")])
+def test_what_the_guards_read_is_guarded(worker, owner, name):
+    # the snapshot's own lookups and the Worker class check read these module globals: a
+    # candidate that rebinds one (say, adds "__getattribute__" to _WORKER_KEYS) would blind
+    # them; the snapshot lists each, and the parent's read of the worker's memory (here: of
+    # this process's) sees it rebound
+    import os
+    import sys
+
+    from solbench.harness import memguard
+
+    mod = worker.guards if owner == "guards" else sys.modules[Worker.__module__]
+    assert f"{owner}.{name}" in worker.snapshot
+    entry = [e for e in worker.mem_table if e["name"] == f"{owner}.{name}"]
+    assert len(entry) == 1
+    if not memguard.SUPPORTED:
+        pytest.skip("the parent's memory read does not know this interpreter's layout")
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    old = mod.__dict__[name]
+    try:
+        assert memguard.changed(fd, entry) == []
+        setattr(mod, name, object())
+        got = memguard.changed(fd, entry)
+    finally:
+        setattr(mod, name, old)
+        os.close(fd)
+    assert got == [f"{owner}.{name}"]

@@ -104,7 +104,12 @@ class Worker:
                                   "guards.gc_interposition": (guards, "gc_interposition"),
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
                                   "guards._dump_table": (guards, "_dump_table"),
-                                  "guards._exec_lines": (guards, "_exec_lines")})
+                                  "guards._exec_lines": (guards, "_exec_lines"),
+                                  # what the snapshot's own lookups and the Worker class check
+                                  # read: rebinding one would blind them
+                                  **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
+                                  **{f"worker.{n}": (mod, n) for n in ("_MRO", "_TYPE_DICT", "_WORKER_KEYS",
+                                                                       "_WORKER_MRO")}})
         self._conn0 = conn
         try:  # torch's default-device mode, as bound now (see _function_modes)
             import torch.utils._device as _dev
