@@ -324,3 +324,32 @@ def test_what_the_guards_read_is_guarded(worker, owner, name):
         setattr(mod, name, old)
         os.close(fd)
     assert got == [f"{owner}.{name}"]
+
+
+@pytest.mark.parametrize("name", ["enumerate", "list", "dict", "len", "__import__", "str"])
+def test_a_builtin_the_worker_calls_is_guarded(worker, name):
+    # the worker looks its builtins up at every call: enumerate in _args reads the fresh inputs
+    # before the clock, list/dict read the slot (_slot), `import gc` runs __import__ after every
+    # call (_interposition_state); a candidate that rebinds one runs its code there
+    # (tests/adversarial/hostile/builtins_enumerate_hook.py)
+    import builtins
+
+    w = _loaded_worker()
+    ran = []
+    old = builtins.__dict__[name]
+
+    def hook(*a, **k):
+        ran.append(name)
+        return old(*a, **k)
+
+    if name in ("list", "dict"):  # read as list.__getitem__(...): a subclass whose item read is hooked
+        hook = type(name, (old,), {"__getitem__": lambda self, *a: (ran.append(name), old.__getitem__(self, *a))[1]})
+    setattr(builtins, name, hook)
+    try:
+        w.handle("call", {"slot": 0})
+        changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
+    finally:
+        setattr(builtins, name, old)
+    assert ran, "the hook did not run on the worker's path"
+    assert changed == [f"builtins.{name}"], changed
+    assert f"builtins.{name}" in {e["name"] for e in worker.mem_table}  # the parent reads it too

@@ -96,6 +96,9 @@ class Worker:
         self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
+        from . import l2, pages, shm
+
+        self._harness_fns.update(_builtins_used(mod, guards, correctness, shm, pages, l2))
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
                                   "json.JSONEncoder.iterencode": (json.JSONEncoder, "iterencode"),
@@ -828,6 +831,39 @@ def _request_guards(mod) -> dict[str, tuple[Any, str]]:
         for attr in ("__new__", "__getattribute__", *model.model_fields):
             out[f"protocol.{model.__name__}.{attr}"] = (model, attr)
     return out
+
+
+def _builtins_used(*modules) -> dict[str, tuple[Any, str]]:
+    """Guarded names: every builtin that the code of ``modules`` (the worker's module with
+    its Worker class, and the worker-side modules it calls) names, and ``__import__`` (each ``import`` inside a method, e.g.
+    after every call in ``_interposition_state``). The worker's code looks each up in the
+    builtins module at every call: one the candidate rebinds (``builtins.enumerate``, read in
+    ``_args`` with the fresh inputs, before the clock) would run its code there
+    (tests/harness/test_worker_dispatch.py)."""
+    import builtins
+    import types
+
+    names = {"__import__"}
+
+    def walk(co):
+        names.update(co.co_names)
+        for c in co.co_consts:
+            if isinstance(c, types.CodeType):
+                walk(c)
+
+    def functions(ns, owner):
+        for v in list(vars(ns).values()):
+            v = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+            if isinstance(v, types.FunctionType) and v.__module__ == owner:
+                yield v
+            elif isinstance(v, type) and v.__module__ == owner and ns is not v:
+                yield from functions(v, owner)
+
+    for m in modules:
+        for f in functions(m, m.__name__):
+            walk(f.__code__)
+    return {f"builtins.{n}": (builtins, n) for n in sorted(names)
+            if n in builtins.__dict__ and (n == "__import__" or not n.startswith("__"))}
 
 
 def main(argv: list[str] | None = None) -> None:
