@@ -138,7 +138,9 @@ class _HiddenDescriptor:
 
 
 @pytest.mark.parametrize("owner, attr", [(BaseModel, "__new__"), (BaseModel, "__getattribute__"),
-                                         (P.Noop, "flush"), (P.Request, "flush"), (BaseModel, "dps")])
+                                         (P.Noop, "flush"), (P.Request, "flush"), (BaseModel, "dps"),
+                                         (BaseModel, "__pydantic_fields_set__"), (P.Noop, "__pydantic_extra__"),
+                                         (BaseModel, "__pydantic_private__")])
 def test_a_descriptor_on_the_parse_path_that_hides_from_getattr_is_seen(worker, owner, attr):
     # a descriptor set on a model or a base class runs on the request path (pydantic-core's
     # tp_new slot looks __new__ up through __get__; a data descriptor named like a field wins
@@ -153,16 +155,23 @@ def test_a_descriptor_on_the_parse_path_that_hides_from_getattr_is_seen(worker, 
     elif attr == "__getattribute__":
         d = _HiddenDescriptor(ran, object.__getattribute__,
                               lambda obj: object.__getattribute__.__get__(obj, type(obj)))
+    elif attr.startswith("__pydantic"):  # the slot's own member descriptor does the work
+        real = BaseModel.__dict__[attr]
+        d = type("Slot", (), {"__get__": lambda s, o, c=None: real.__get__(o, c),
+                              "__set__": lambda s, o, v: (ran.append(attr), real.__set__(o, v))})()
     else:
         d = _HiddenDescriptor(ran, AttributeError, lambda obj: obj.__dict__[attr])
+    old, seen = owner.__dict__.get(attr), getattr(P.Noop, attr, None)
     setattr(owner, attr, d)
     try:
-        assert getattr(P.Noop, attr, None) is {"__new__": object.__new__,
-                                                "__getattribute__": object.__getattribute__}.get(attr)
+        assert getattr(P.Noop, attr, None) is seen  # what getattr sees: the original
         worker.handle("noop", {"slot": None, "flush": False})
         changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
     finally:
-        delattr(owner, attr)
+        if old is None:
+            delattr(owner, attr)
+        else:
+            setattr(owner, attr, old)
     assert ran, "the hook did not run on the request path"
     assert "protocol.Noop." + attr in changed, changed
     assert worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns) == []

@@ -811,8 +811,10 @@ def _request_guards(mod) -> dict[str, tuple[Any, str]]:
     reads each request with, and for each request model what Python code of the candidate's
     could take over on it (set on the model or a base class): ``__new__``, which
     pydantic-core calls to make the parsed request, ``__getattribute__``, which runs on every
-    field a handler reads, and each field's name (a data descriptor of that name wins over the
-    request's ``__dict__``), all before the clock starts. The worker's snapshot
+    field a handler reads, each field's name (a data descriptor of that name wins over the
+    request's ``__dict__``) and the slots pydantic-core sets on each request (``__dict__``,
+    ``__pydantic_fields_set__``, ``__pydantic_extra__``, ``__pydantic_private__``: set through
+    a data descriptor of that name), all before the clock starts. The worker's snapshot
     (harness/guards.py, which reads the class dicts along the MRO: a descriptor's ``__get__``
     can answer ``getattr`` with the original) sees a hook on any; the parent's
     memory read (harness/memguard.py) lists them too, but reads the entry of the class that
@@ -827,8 +829,11 @@ def _request_guards(mod) -> dict[str, tuple[Any, str]]:
                                        "ForkingPickler.loads": (mc._ForkingPickler, "loads")}
     for _op, model, _v, _h in _HANDLERS:
         # a data descriptor named like a field, on the model or a base, wins over the
-        # request's __dict__ when the handler reads the field
-        for attr in ("__new__", "__getattribute__", *model.model_fields):
+        # request's __dict__ when the handler reads the field; pydantic-core sets the
+        # instance's __dict__ and its __pydantic_* slots through PyObject_GenericSetAttr, which
+        # calls a data descriptor set under one of those names
+        for attr in ("__new__", "__getattribute__", "__dict__", "__pydantic_fields_set__",
+                     "__pydantic_extra__", "__pydantic_private__", *model.model_fields):
             out[f"protocol.{model.__name__}.{attr}"] = (model, attr)
     return out
 
