@@ -362,3 +362,33 @@ def test_a_builtin_the_worker_calls_is_guarded(worker, name):
     assert ran, "the hook did not run on the worker's path"
     assert changed == [f"builtins.{name}"], changed
     assert f"builtins.{name}" in {e["name"] for e in worker.mem_table}  # the parent reads it too
+
+
+def test_rebinding_the_registry_a_validator_or_a_handler_changes_nothing_the_worker_runs(worker):
+    # the worker's table holds each model's pydantic-core validator and handler as bound at
+    # import: a candidate that rebinds protocol.REQUESTS, a model's model_validate or
+    # __pydantic_validator__, or a Worker handler runs none of its code on the request path
+    # (and the handler is a guarded name)
+    ran = []
+
+    class Rogue(P.Noop):
+        def model_post_init(self, ctx):
+            ran.append("post_init")
+
+    class FakeValidator:
+        def validate_python(self, *a, **k):
+            ran.append("validator")
+
+    saved = (P.REQUESTS["noop"], P.Noop.__dict__["__pydantic_validator__"], Worker.__dict__["_on_noop"])
+    P.REQUESTS["noop"] = Rogue
+    P.Noop.model_validate = classmethod(lambda cls, *a, **k: ran.append("model_validate"))
+    P.Noop.__pydantic_validator__ = FakeValidator()
+    Worker._on_noop = lambda self, req: ran.append("handler")
+    try:
+        status, rep = worker.handle("noop", {"slot": None, "flush": False})
+        changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
+    finally:
+        P.REQUESTS["noop"], P.Noop.__pydantic_validator__, Worker._on_noop = saved
+        del P.Noop.model_validate
+    assert status == "ok" and "host_ms" in rep and ran == []
+    assert changed == ["worker.Worker._on_noop"], changed
