@@ -392,3 +392,28 @@ def test_rebinding_the_registry_a_validator_or_a_handler_changes_nothing_the_wor
         del P.Noop.model_validate
     assert status == "ok" and "host_ms" in rep and ran == []
     assert changed == ["worker.Worker._on_noop"], changed
+
+
+@pytest.mark.parametrize("attr", ["__enter__", "__exit__", "__init__"])
+def test_a_hook_on_the_context_managers_around_the_clock_is_seen(worker, attr):
+    # the worker enters torch.no_grad() (and on CUDA record_function, a stream context, two
+    # Events) right before its clock starts and leaves it right after it stops: code set as
+    # one of their protocol methods runs there
+    import torch
+
+    w = _loaded_worker()
+    ran = []
+    old = torch.no_grad.__dict__[attr]
+
+    def hook(*a, **k):
+        ran.append(attr)
+        return old(*a, **k)
+
+    setattr(torch.no_grad, attr, hook)
+    try:
+        w.handle("call", {"slot": 0})
+        changed = worker.guards.verify_snapshot(worker.snapshot, worker._harness_fns)
+    finally:
+        setattr(torch.no_grad, attr, old)
+    assert ran, "the hook did not run on the worker's path"
+    assert changed == [f"torch.no_grad.{attr}"], changed

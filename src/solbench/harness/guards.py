@@ -224,7 +224,16 @@ def _targets() -> dict[str, tuple[Any, str]]:
         "torch.autograd.profiler.record_function": (torch.autograd.profiler, "record_function"),
         "torch._C._dispatch_dump_table": (torch._C, "_dispatch_dump_table"),
         "torch._C._dispatch_get_all_op_names": (torch._C, "_dispatch_get_all_op_names"),
+        "torch.no_grad": (torch, "no_grad"),
     }
+    # the context managers and classes the worker enters or makes right before the clock
+    # starts (and leaves right after it stops): code set as one of their protocol methods,
+    # on the class or a base, runs there (tests/harness/test_worker_dispatch.py)
+    for name, cls in (("torch.no_grad", torch.no_grad),
+                      ("torch.profiler.record_function", torch.autograd.profiler.record_function),
+                      ("torch.cuda.Event", torch.cuda.Event), ("torch.cuda.StreamContext", torch.cuda.StreamContext)):
+        for attr in ("__new__", "__init__", "__enter__", "__exit__"):
+            t[f"{name}.{attr}"] = (cls, attr)
     return t
 
 
