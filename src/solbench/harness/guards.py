@@ -224,13 +224,38 @@ def _targets() -> dict[str, tuple[Any, str]]:
         "torch.autograd.profiler.record_function": (torch.autograd.profiler, "record_function"),
         "torch._C._dispatch_dump_table": (torch._C, "_dispatch_dump_table"),
         "torch._C._dispatch_get_all_op_names": (torch._C, "_dispatch_get_all_op_names"),
+        "torch.no_grad": (torch, "no_grad"),
     }
+    # the context managers and classes the worker enters or makes right before the clock
+    # starts (and leaves right after it stops): code set as one of their protocol methods,
+    # on the class or a base, runs there (tests/harness/test_worker_dispatch.py)
+    for name, cls in (("torch.no_grad", torch.no_grad),
+                      ("torch.profiler.record_function", torch.autograd.profiler.record_function),
+                      ("torch.cuda.Event", torch.cuda.Event), ("torch.cuda.StreamContext", torch.cuda.StreamContext)):
+        for attr in ("__new__", "__init__", "__enter__", "__exit__"):
+            t[f"{name}.{attr}"] = (cls, attr)
     return t
 
 
+#: a class's MRO and type dict, read through type's own descriptors: a metaclass of the
+#: candidate's (or one it patched) cannot answer for them
+_MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
+
+
 def _lookup(owner: Any, attr: str) -> Any:
-    obj = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
-    return getattr(owner, attr, None) if obj is None else obj
+    """What ``owner.attr`` resolves to. For a class: the entry of the first class of its MRO
+    whose own dict holds ``attr`` (what the interpreter's type lookup finds), read from the
+    dicts, never through ``getattr``: a descriptor set on a base class runs its ``__get__``
+    there and can hand back the original object (or raise AttributeError, as for a pydantic
+    field) while its ``__get__`` also runs on the worker's own path
+    (tests/harness/test_worker_dispatch.py). None when no class holds it."""
+    if isinstance(owner, type):
+        for cls in _MRO.__get__(owner, type):
+            d = _TYPE_DICT.__get__(cls, type)
+            if attr in d:
+                return d[attr]
+        return None
+    return getattr(owner, attr, None)
 
 
 def take_snapshot(extra: dict[str, tuple[Any, str]] | None = None) -> dict[str, tuple[int, Any, Any]]:

@@ -39,6 +39,9 @@ from .protocol import (REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Pi
                        TimeEnd, TimeIter, WarmProfiler, request_invalid)
 from .shm import max_span, strided_span
 
+#: a class's MRO and type dict, read through type's own descriptors (as harness/guards.py)
+_MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
+
 _perf = time.perf_counter  # captured before any candidate code exists
 
 
@@ -93,6 +96,9 @@ class Worker:
         self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
+        from . import l2, pages, shm
+
+        self._harness_fns.update(_builtins_used(mod, guards, correctness, shm, pages, l2))
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
                                   "json.JSONEncoder.iterencode": (json.JSONEncoder, "iterencode"),
@@ -101,7 +107,12 @@ class Worker:
                                   "guards.gc_interposition": (guards, "gc_interposition"),
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
                                   "guards._dump_table": (guards, "_dump_table"),
-                                  "guards._exec_lines": (guards, "_exec_lines")})
+                                  "guards._exec_lines": (guards, "_exec_lines"),
+                                  # what the snapshot's own lookups and the Worker class check
+                                  # read: rebinding one would blind them
+                                  **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
+                                  **{f"worker.{n}": (mod, n) for n in ("_MRO", "_TYPE_DICT", "_WORKER_KEYS",
+                                                                       "_WORKER_MRO")}})
         self._conn0 = conn
         try:  # torch's default-device mode, as bound now (see _function_modes)
             import torch.utils._device as _dev
@@ -182,7 +193,8 @@ class Worker:
                 elif isinstance(e, KeyboardInterrupt):
                     raise
                 else:
-                    status, out = "error", {"type": type(e).__name__, "message": str(e)[:2000],
+                    # the class name is the candidate's too: cut to the reply's bound
+                    status, out = "error", {"type": type(e).__name__[:200], "message": str(e)[:2000],
                                             "traceback": traceback.format_exc()[-4000:]}
             # the log streams the worker started with, flushed through their type's own method:
             # never through sys.stdout (a candidate may have replaced it, or the instance's
@@ -297,8 +309,17 @@ class Worker:
         self._flush_sig = self._flush_signature()
         return "ok", {}
 
+    def _slot(self, i: int) -> dict[str, list]:
+        """Slot ``i`` as load built it, copied into a new dict of new lists through list's and
+        dict's own methods: a list or dict subclass of the candidate's swapped into
+        ``self.slots`` runs no code here, before the clock, nor in the harness's later reads
+        of the slot (the copy-out after it). Raises TypeError when a container is not a list
+        or dict at all (an error reply)."""
+        d = list.__getitem__(self.slots, i)
+        return {k: list(list.__iter__(dict.__getitem__(d, k))) for k in ("inputs", "outputs")}
+
     def _on_call(self, req: Call) -> tuple[str, dict]:
-        slot = self.slots[req.slot]
+        slot = self._slot(req.slot)
         meta = self._call(slot, req.scalars)
         return "ok", meta
 
@@ -317,7 +338,7 @@ class Worker:
             # the harness's own copy-out of outputs this size (and the poisoning of the
             # returned buffers), from harness-made tensors made once, outside the later
             # round trips (the parent poisons the outputs again before any call reads them)
-            slot = self.slots[req.slot]
+            slot = self._slot(req.slot)
             src = getattr(self, "_noop_src", None)
             if src is None or [(o.shape, o.dtype) for o in src] != \
                     [(o.shape, o.dtype) for o in slot["outputs"]]:
@@ -359,7 +380,7 @@ class Worker:
 
     def _on_time_iter(self, req: TimeIter) -> tuple[str, dict]:
         # every field is read here, before the clock starts in _timed_iter
-        return "ok", self._timed_iter(self.slots[req.slot], req.scalars, req.i, flush=req.flush,
+        return "ok", self._timed_iter(self._slot(req.slot), req.scalars, req.i, flush=req.flush,
                                       parent_copy=req.parent_copy and not self.is_cuda)
 
     def _on_time_end(self, req: TimeEnd) -> tuple[str, dict]:
@@ -447,7 +468,8 @@ class Worker:
         stops (copy-out, fills, checks), without replacing any function the snapshot covers:
         a torch-function or dispatch mode left on the stack (it sees every torch call the
         worker makes), a trace/profile hook, changed thread-local dispatch keys, an instance
-        attribute shadowing a Worker method, a replaced connection object, a kernel of the
+        attribute shadowing a Worker method, an attribute added to the Worker class, a list or
+        dict subclass in the slots, a replaced connection object, a kernel of the
         candidate's in the dispatcher's table (guards.DispatchGuard) for an operator the worker
         runs after the clock (``full``: for every covered operator; after each workload).
 
@@ -466,6 +488,15 @@ class Worker:
                 out.append(f"{k}: added {sorted(now[k] - v0)}, removed {sorted(v0 - now[k])}"[:200])
             elif now[k] is not v0 and now[k] != v0:
                 out.append(f"{k}: {v0!r} -> {now[k]!r}"[:200])
+        if frozenset(_TYPE_DICT.__get__(Worker, type)) != _WORKER_KEYS or _MRO.__get__(Worker, type) != _WORKER_MRO:
+            out.append("the Worker class changed (an attribute added or removed, or its bases): "
+                       f"{sorted(frozenset(_TYPE_DICT.__get__(Worker, type)) ^ _WORKER_KEYS)}"[:200])
+        sl = self.__dict__.get("slots")
+        if type(sl) is not list or any(type(d) is not dict or any(type(dict.get(d, k)) is not list
+                                                                  for k in ("inputs", "outputs"))
+                                       for d in list.__iter__(sl)):
+            # read through _slot, it runs no code of the candidate's; that it is there is evidence
+            out.append("the worker's slots hold a container of the candidate's (a list or dict subclass)")
         shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
         if shadow:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
@@ -766,22 +797,78 @@ _HANDLERS: tuple[tuple[str, type, Any, Any], ...] = tuple(
 assert not any(n.startswith("_on_") and n[4:] not in REQUESTS for n in Worker.__dict__), \
     "a Worker handler without a request model of its op in protocol.REQUESTS"
 
+#: the Worker class's attribute names and MRO, at import: every ``self.x`` a handler reads goes
+#: through the class, so a ``__getattribute__`` or a data descriptor named like an instance
+#: attribute (``slots``, ``fn``, ``conn``) set on it, or a base class put under it, would run
+#: the candidate's code before and after the clock (Worker._interposition; read through
+#: type's own descriptors, tests/harness/test_worker_dispatch.py)
+_WORKER_KEYS = frozenset(_TYPE_DICT.__get__(Worker, type))
+_WORKER_MRO = _MRO.__get__(Worker, type)
+
 
 def _request_guards(mod) -> dict[str, tuple[Any, str]]:
-    """Guarded names of the request path: the handler table, and for each request model the
-    two type slots Python code of the candidate's could take over on it (set on the model or
-    a base class): ``__new__``, which pydantic-core calls to make the parsed request, and
-    ``__getattribute__``, which runs on every field a handler reads, both before the clock
-    starts. The worker's snapshot (harness/guards.py) sees a hook on either; the parent's
+    """Guarded names of the request path: the handler table, the unpickler Connection.recv
+    reads each request with, and for each request model what Python code of the candidate's
+    could take over on it (set on the model or a base class): ``__new__``, which
+    pydantic-core calls to make the parsed request, ``__getattribute__``, which runs on every
+    field a handler reads, each field's name (a data descriptor of that name wins over the
+    request's ``__dict__``) and the slots pydantic-core sets on each request (``__dict__``,
+    ``__pydantic_fields_set__``, ``__pydantic_extra__``, ``__pydantic_private__``: set through
+    a data descriptor of that name), all before the clock starts. The worker's snapshot
+    (harness/guards.py, which reads the class dicts along the MRO: a descriptor's ``__get__``
+    can answer ``getattr`` with the original) sees a hook on any; the parent's
     memory read (harness/memguard.py) lists them too, but reads the entry of the class that
     defines them (``object``), which a hook set on the model or ``BaseModel`` shadows unseen
     there: for these the snapshot's report, sent through the guarded reply path, is the
     evidence."""
-    out: dict[str, tuple[Any, str]] = {"worker._HANDLERS": (mod, "_HANDLERS")}
+    import multiprocessing.connection as mc
+
+    out: dict[str, tuple[Any, str]] = {"worker._HANDLERS": (mod, "_HANDLERS"),
+                                       # Connection.recv unpickles every request with these
+                                       "multiprocessing.connection._ForkingPickler": (mc, "_ForkingPickler"),
+                                       "ForkingPickler.loads": (mc._ForkingPickler, "loads")}
     for _op, model, _v, _h in _HANDLERS:
-        for attr in ("__new__", "__getattribute__"):
+        # a data descriptor named like a field, on the model or a base, wins over the
+        # request's __dict__ when the handler reads the field; pydantic-core sets the
+        # instance's __dict__ and its __pydantic_* slots through PyObject_GenericSetAttr, which
+        # calls a data descriptor set under one of those names
+        for attr in ("__new__", "__getattribute__", "__dict__", "__pydantic_fields_set__",
+                     "__pydantic_extra__", "__pydantic_private__", *model.model_fields):
             out[f"protocol.{model.__name__}.{attr}"] = (model, attr)
     return out
+
+
+def _builtins_used(*modules) -> dict[str, tuple[Any, str]]:
+    """Guarded names: every builtin that the code of ``modules`` (the worker's module with
+    its Worker class, and the worker-side modules it calls) names, and ``__import__`` (each ``import`` inside a method, e.g.
+    after every call in ``_interposition_state``). The worker's code looks each up in the
+    builtins module at every call: one the candidate rebinds (``builtins.enumerate``, read in
+    ``_args`` with the fresh inputs, before the clock) would run its code there
+    (tests/harness/test_worker_dispatch.py)."""
+    import builtins
+    import types
+
+    names = {"__import__"}
+
+    def walk(co):
+        names.update(co.co_names)
+        for c in co.co_consts:
+            if isinstance(c, types.CodeType):
+                walk(c)
+
+    def functions(ns, owner):
+        for v in list(vars(ns).values()):
+            v = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+            if isinstance(v, types.FunctionType) and v.__module__ == owner:
+                yield v
+            elif isinstance(v, type) and v.__module__ == owner and ns is not v:
+                yield from functions(v, owner)
+
+    for m in modules:
+        for f in functions(m, m.__name__):
+            walk(f.__code__)
+    return {f"builtins.{n}": (builtins, n) for n in sorted(names)
+            if n in builtins.__dict__ and (n == "__import__" or not n.startswith("__"))}
 
 
 def main(argv: list[str] | None = None) -> None:
