@@ -76,8 +76,8 @@ def register(app: typer.Typer) -> None:
             prob = load_problem(path)
             sol = load_solution(solution, prob) if solution else reference_solution(prob)
             chosen = choose_workloads(prob, workloads, limit, mb)
-            # "cpu" stands for a server's own default device only in settings the request
-            # sends as "the default" (None): request_from_config's device= says which
+            # no --device with --server: "cpu" stands for the server's own default device in
+            # the settings sent as "the default" (request_from_config's server_device)
             cfg = opt.on_device(settings, dev or "cpu", workloads=[w.uuid for w in chosen])
             write = trace_appender(output)
             lifetime.arm_watchdog()
@@ -90,7 +90,8 @@ def register(app: typer.Typer) -> None:
                     from ..serve.client import evaluate_remote
 
                     traces = evaluate_remote(server, prob, sol, cfg, hardware=hardware, sol_model=sol_model,
-                                             on_trace=on_trace, on_stage=prog.stage, device=dev)
+                                             on_trace=on_trace, on_stage=prog.stage,
+                                             server_device=dev is None)
                     dev = next((t.evaluation.device for t in traces if t.evaluation.device), dev or "the server's device")
                 else:
                     from ..run.session import evaluate_and_score

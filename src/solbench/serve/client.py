@@ -134,16 +134,14 @@ class ServeClient:
         return self.follow(req, on_trace=on_trace)
 
 
-_CFG_DEVICE = "cfg"
-
-
 def request_from_config(problem, solution, cfg, hardware: str | None = None,
-                        sol_model: str = "refined", *, device: str | None = _CFG_DEVICE) -> dict[str, Any]:
+                        sol_model: str = "refined", *, server_device: bool = False) -> dict[str, Any]:
     """The request that asks the server for what ``evaluate_and_score(problem, solution,
     cfg, hardware, sol_model)`` does here: the problem's resolved path, the solution as JSON
     (the reference's too, so the server judges exactly what was loaded here) and every
-    setting ``solbench eval`` sets from its flags. ``device``: the device to ask for, None for
-    the server's default (default: ``cfg.device``). Imports neither torch nor the harness."""
+    setting ``solbench eval`` sets from its flags. ``server_device``: ask for the server's
+    default device instead of ``cfg.device`` (whose device then only stands for it in the
+    settings sent as "the default"). Imports neither torch nor the harness."""
     from ..config import EvalConfig
 
     default = EvalConfig(device=cfg.device)
@@ -151,7 +149,7 @@ def request_from_config(problem, solution, cfg, hardware: str | None = None,
         "problem": str(Path(problem.path).resolve()),
         "solution": solution.model_dump(mode="json"),
         "workloads": list(cfg.workloads) if cfg.workloads is not None else None,
-        "device": cfg.device if device == _CFG_DEVICE else device, "rounds": cfg.rounds, "iters": cfg.iters, "timing": cfg.timing,
+        "device": None if server_device else cfg.device, "rounds": cfg.rounds, "iters": cfg.iters, "timing": cfg.timing,
         "seed": cfg.seed, "keep_going": cfg.keep_going,
         "first_call_timeout_s": cfg.first_call_timeout_s
         if cfg.first_call_timeout_s != default.first_call_timeout_s else None,
@@ -163,12 +161,12 @@ def request_from_config(problem, solution, cfg, hardware: str | None = None,
 
 def evaluate_remote(url: str, problem, solution, cfg, *, hardware: str | None = None,
                     sol_model: str = "refined", on_trace: Callable | None = None,
-                    on_stage: Callable[[str], None] | None = None, device: str | None = _CFG_DEVICE) -> list:
+                    on_stage: Callable[[str], None] | None = None, server_device: bool = False) -> list:
     """What ``solbench eval --server URL`` calls in place of
     :func:`solbench.run.session.evaluate_and_score`: the same arguments, the same Traces, from
-    the server at ``url``; ``device`` as in :func:`request_from_config`. Raises ServeError."""
+    the server at ``url``; ``server_device`` as in :func:`request_from_config`. Raises ServeError."""
     c = ServeClient(url)
-    return c.follow(request_from_config(problem, solution, cfg, hardware, sol_model, device=device),
+    return c.follow(request_from_config(problem, solution, cfg, hardware, sol_model, server_device=server_device),
                     on_trace=on_trace, on_stage=on_stage)
 
 
