@@ -68,12 +68,17 @@ DEF = {
     "reference": "import torch\n\ndef run(x):\n    return torch.softmax(x, dim=-1)\n",
 }
 
-#: correct, with a call time spread over 2-40 ms: its pilot cannot pin the median to 1%
-JITTER = """import random, time
+#: correct, its consecutive calls alternating 2 ms and 40 ms: any pilot of two or more
+#: consecutive calls holds both, so it cannot pin the median to 1% (a random choice of the
+#: sleep drew the same one twice in a pilot of 2 a quarter of the time)
+JITTER = """import time
 import torch
 
+_calls = [0]
+
 def run(x):
-    time.sleep(random.choice([0.002, 0.01, 0.02, 0.04]))
+    _calls[0] += 1
+    time.sleep(0.002 if _calls[0] % 2 else 0.04)
     return torch.softmax(x, dim=-1)
 """
 
