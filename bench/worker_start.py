@@ -1,5 +1,6 @@
 """Worker start-up and request cost on this host (CPU worker, the sandbox the host allows):
-the time from ``WorkerHandle(device)`` to its hello, the parent's round trip of ``ping`` and
+the time from ``new_worker(device)`` to its hello and its warmed profiler (each step of it:
+harness/process.py ``start_phases``), the parent's round trip of ``ping`` and
 of ``noop`` (the timed path without the call), and, in this process, the worker's own
 ``Worker.handle`` of ``ping`` and ``time_end`` (the request parsed through its model of
 harness/protocol.py and dispatched; best of 5 x 20000) and the ``Worker()`` construction
@@ -30,13 +31,15 @@ def main() -> None:
     a = ap.parse_args()
 
     from solbench.harness import protocol
-    from solbench.harness.process import WorkerHandle
+    from solbench.harness.workers import new_worker
 
-    starts, pings, noops = [], [], []
+    starts, pings, noops, phases = [], [], [], []
     for k in range(a.starts):
         t0 = time.perf_counter()
-        h = WorkerHandle(a.device)
+        h = new_worker(a.device)  # the worker a candidate gets: started, profiler warmed
         starts.append((time.perf_counter() - t0) * 1e3)
+        phases.append(dict(h.start_phases))
+        print(f"start {k} by step (s): {h.start_phases}", flush=True)
         try:
             for _ in range(a.pings):
                 t = time.perf_counter()
@@ -66,14 +69,17 @@ def main() -> None:
             best = min(best, (time.perf_counter() - t) / n * 1e6)
         return best
 
+    steps = sorted({k for p in phases for k in p})
     res = {"device": a.device, "start_ms_median": statistics.median(starts), "start_ms": starts,
+           "start_steps_s_median": {k: statistics.median(p.get(k, 0.0) for p in phases) for k in steps},
            "ping_ms_median": statistics.median(pings), "noop_ms_median": statistics.median(noops),
            "worker_init_ms_median": statistics.median(cons),
            "handle_ping_us": per_us("ping"), "handle_time_end_us": per_us("time_end")}
     print(f"start median {res['start_ms_median']:.0f} ms; ping round trip median "
           f"{res['ping_ms_median']:.3f} ms; noop round trip median {res['noop_ms_median']:.3f} ms; "
           f"Worker() median {res['worker_init_ms_median']:.0f} ms; handle ping "
-          f"{res['handle_ping_us']:.2f} us, time_end {res['handle_time_end_us']:.2f} us")
+          f"{res['handle_ping_us']:.2f} us, time_end {res['handle_time_end_us']:.2f} us; start steps (s, median) "
+          f"{res['start_steps_s_median']}")
     if a.save:
         out = Path(__file__).parent / "results" / "worker_start.json"
         out.write_text(json.dumps(res, indent=1) + "\n")

@@ -46,6 +46,7 @@ def register(app: typer.Typer) -> None:
         timeout: opt.Timeout = None,
         build_timeout: opt.BuildTimeout = None,
         keep_going: opt.KeepGoing = False,
+        spare_workers: opt.SpareWorkers = None,
         server: Optional[str] = typer.Option(None, "--server",
                                              help="run it on a `solbench serve` at this URL "
                                                   "(http://127.0.0.1:8765): same traces and output"),
@@ -57,53 +58,92 @@ def register(app: typer.Typer) -> None:
         check_sol_model(sol_model)
         settings = opt.eval_config(rounds=rounds, iters=iters, timing=not no_timing, seed=seed,
                                    timeout=timeout, build_timeout=build_timeout,
-                                   keep_going=keep_going)
+                                   keep_going=keep_going, spare_workers=spare_workers)
         mb = parse_bytes(max_bytes)
         check_output(output)
         check_file(solution, "--solution")
         path = resolve_problem_arg(problem)
         # a server's device is the server's to check (and its default when none is named);
         # this process then never imports torch or the harness: it only sends and prints
-        dev = check_device_name(device) if server else check_device(device)
-        check_hardware(hardware)
+        early = None
+        if not server:
+            # the workers first: a worker's start (interpreter, torch, CUDA context, the first
+            # CUPTI session: about 7 s on an H100) then overlaps this process's own imports,
+            # the problem's loading and its inputs. Only a named device is started before it
+            # is checked here (a bad one: the workers are killed on the way out)
+            early = _early_workers(settings, check_device_name(device))
+        try:
+            dev = check_device_name(device) if server else check_device(device)
+            if not server and early is None:
+                early = _early_workers(settings, dev)
+            check_hardware(hardware)
+            _eval_body(problem, path, solution, workloads, limit, mb, settings, dev, server, hardware, sol_model,
+                       output, quiet, as_json, early)
+        finally:
+            if early is not None:
+                early.close()
 
-        from . import lifetime
-        from ..report.tables import trace_table
-        from ..spec import load_problem, load_solution, reference_solution
-        from ..spec.trace import Status
 
-        with clean_errors():
-            prob = load_problem(path)
-            sol = load_solution(solution, prob) if solution else reference_solution(prob)
-            chosen = choose_workloads(prob, workloads, limit, mb)
-            # no --device with --server: "cpu" stands for the server's own default device in
-            # the settings sent as "the default" (request_from_config's server_device)
-            cfg = opt.on_device(settings, dev or "cpu", workloads=[w.uuid for w in chosen])
-            write = trace_appender(output)
-            lifetime.arm_watchdog()
-            with EvalProgress(len(chosen), f"{prob.name} / {sol.name}", enabled=not quiet) as prog:
-                def on_trace(t) -> None:
-                    write(t)
-                    prog.done(t)
+def _early_workers(settings, dev: str | None):
+    """A one-shot :class:`~solbench.harness.SparePool` of the workers one evaluation takes
+    (the candidate's, and the eager reference's when it is timed), started now; None when the
+    device is not known yet or the settings start each worker when needed
+    (``--spare-workers 0``, the CPU's default)."""
+    if dev is None:
+        return None
+    cfg = opt.on_device(settings, dev)
+    if cfg.n_spare_workers() == 0:
+        return None
+    from ..harness import SparePool
 
-                if server:
-                    from ..serve.client import evaluate_remote
+    pool = SparePool(dev, 2 if cfg.timing and cfg.reference_timing else 1, refill=False)
+    pool.fill()
+    return pool
 
-                    traces = evaluate_remote(server, prob, sol, cfg, hardware=hardware, sol_model=sol_model,
-                                             on_trace=on_trace, on_stage=prog.stage,
-                                             server_device=dev is None)
-                    dev = next((t.evaluation.device for t in traces if t.evaluation.device), dev or "the server's device")
-                else:
-                    from ..run.session import evaluate_and_score
 
-                    traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
-                                                on_trace=on_trace, on_stage=prog.stage)
-        if as_json:
-            typer.echo(json.dumps([json.loads(t.to_json_line()) for t in traces], allow_nan=False))
-        else:
-            console.print(trace_table(traces, title=f"{prob.name}: {sol.name} on {dev}"))
-            n_ok = sum(t.evaluation.status == Status.PASSED for t in traces)
-            console.print(f"{n_ok}/{len(traces)} workloads PASSED"
-                          + (f"; traces appended to {output}" if output else ""), highlight=False, markup=False)
-        raise typer.Exit(0 if traces and all(t.evaluation.status == Status.PASSED for t in traces) else 1)
+def _eval_body(problem, path, solution, workloads, limit, mb, settings, dev, server, hardware, sol_model,
+               output, quiet, as_json, early) -> None:
+    """``solbench eval`` once its arguments and device are checked: load, evaluate (locally,
+    taking ``early``'s workers, or on ``server``), print, and exit 0 only when every workload
+    PASSED."""
+
+    from . import lifetime
+    from ..report.tables import trace_table
+    from ..spec import load_problem, load_solution, reference_solution
+    from ..spec.trace import Status
+
+    with clean_errors():
+        prob = load_problem(path)
+        sol = load_solution(solution, prob) if solution else reference_solution(prob)
+        chosen = choose_workloads(prob, workloads, limit, mb)
+        # no --device with --server: "cpu" stands for the server's own default device in
+        # the settings sent as "the default" (request_from_config's server_device)
+        cfg = opt.on_device(settings, dev or "cpu", workloads=[w.uuid for w in chosen])
+        write = trace_appender(output)
+        lifetime.arm_watchdog()
+        with EvalProgress(len(chosen), f"{prob.name} / {sol.name}", enabled=not quiet) as prog:
+            def on_trace(t) -> None:
+                write(t)
+                prog.done(t)
+
+            if server:
+                from ..serve.client import evaluate_remote
+
+                traces = evaluate_remote(server, prob, sol, cfg, hardware=hardware, sol_model=sol_model,
+                                         on_trace=on_trace, on_stage=prog.stage,
+                                         server_device=dev is None)
+                dev = next((t.evaluation.device for t in traces if t.evaluation.device), dev or "the server's device")
+            else:
+                from ..run.session import evaluate_and_score
+
+                traces = evaluate_and_score(prob, sol, cfg, hardware=hardware, sol_model=sol_model,
+                                            on_trace=on_trace, on_stage=prog.stage, spares=early)
+    if as_json:
+        typer.echo(json.dumps([json.loads(t.to_json_line()) for t in traces], allow_nan=False))
+    else:
+        console.print(trace_table(traces, title=f"{prob.name}: {sol.name} on {dev}"))
+        n_ok = sum(t.evaluation.status == Status.PASSED for t in traces)
+        console.print(f"{n_ok}/{len(traces)} workloads PASSED"
+                      + (f"; traces appended to {output}" if output else ""), highlight=False, markup=False)
+    raise typer.Exit(0 if traces and all(t.evaluation.status == Status.PASSED for t in traces) else 1)
 

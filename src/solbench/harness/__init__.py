@@ -22,12 +22,29 @@ keeps the first off the third):
 - parent side: :mod:`.process` (the worker handle) and everything else.
 """
 
-from .checks import finding
-from .config import select_workloads
-from .evaluator import EvalConfig, Evaluator, evaluate
-from .process import reopen, shutdown_all
-from .rounds import Oracle
-from .workers import SparePool, device_key
+import importlib
 
-__all__ = ["EvalConfig", "Evaluator", "Oracle", "SparePool", "device_key", "evaluate", "finding",
-           "reopen", "select_workloads", "shutdown_all"]
+#: public name -> the module that defines it. Imported on first use (PEP 562), not with the
+#: package: the worker (``python -m solbench.harness.worker``) and a parent that only starts
+#: workers ahead of need (``solbench eval``'s early start, harness/workers.py) import the
+#: package first, and neither needs the evaluator, the rounds or the checks (about 0.6 s of
+#: imports, torch's first among them, before a worker could be spawned)
+_PUBLIC = {"finding": ".checks", "select_workloads": ".config", "EvalConfig": ".evaluator",
+           "Evaluator": ".evaluator", "evaluate": ".evaluator", "reopen": ".process",
+           "shutdown_all": ".process", "Oracle": ".rounds", "SparePool": ".workers",
+           "device_key": ".workers"}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    mod = _PUBLIC.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -229,6 +229,10 @@ class CheckReport:
     #: per output, (candidate, reference) relative L2 error against an fp64 truth, when the
     #: caller computed one (``solbench.harness.rounds.Oracle.judge``); None entries: no truth
     truth_errors: list[tuple[float, float] | None] | None = None
+    #: runs of the reference beyond the first this verdict needed (Oracle.judge: an output
+    #: that missed the elementwise tolerance of a reference whose own runs differ, judged
+    #: again against another run of it); 0 when the first sufficed
+    reference_reruns: int = 0
 
     @property
     def figures(self) -> dict[str, Any]:

@@ -117,6 +117,13 @@ class Evaluator:
         self.problem = problem
         self.cfg = cfg
         self.spares = spares
+        if spares is not None:
+            # every module this process may run is imported before any candidate code runs
+            # (sandbox.preload_trusted_modules; the worker handle waits for it before a
+            # build): done now, while the spares start, instead of after one is taken
+            from .sandbox import preload_trusted_modules
+
+            preload_trusted_modules()
         self.env = environment(cfg.device)
         self.oracle = Oracle(problem, cfg.device)
         self.refs = ReferenceWorkers(problem, cfg, spares)
@@ -206,6 +213,10 @@ class Evaluator:
                 self._phases = {"worker_start": round(pending_start_s, 3)}
                 if pending_start_s and getattr(handle, "build_s", None) is not None:
                     self._phases["build"] = round(handle.build_s, 3)  # part of worker_start
+                if pending_start_s and not getattr(handle, "from_spare", False):
+                    # where a worker started now spent its start (harness/process.py)
+                    self._phases.update({f"worker_start.{k}": v
+                                         for k, v in getattr(handle, "start_phases", {}).items()})
                 self._build_cache = getattr(handle, "build_cache", None)
                 pending_start_s = 0.0
                 tr = self._workload_planned(handle, solution, w, j, mplan)

@@ -19,6 +19,7 @@ from ..proc.registry import OWN
 from .memcap import MemCap
 from .protocol import ProtocolError
 from .taskcap import TaskCap
+from . import sandbox as _sandbox
 
 #: largest reply the parent accepts from a worker (bytes of JSON)
 MAX_REPLY_BYTES = 16 << 20
@@ -249,6 +250,42 @@ class ChannelTampered(ProtocolError):
 WORKER_MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 36), "MALLOC_TOP_PAD_": "0"}
 
 
+#: requests that run harness code only (nothing of a candidate's or a problem's): sent before
+#: the parent has imported every module it may run (harness/sandbox.py
+#: ``preload_trusted_modules``), so a worker's start overlaps that import
+PRELOAD_FREE_OPS = frozenset({"ping", "warm_profiler", "exit"})
+
+#: the worker's start-up steps, in order (harness/worker.py stamps each when it ends)
+START_STEPS = ("module", "imports", "sandbox", "torch", "cuda", "ready")
+
+
+def start_phases(t_spawn: float, stamps: object, t_hello: float) -> dict[str, float]:
+    """Seconds of a worker's start by step, from the parent's spawn (``t_spawn``) to the
+    hello's arrival (``t_hello``), both CLOCK_MONOTONIC, and the worker's own ``stamps``
+    (step -> CLOCK_MONOTONIC when it ended; the sandbox makes no time namespace, so both
+    sides read one clock): ``module`` (interpreter start and the harness package's imports),
+    ``imports`` (the worker module's), ``sandbox`` (its last steps inside the worker),
+    ``torch`` (import), ``cuda`` (context), ``ready`` (the worker's own set-up: snapshot,
+    guard tables), ``hello`` (the reply's way back). The stamps come before any candidate
+    code exists; still, a missing step is skipped, and stamps that are not numbers in order
+    within the spawn-to-hello span give an empty dict (nothing is claimed)."""
+    if not isinstance(stamps, dict):
+        return {}
+    out: dict[str, float] = {}
+    prev = t_spawn
+    for step in START_STEPS:
+        t = stamps.get(step)
+        if t is None:
+            continue
+        if not isinstance(t, (int, float)) or not prev <= t <= t_hello:
+            return {}
+        out[step] = round(t - prev, 4)
+        prev = t
+    if out:
+        out["hello"] = round(t_hello - prev, 4)
+    return out
+
+
 class WorkerHandle:
     """One worker process (a fresh ``python -m solbench.harness.worker``) inside the sandbox
     of :mod:`solbench.harness.sandbox`, connected through a private AF_UNIX socket pair (no
@@ -286,7 +323,6 @@ class WorkerHandle:
 
         if _SHUTTING_DOWN:
             raise WorkerDied(None, "start (solbench is shutting down)")
-        sandbox.preload_trusted_modules()  # nothing the parent runs is read from disk later
         self.device = device
         self.alive = False
         self.uid: int | None = None
@@ -370,6 +406,7 @@ class WorkerHandle:
             with _SPAWN_LOCK:
                 if before_spawn is not None:  # may raise: no fork of this process now
                     before_spawn()
+                t_spawn = time.monotonic()
                 self.proc = _spawn(cmd, env=env, pass_fds=passed)
                 LIVE_WORKERS.add(self.proc.pid)
                 if on_spawn is not None:  # under the lock: a worker started ahead is paused
@@ -429,6 +466,7 @@ class WorkerHandle:
             self.kill()
             raise WorkerDied(self._exitcode(), f"start: {hello.get('message')}")
         self.flush_default = hello.get("flush_default", 0)
+        self.start_phases = start_phases(t_spawn, hello.get("start_stamps"), time.monotonic())
 
     def outside_worker_tree(self) -> list[int]:
         """Processes in this worker's sandbox that are not the worker or its descendants: the
@@ -688,6 +726,10 @@ class WorkerHandle:
         import struct
         from multiprocessing.reduction import ForkingPickler
 
+        if op not in PRELOAD_FREE_OPS and not _sandbox.preloaded():
+            # before the first request that may run code other than the harness's: every
+            # module the parent may run is imported (sandbox.preload_trusted_modules)
+            _sandbox.preload_trusted_modules()
         if op in CAPPED_OPS and self.harness_op_cap_s is not None:
             timeout_s = min(timeout_s, self.harness_op_cap_s)
         self.seq += 1

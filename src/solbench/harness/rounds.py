@@ -95,6 +95,10 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+#: fresh runs of the reference an output that missed the elementwise tolerance alone is
+#: judged against (Oracle.judge), at most
+REFERENCE_RERUNS = 2
+
 class Oracle:
     """The eager reference run in the parent (trusted): outputs, fp64 truth, own errors."""
 
@@ -258,6 +262,28 @@ class Oracle:
                             ref_errors=ref_errs[:n_out] if ref_errs else None,
                             ref_max_errors=ref_maxs[:n_out] if ref_maxs else None,
                             semantics=self.semantics(), inputs=values)
+        # a reference whose float sums run in a varying order (atomics: index_add_,
+        # scatter_add_) differs from itself run to run, and an elementwise tolerance with no
+        # rtol can be tighter than that spread (DLRM-Bench dlrm04 on the H100: the reference
+        # as its own candidate missed atol 1e-4 on one element in 10^6, rel_l2 4e-6, in 2 of
+        # 3 runs). A candidate is not asked to be closer to one run of the reference than
+        # the reference's runs are to each other: an output that failed the tolerance alone
+        # is judged again against fresh runs of the reference on the same inputs (trusted
+        # code, its own copies of them), and passes when it matches one of them
+        if (not rep.passed and not ip_names
+                and all(o.failed_check in (None, "tolerance") for o in rep.outputs)):
+            for k in range(REFERENCE_RERUNS):
+                again, _ = self.run_observed(values, keep=())
+                if all(bits_equal(a, b) for a, b in zip(again, ref_out)):
+                    break  # a deterministic reference: the miss is the candidate's
+                rep2 = check_outputs(outs, again, tol, names=slots.names_out, poisoned=True,
+                                     ref_errors=ref_errs[:n_out] if ref_errs else None,
+                                     ref_max_errors=ref_maxs[:n_out] if ref_maxs else None,
+                                     semantics=self.semantics(), inputs=values)
+                if rep2.passed:
+                    rep2.reference_reruns = k + 1
+                    rep, ref_out = rep2, again
+                    break
         if ip_names:
             ip = check_outputs(ip_cand, ip_ref, tol, names=[f"input {n!r} (in place)" for n in ip_names],
                                ref_errors=ref_errs[n_out:] if ref_errs else None,

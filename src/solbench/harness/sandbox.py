@@ -633,13 +633,22 @@ def enter_in_worker(device: str) -> None:
 
 
 _preloaded = False
+_preload_lock = threading.Lock()
 #: packages holding candidate code (bundled solutions, the demo's hostile candidates): run
 #: only in workers, never imported by the parent
 _NOT_PRELOADED = ("solbench.suites.triton_src", "solbench.demo.softmax_")
 
 
+def preloaded() -> bool:
+    """Whether :func:`preload_trusted_modules` has finished in this process."""
+    return _preloaded
+
+
 def preload_trusted_modules() -> list[str]:
-    """Import every solbench module the parent may execute, before any worker starts (once).
+    """Import every solbench module the parent may execute, before any candidate code runs
+    (once; a second caller waits for the first). The worker handle calls it before it sends
+    a request that may run code other than the harness's (a build: harness/process.py), so
+    it runs while the first workers start, not before they are spawned.
 
     A module imported lazily after a candidate ran is read from disk then, and a candidate
     that could write bytecode (a timestamp-valid ``.pyc`` in ``__pycache__``) would run its
@@ -651,19 +660,22 @@ def preload_trusted_modules() -> list[str]:
     global _preloaded
     if _preloaded:
         return []
-    _preloaded = True
-    import importlib
-    import pkgutil
+    with _preload_lock:
+        if _preloaded:
+            return []
+        import importlib
+        import pkgutil
 
-    import solbench
+        import solbench
 
-    failed = []
-    for m in pkgutil.walk_packages(solbench.__path__, "solbench."):
-        name = m.name
-        if name.startswith(_NOT_PRELOADED) or name.endswith("__main__"):
-            continue
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - an optional dependency that is not installed
-            failed.append(name)
+        failed = []
+        for m in pkgutil.walk_packages(solbench.__path__, "solbench."):
+            name = m.name
+            if name.startswith(_NOT_PRELOADED) or name.endswith("__main__"):
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - an optional dependency that is not installed
+                failed.append(name)
+        _preloaded = True
     return failed

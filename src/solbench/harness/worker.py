@@ -22,22 +22,30 @@ harness: worker side, wire, parent side"); an import-linter contract (pyproject.
 
 from __future__ import annotations
 
-
-import json
-import os
-import sys
 import time
-import traceback
-from typing import Any
 
-from pydantic import ValidationError
+#: CLOCK_MONOTONIC (system-wide, the parent's clock too: the sandbox makes no time namespace)
+#: when this module began to import: the parent's spawn to here is the interpreter's start
+_T_MODULE = time.monotonic()
 
-from .. import paths
-from . import correctness
-from .flagread import backend_flags as _backend_flags
-from .protocol import (REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+from pydantic import ValidationError  # noqa: E402
+
+from .. import paths  # noqa: E402
+from . import correctness  # noqa: E402
+from .flagread import backend_flags as _backend_flags  # noqa: E402
+from .protocol import (  # noqa: E402
+                       REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
                        TimeEnd, TimeIter, WarmProfiler, request_invalid)
-from .shm import max_span, strided_span
+from .shm import max_span, strided_span  # noqa: E402
+
+#: when the worker module's own imports were done (monotonic s)
+_T_IMPORTS = time.monotonic()
 
 #: a class's MRO and type dict, read through type's own descriptors (as harness/guards.py)
 _MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
@@ -62,9 +70,15 @@ def _cache_bytes() -> int:
 
 class Worker:
     def __init__(self, conn, device: str):
+        #: CLOCK_MONOTONIC stamps of the start-up's steps, sent in the hello (the parent turns
+        #: them into the ``worker_start.*`` phases)
+        self.start_stamps: dict[str, float] = {"module": _T_MODULE, "imports": _T_IMPORTS}
+        self.start_stamps["sandbox"] = time.monotonic()
         import torch
 
         from . import guards
+
+        self.start_stamps["torch"] = time.monotonic()
 
         self.torch = torch
         self.conn = conn
@@ -86,6 +100,7 @@ class Worker:
         if self.is_cuda:
             torch.cuda.set_device(torch.device(device).index or 0)
             torch.cuda.init()
+            self.start_stamps["cuda"] = time.monotonic()
         # read through torch's C getters bound at import (harness/flagread.py), by a module
         # global the snapshot and the parent's memory read guard, never through self.guards
         # (an instance attribute a candidate can rebind) or a table of Python readers
@@ -903,7 +918,9 @@ def main(argv: list[str] | None = None) -> None:
                                                      "message": f"worker start: {e}"}]).encode())
         finally:
             os._exit(3)
-    conn.send_bytes(json.dumps([0, "ok", {"pid": os.getpid(), "flush_default": _cache_bytes()}]).encode())
+    w.start_stamps["ready"] = time.monotonic()
+    conn.send_bytes(json.dumps([0, "ok", {"pid": os.getpid(), "flush_default": _cache_bytes(),
+                                          "start_stamps": w.start_stamps}]).encode())
     w.loop()
     try:
         sys.stdout.flush()

@@ -20,13 +20,15 @@ from contextlib import contextmanager
 from .. import limits
 from ..proc import procfs, signals
 from ..proc.registry import OWN
-from ..spec.problem import Problem, reference_solution
-from ..spec.solution import Solution
-from ..spec.trace import Status
+from typing import TYPE_CHECKING
+
 from . import protocol
-from .config import EvalConfig
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
-from .verdict import Failure
+
+if TYPE_CHECKING:  # imported where used: starting a worker needs neither torch nor the specs
+    from ..spec.problem import Problem
+    from ..spec.solution import Solution
+    from .config import EvalConfig
 
 # ------------------------------------------------------------------ timed windows
 #: every timed window this process closed, oldest first: (device key, start, end, label) in
@@ -117,13 +119,17 @@ class SparePool:
     :meth:`discard` drops them all (after a candidate that crashed, hung or cheated, as
     the reference's worker is); :meth:`close` also waits for those still starting.
 
-    ``size``: spares kept (2: a problem's candidate and reference). Thread-safe."""
+    ``size``: spares kept (2: a problem's candidate and reference). ``refill``: False for a
+    one-shot pool, whose :meth:`fill` starts ``size`` workers in all and never replaces one
+    taken (``solbench eval`` starts its two workers so, at its process start). Thread-safe."""
 
-    def __init__(self, device: str, size: int = 2, start_timeout_s: float = limits.WORKER_START_S):
+    def __init__(self, device: str, size: int = 2, start_timeout_s: float = limits.WORKER_START_S,
+                 refill: bool = True):
         if size < 1:
             raise ValueError(f"SparePool size must be >= 1, got {size}")
         self.device = device
         self.size = size
+        self.refill = refill
         self.start_timeout_s = start_timeout_s
         self._lock = threading.Lock()
         self._boxes: list[dict] = []  # in start order: {"thread", "proc", "h", "discard"}
@@ -141,7 +147,7 @@ class SparePool:
         with self._lock:
             if self.closed:
                 return
-            while len(self._boxes) < self.size:
+            while len(self._boxes) < self.size and (self.refill or self.started < self.size):
                 box: dict = {"proc": None, "h": None, "discard": False}
                 th = threading.Thread(target=self._start, args=(box,), name="solbench-spare", daemon=True)
                 box["thread"] = th
@@ -176,7 +182,9 @@ class SparePool:
                     break
                 except _SpawnDeferred:
                     continue
+            t = time.perf_counter()
             protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
+            h.start_phases["profiler"] = round(time.perf_counter() - t, 4)
             h.profiler_warm = True
         except Exception:  # noqa: BLE001 - a spare is best effort: the taker starts its own
             if h is not None:
@@ -209,6 +217,7 @@ class SparePool:
         if h is None or not h.alive:
             return None
         self.handed_out += 1
+        h.from_spare = True  # its start overlapped earlier work: not this evaluation's phases
         return h
 
     def ready(self) -> int:
@@ -299,11 +308,13 @@ def new_worker(device: str, spares: SparePool | None = None) -> WorkerHandle:
     if h is not None:
         return h
     h = WorkerHandle(device)
+    t = time.perf_counter()
     try:
         protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
     except protocol.ReplyInvalid as e:
         h.kill()
         raise ProtocolError(f"warm_profiler: {e}") from None
+    h.start_phases["profiler"] = round(time.perf_counter() - t, 4)
     h.profiler_warm = True
     return h
 
@@ -314,6 +325,9 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
     (handle, None) or (None, failure): RUNTIME_ERROR when the worker did not start or replied
     garbage, COMPILE_ERROR when the build failed, timed out or the worker died while building
     (with the log tail)."""
+    from ..spec.trace import Status
+    from .verdict import Failure
+
     try:
         h = new_worker(cfg.device, spares)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
@@ -374,6 +388,8 @@ class ReferenceWorkers:
     def _new(self) -> WorkerHandle | None:
         try:
             h = new_worker(self.cfg.device, self.spares)
+            from ..spec.problem import reference_solution
+
             rep = protocol.request(h, _build_request(self.problem, reference_solution(self.problem), self.cfg),
                                    timeout_s=self.cfg.build_timeout_s)
             if not isinstance(rep, protocol.BuildReply):

@@ -26,7 +26,7 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
                        evaluator=None, on_trace: Callable[[Trace], None] | None = None,
                        sol_cache: dict | None = None,
                        on_stage: Callable[[str], None] | None = None,
-                       context: TraceContext | None = None) -> list[Trace]:
+                       context: TraceContext | None = None, spares=None) -> list[Trace]:
     """Evaluate ``solution`` on ``problem``: one finished trace per selected workload, its
     SOL block attached when PASSED and the GPU's hardware spec is known.
 
@@ -38,7 +38,8 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
     ``on_stage``: called with a line saying what is done before the first workload (counting
     the SOL bounds, seconds to minutes) and how long it took. ``context``: what the caller
     knows up front (solution hash, label, executor stamp, findings); the static audit's
-    findings and the SOL step are added to it here.
+    findings and the SOL step are added to it here. ``spares``: a ``harness.SparePool`` the
+    evaluator made here takes its workers from (started by the caller ahead of need).
 
     The bounds are counted on a thread alongside the evaluation (or read from the counts
     cache); only a trace the evidence passes waits for its own, to be judged
@@ -71,7 +72,7 @@ def evaluate_and_score(problem: Problem, solution: Solution, config: EvalConfig 
             evaluator.cfg = cfg
             evaluator.evaluate(solution, on_trace=emit, context=ctx)
         else:
-            ev = Evaluator(problem, cfg)
+            ev = Evaluator(problem, cfg, spares=spares)
             try:
                 ev.evaluate(solution, on_trace=emit, context=ctx)
             finally:

@@ -1,0 +1,61 @@
+"""``solbench eval`` starts the workers one evaluation takes at its process start (a one-shot
+spare pool: on CUDA by default, ``--spare-workers N`` elsewhere), so a worker's start overlaps
+the parent's own imports and loading. The verdict is the one a late start gives; a device
+the machine lacks still ends with one line, and no worker outlives the command."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _eval(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "solbench", "eval", "l1/relu_fp32", "-w", "0", "--device", "cpu",
+                           "--rounds", "1", "--iters", "4", "--seed", "7", "--json", *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _workers() -> set[int]:
+    out = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"solbench.harness.worker" in cmd:
+            out.add(int(pid))
+    return out
+
+
+@pytest.mark.slow
+def test_early_workers_give_the_late_start_verdict():
+    late = _eval()
+    early = _eval("--spare-workers", "2")
+    assert late.returncode == 0 and early.returncode == 0, (late.stderr[-2000:], early.stderr[-2000:])
+    [lt], [et] = json.loads(late.stdout), json.loads(early.stdout)
+    assert lt["evaluation"]["status"] == et["evaluation"]["status"] == "PASSED"
+    assert lt["workload"]["uuid"] == et["workload"]["uuid"]
+    # a worker started when it was needed reports its start's steps; one taken from the
+    # pool started before the evaluation asked for it, and reports none
+    assert "worker_start.imports" in lt["evaluation"]["phases_s"]
+    assert not any(k.startswith("worker_start.") for k in et["evaluation"]["phases_s"])
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="needs a machine without CUDA")
+def test_a_missing_device_ends_with_one_line_and_no_worker_left():
+    before = _workers()
+    r = subprocess.run([sys.executable, "-m", "solbench", "eval", "l1/relu_fp32", "--device", "cuda:3",
+                        "--spare-workers", "2"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert r.returncode != 0
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "--device" in lines[0] and "cuda:3" in lines[0], r.stderr
+    assert _workers() - before == set()
