@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,18 @@ def _eval(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def _workers() -> set[int]:
-    out = set()
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2:].split()[1])
+
+
+def _my_workers() -> set[int]:
+    """Worker processes below this test process (other processes' workers, e.g. tests run
+    beside this one, are not ours)."""
+    me, out = os.getpid(), set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -30,9 +41,24 @@ def _workers() -> set[int]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"solbench.harness.worker" in cmd:
-            out.add(int(pid))
+        if b"solbench.harness.worker" not in cmd:
+            continue
+        p = int(pid)
+        while p not in (None, 0, 1):
+            if p == me:
+                out.add(int(pid))
+                break
+            p = _ppid(p)
     return out
+
+
+def _subreaper() -> None:
+    """This process adopts its orphaned descendants (PR_SET_CHILD_SUBREAPER), so a worker the
+    command left behind is found below it instead of below init."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+        pytest.skip("prctl(PR_SET_CHILD_SUBREAPER) refused")
 
 
 @pytest.mark.slow
@@ -51,11 +77,13 @@ def test_early_workers_give_the_late_start_verdict():
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="needs a machine without CUDA")
 def test_a_missing_device_ends_with_one_line_and_no_worker_left():
-    before = _workers()
+    _subreaper()
+    before = _my_workers()
     r = subprocess.run([sys.executable, "-m", "solbench", "eval", "l1/relu_fp32", "--device", "cuda:3",
                         "--spare-workers", "2"], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert r.returncode != 0
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "--device" in lines[0] and "cuda:3" in lines[0], r.stderr
-    assert _workers() - before == set()
+    time.sleep(0.5)  # a killed tree's last processes are reaped and gone
+    assert _my_workers() - before == set()
