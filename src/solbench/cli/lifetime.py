@@ -31,7 +31,7 @@ from contextlib import contextmanager
 #: the environment variable that marks the processes of one solbench run
 RUN_ENV = "SOLBENCH_RUN"
 
-_state = {"watchdog": None, "writing": 0, "pending": None}
+_state = {"watchdog": None, "writing": 0, "pending": None, "interrupted": False}
 _lock = threading.Lock()
 
 
@@ -78,8 +78,23 @@ def _say(text: str) -> None:
 
 def _on_sigint(signum, frame) -> None:  # noqa: ARG001
     _say("interrupted: stopping the workers")
+    _state["interrupted"] = True
     kill_all()
     raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C (SIGINT) reached this process's handler."""
+    return bool(_state["interrupted"])
+
+
+def raise_if_interrupted() -> None:
+    """KeyboardInterrupt again when a Ctrl-C came earlier: a library can swallow the first
+    (``import torch`` clears one that lands in its NumPy initialisation), and the command
+    must still end, with no trace written after it (the workers are dead by then: a trace
+    would blame the candidate for the shutdown)."""
+    if _state["interrupted"]:
+        raise KeyboardInterrupt
 
 
 def _on_signal(signum, frame) -> None:  # noqa: ARG001
@@ -95,7 +110,9 @@ def _on_signal(signum, frame) -> None:  # noqa: ARG001
 @contextmanager
 def critical():
     """A section a SIGTERM must not cut (writing one trace line): the signal's exit waits for
-    its end (the workers are killed at once all the same)."""
+    its end (the workers are killed at once all the same). None starts after a Ctrl-C
+    (:func:`raise_if_interrupted`)."""
+    raise_if_interrupted()
     with _lock:
         _state["writing"] += 1
     try:
