@@ -9,7 +9,9 @@
 - Ctrl-C (SIGINT): one line on stderr at once ("interrupted: stopping the workers"), every
   worker SIGKILLed as for SIGTERM, then KeyboardInterrupt as usual, so the evaluator's
   ``finally`` blocks unwind over dead workers instead of waiting for live ones to close
-  (a user saw 7.5 s of silence before); the entry point exits 130.
+  (a user saw 7.5 s of silence before); the entry point exits 130. The interrupt is also
+  recorded: one a library swallowed still ends the command (130), and no trace line is
+  written after it (:func:`raise_if_interrupted`).
 - SIGKILL of this process cannot be caught. :func:`arm_watchdog` starts a tiny watchdog
   process (its own session, no torch) holding the read end of a pipe whose write end only
   this process has; when this process dies, however it dies, the pipe reads end-of-file and
