@@ -14,6 +14,7 @@ import time
 
 from solbench.harness import sandbox
 from solbench.proc import procfs, signals
+from solbench.proc.registry import OWN
 
 MARK = "297.125"  # the stand-in's leftover: `sleep 297.125`
 
@@ -57,6 +58,8 @@ def test_a_killed_probe_leaves_nothing_and_returns_at_once(tmp_path, monkeypatch
         while not _leftovers() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert _leftovers(), "the stand-in did not start"
+        # the harness's own helper: never a candidate's stray for the process guard
+        assert not set(OWN.unregistered_children()) & (set(procfs.child_pids(os.getpid())) - before)
         for pid in set(procfs.child_pids(os.getpid())) - before:  # the Ctrl-C's sweep
             signals.kill_tree(pid)
         th.join(25)
@@ -67,3 +70,5 @@ def test_a_killed_probe_leaves_nothing_and_returns_at_once(tmp_path, monkeypatch
     assert box["res"][0] is False
     assert box["s"] < 5, box
     assert left == []
+    # a probe killed from outside says nothing of the host: not kept, the next one runs again
+    assert sandbox._probed == {}
