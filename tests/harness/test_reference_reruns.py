@@ -91,3 +91,22 @@ def test_a_deterministic_reference_is_run_once_more_at_most(tmp_path):
     # a pass needs no rerun at all
     rep, _ = oracle.judge([exact.clone()], ref_out, v, tol, _Slots(), False)
     assert rep.passed and _runs(oracle) == 2
+
+
+#: as TOGGLE, and its second run writes the exact answer into the buffer the test hands
+#: it (``_late``): the candidate's output buffer written while the parent reruns the
+#: reference, as a kernel a candidate left running on the GPU (mapped through CUDA IPC, not
+#: stopped by SIGSTOP) could write it
+LATE = TOGGLE.replace("    return y\n", "    if _n[0] == 2 and _late:\n        _late[0].copy_(x * 2.0)\n    return y\n") \
+    .replace("_n = [0]\n", "_n = [0]\n_late = []\n")
+
+
+def test_the_rerun_judges_the_output_the_first_check_saw(tmp_path):
+    oracle, v, tol, exact = _setup(tmp_path, LATE)
+    ref_out, _ = oracle.run_observed(v, keep=())  # run 1: element 0 off by 3e-4
+    wrong = exact.clone()
+    wrong[1] += 1e-3  # off where every run of the reference agrees
+    oracle.reference().__globals__["_late"].append(wrong)  # the late writer's target
+    rep, _ = oracle.judge([wrong], ref_out, v, tol, _Slots(), False)
+    assert torch.equal(wrong, exact)  # the buffer did change during the rerun
+    assert not rep.passed and rep.failed_check == "tolerance" and rep.reference_reruns == 0

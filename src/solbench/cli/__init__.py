@@ -140,4 +140,7 @@ def main() -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     lifetime.kill_all()
+    if lifetime.interrupted():  # a Ctrl-C a library swallowed: the command still ends as one
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     sys.exit(rc if isinstance(rc, int) else 0)

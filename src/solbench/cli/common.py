@@ -371,11 +371,13 @@ class EvalProgress:
 
 def trace_appender(path: Path | None) -> Callable[["Trace"], None]:
     """A callback writing each trace to ``path`` as one JSON line, flushed (and fsync'd) at
-    once: a run killed later loses no finished workload. No-op when ``path`` is None."""
+    once: a run killed later loses no finished workload. No-op when ``path`` is None. After a
+    Ctrl-C it writes nothing and raises KeyboardInterrupt (:func:`.lifetime.raise_if_interrupted`)."""
+    from .lifetime import critical, raise_if_interrupted
+
     if path is None:
-        return lambda t: None
+        return lambda t: raise_if_interrupted()
     from ..store import append_traces
-    from .lifetime import critical
 
     def write(t) -> None:
         with critical():

@@ -67,6 +67,13 @@ def register(app: typer.Typer) -> None:
         # this process then never imports torch or the harness: it only sends and prints
         early = None
         if not server:
+            from . import lifetime
+
+            # the run's token before any worker exists: every process started from now on
+            # carries it, and the parent-death watchdog ends them all if this process is
+            # SIGKILLed (a candidate's daemon of an early worker too, where no sandbox's
+            # pid namespace takes it)
+            lifetime.arm_watchdog()
             # the workers first: a worker's start (interpreter, torch, CUDA context, the first
             # CUPTI session: about 7 s on an H100) then overlaps this process's own imports,
             # the problem's loading and its inputs. Only a named device is started before it

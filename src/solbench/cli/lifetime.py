@@ -9,7 +9,9 @@
 - Ctrl-C (SIGINT): one line on stderr at once ("interrupted: stopping the workers"), every
   worker SIGKILLed as for SIGTERM, then KeyboardInterrupt as usual, so the evaluator's
   ``finally`` blocks unwind over dead workers instead of waiting for live ones to close
-  (a user saw 7.5 s of silence before); the entry point exits 130.
+  (a user saw 7.5 s of silence before); the entry point exits 130. The interrupt is also
+  recorded: one a library swallowed still ends the command (130), and no trace line is
+  written after it (:func:`raise_if_interrupted`).
 - SIGKILL of this process cannot be caught. :func:`arm_watchdog` starts a tiny watchdog
   process (its own session, no torch) holding the read end of a pipe whose write end only
   this process has; when this process dies, however it dies, the pipe reads end-of-file and
@@ -31,7 +33,7 @@ from contextlib import contextmanager
 #: the environment variable that marks the processes of one solbench run
 RUN_ENV = "SOLBENCH_RUN"
 
-_state = {"watchdog": None, "writing": 0, "pending": None}
+_state = {"watchdog": None, "writing": 0, "pending": None, "interrupted": False}
 _lock = threading.Lock()
 
 
@@ -78,8 +80,23 @@ def _say(text: str) -> None:
 
 def _on_sigint(signum, frame) -> None:  # noqa: ARG001
     _say("interrupted: stopping the workers")
+    _state["interrupted"] = True
     kill_all()
     raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C (SIGINT) reached this process's handler."""
+    return bool(_state["interrupted"])
+
+
+def raise_if_interrupted() -> None:
+    """KeyboardInterrupt again when a Ctrl-C came earlier: a library can swallow the first
+    (``import torch`` clears one that lands in its NumPy initialisation), and the command
+    must still end, with no trace written after it (the workers are dead by then: a trace
+    would blame the candidate for the shutdown)."""
+    if _state["interrupted"]:
+        raise KeyboardInterrupt
 
 
 def _on_signal(signum, frame) -> None:  # noqa: ARG001
@@ -95,7 +112,9 @@ def _on_signal(signum, frame) -> None:  # noqa: ARG001
 @contextmanager
 def critical():
     """A section a SIGTERM must not cut (writing one trace line): the signal's exit waits for
-    its end (the workers are killed at once all the same)."""
+    its end (the workers are killed at once all the same). None starts after a Ctrl-C
+    (:func:`raise_if_interrupted`)."""
+    raise_if_interrupted()
     with _lock:
         _state["writing"] += 1
     try:

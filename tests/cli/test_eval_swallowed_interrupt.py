@@ -1,0 +1,67 @@
+"""A Ctrl-C ends ``solbench eval`` even when a library swallows the KeyboardInterrupt.
+
+On this CPU host a SIGINT 1.5 s into ``solbench eval --spare-workers 2`` landed in ``import
+torch`` (``check_device``), whose NumPy initialisation clears the exception: the handler had
+killed the workers and printed "interrupted", yet the command went on, its early workers
+spawned after the shutdown and it printed PASSED with exit 0 (or, with the workers refused,
+wrote a RUNTIME_ERROR "solbench is shutting down" trace to the results file for a candidate
+that did nothing wrong). Here ``check_device`` is replaced by one that interrupts its own
+process and swallows the exception, as torch's import did."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_DRIVER = """
+import os, signal, sys
+import solbench.cli
+from solbench.cli import evaluate
+
+real = evaluate.check_device
+
+def swallowing(device):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs between bytecodes
+            pass
+    except KeyboardInterrupt:
+        pass  # what torch's NumPy initialisation does with it
+    return real(device)
+
+evaluate.check_device = swallowing
+sys.argv = ["solbench"] + sys.argv[1:]
+solbench.cli.main()
+"""
+
+
+def _my_workers() -> set[int]:
+    out = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"solbench.harness.worker" in cmd and str(ROOT).encode() in env:
+            out.add(int(pid))
+    return out
+
+
+def test_a_swallowed_ctrl_c_still_ends_the_command_with_no_trace(tmp_path):
+    before = _my_workers()
+    res = tmp_path / "traces.jsonl"
+    p = subprocess.run([sys.executable, "-c", _DRIVER, "eval", "l1/relu_fp32", "-w", "0", "--device", "cpu",
+                        "--rounds", "1", "--iters", "4", "--spare-workers", "2", "-q", "-o", str(res)],
+                       capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert "interrupted" in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 130, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    assert not res.exists() or res.read_text() == "", [json.loads(x)["evaluation"]["status"]
+                                                       for x in res.read_text().splitlines()]
+    assert _my_workers() - before == set()
