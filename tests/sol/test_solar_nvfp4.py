@@ -90,3 +90,29 @@ def test_quant_009_patch_merge_projection_hand_count():
     assert b.bytes_model == 9_175_040.5
     assert b.sol_ms == pytest.approx(9_175_040.5 / BW * 1e3)
     assert b.sol_ms / 0.00128661 == pytest.approx(0.9297, abs=5e-4)
+
+
+def test_torchview_walk_applies_upstreams_quant_rewrite():
+    # bench/solar_torchview_walk.py rewrites a reference as upstream does before tracing: the
+    # quantised dtype literals become int8 (case 4) and, with case7, every call of a
+    # `<obj>.scaled_mm(` method becomes the one-matmul stand-in, while its definition stays
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "solar_torchview_walk.py"
+    spec = importlib.util.spec_from_file_location("solar_torchview_walk", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = ("class G:\n"
+           "    def scaled_mm(self, a, b):\n"
+           "        return a.view(torch.float4_e2m1fn_x2), b.to(torch.float8_e4m3fn)\n"
+           "def get_inputs(axes, device):\n"
+           "    return {}\n"
+           "def run(x, w):\n"
+           "    return gate_gemm.scaled_mm(mat_a=x, mat_b=w)\n")
+    out = mod.rewritten_source(src, case7=True)
+    assert "float4" not in out and "float8" not in out
+    assert out.count("torch.int8") == 2 + mod.ONE_MATMUL.count("torch.int8")
+    assert "def scaled_mm(self, a, b)" in out
+    assert "return _one_matmul_scaled_mm(mat_a=x, mat_b=w)" in out
+    assert out.index("def _one_matmul_scaled_mm") < out.index("def get_inputs")
+    assert "gate_gemm.scaled_mm(" in mod.rewritten_source(src, case7=False)
