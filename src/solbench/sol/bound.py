@@ -16,7 +16,8 @@ docs/sol-model.md lists each with an example):
     MACs of the traced layers (:mod:`solbench.sol.solar_graph`: causal attention in full,
     einsum none, packed fp4 K halved) at that one rate, versus
     the layer walk's element count (solar_graph) x that one width (a fp8 problem's GEMM
-    weights at 2 B: :meth:`~solbench.sol.solar_graph.SolarGraph.weight_root_elements`); plus the spec's fixed
+    weights at 2 B: :meth:`~solbench.sol.solar_graph.SolarGraph.weight_root_elements`; a fp4
+    problem's packed weights and their block scales not at all); plus the spec's fixed
     overhead (0.4 us on B200_SOLAR) except for quantised problems, whose official rows have none.
 """
 
@@ -236,6 +237,10 @@ def bound_from_counts(counts: Counts, hw: HardwareSpec, model: str = "refined", 
                 # the GEMM weights of a fp8 problem are read at 2 B (16-bit module parameters
                 # in the kernels upstream traced): one more byte per weight element
                 bytes_model += solar.weight_root_elements * (2.0 - bpe)
+            elif rate_cls == "fp4":
+                # the packed fp4 GEMM weights and their block scales are not read: module
+                # buffers, untraced, in the kernels upstream traced (solar convention 2c)
+                bytes_model -= solar.scaled_weight_root_elements * bpe
         else:
             bytes_model = counts.elements_io() * bpe
         terms["dram"] = bytes_model / hw.peak.dram_bytes_per_s * 1e3

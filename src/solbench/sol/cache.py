@@ -117,7 +117,8 @@ def counts_to_json(c: Counts) -> dict[str, Any]:
         "unknown_ops": dict(c.unknown_ops), "attention_calls": list(c.attention_calls),
         "dtypes_seen": sorted(c.dtypes_seen), "mode": c.mode, "real_tensors": c.real_tensors,
         "synthesized": list(c.synthesized), "notes": list(c.notes),
-        "solar_totals": None if st is None else [st.macs, st.fused_elements, st.weight_root_elements],
+        "solar_totals": None if st is None else [st.macs, st.fused_elements, st.weight_root_elements,
+                                                   st.scaled_weight_root_elements],
         "source_quant": sorted(c.source_quant), "fake_error": c.fake_error,
     })
     return out
@@ -145,8 +146,9 @@ def counts_from_json(d: dict[str, Any]) -> Counts:
     c.synthesized = [str(x) for x in d["synthesized"]]
     c.notes = [str(x) for x in d["notes"]]
     if d["solar_totals"] is not None:
-        macs, fused, wre = (int(v) for v in d["solar_totals"])
-        c.solar_totals = SolarTotals(macs=macs, fused_elements=fused, weight_root_elements=wre)
+        macs, fused, wre, swre = (int(v) for v in (list(d["solar_totals"]) + [0])[:4])
+        c.solar_totals = SolarTotals(macs=macs, fused_elements=fused, weight_root_elements=wre,
+                                     scaled_weight_root_elements=swre)
     c.source_quant = set(d["source_quant"])
     c.fake_error = d["fake_error"]
     return c

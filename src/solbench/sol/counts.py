@@ -32,13 +32,16 @@ class CountingError(Exception):
 class SolarTotals:
     """What the solar model prices from a :class:`SolarGraph` (:func:`solbench.sol.bound.bound_from_counts`),
     as element and MAC counts (no bytes: the width is chosen at pricing): ``macs`` (:meth:`SolarGraph.macs`),
-    ``fused_elements`` (:meth:`SolarGraph.fused_elements`) and ``weight_root_elements``
-    (:meth:`SolarGraph.weight_root_elements`). A count's cache entry keeps these three, not the graph,
+    ``fused_elements`` (:meth:`SolarGraph.fused_elements`), ``weight_root_elements``
+    (:meth:`SolarGraph.weight_root_elements`) and ``scaled_weight_root_elements`` (the same with
+    the weights' block scales, ``weight_root_elements(scales=True)``). A count's cache entry keeps
+    these four, not the graph,
     which for a reference that loops over requests or pages holds tens of thousands of layers."""
 
     macs: int
     fused_elements: int
     weight_root_elements: int
+    scaled_weight_root_elements: int = 0
 
 
 

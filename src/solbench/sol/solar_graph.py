@@ -29,8 +29,9 @@ Operand details reproduced here (each checked against the official figures, docs
 * a tensor made inside the reference by one of the ``torch.*`` creators upstream's tracer
   (torchview) wraps -- ``torch.zeros``, ``ones``, ``rand``, ``randn``, ``randint``, ``rand_like``,
   ``linspace``, ``logspace``, ``range``, ``normal``, ``bernoulli``, ``multinomial``, ``poisson``
-  -- is traced like a model input (a layer reading it alone counts it); one made otherwise
-  (``torch.empty``, ``torch.tensor``, ``torch.arange``, ``torch.full``, ``zeros_like``) is not,
+  -- and ``torch.empty`` -- is traced like a model input (a layer reading it alone counts it); one
+  made otherwise (``torch.tensor``; and ``torch.arange``, ``torch.full``, ``zeros_like``, which
+  torchview also wraps but the official rows do not support: docs/sol-model.md, convention 1b) is not,
   and reading it is free; ``x[...] = v`` (no tensor returned) is no layer, so a result scattered
   into a buffer that way is a dead end (written) and the buffer is read by whatever reads it;
 * ``F.scaled_dot_product_attention`` is expanded into QK^T (reads Q and K, unless any of Q, K, V
@@ -46,7 +47,8 @@ einsum equal their memory term); ops with no einsum handler (``addmm``, ``baddbm
 :class:`SolarGraphMode` records the graph while the reference runs (fake or real tensors);
 :meth:`SolarGraph.fused_elements` applies the rules; :mod:`solbench.sol.bound` prices the count
 at one width per problem (upstream's ``bytes_per_element``), except that a fp8 problem reads its
-GEMM weights (:meth:`SolarGraph.weight_root_elements`) at 2 B.
+GEMM weights (:meth:`SolarGraph.weight_root_elements`) at 2 B and a fp4 problem does not read its
+packed GEMM weights and their block scales (``weight_root_elements(scales=True)``).
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ class Layer:
     #: model input or an untraced tensor (see :meth:`SolarGraph.weight_root_elements`)
     a_src: int | None = None
     b_src: int | None = None
+    #: ``_scaled_mm`` only: the layer that produced the weight's block scales (``scale_b``)
+    b_scale_src: int | None = None
 
 
 @dataclass
@@ -105,7 +109,8 @@ class SolarGraph:
     def totals(self) -> SolarTotals:
         """The figures the solar model prices (:class:`SolarTotals`)."""
         return SolarTotals(macs=self.macs(), fused_elements=self.fused_elements(),
-                           weight_root_elements=self.weight_root_elements())
+                           weight_root_elements=self.weight_root_elements(),
+                           scaled_weight_root_elements=self.weight_root_elements(scales=True))
 
     def _gathered_only(self, i: int, depth: int = 0) -> int | None:
         """Elements gathered from layer ``i``'s output when every path from it ends in a gather
@@ -162,7 +167,7 @@ class SolarGraph:
             stack.extend(self.layers[j].preds)
         return seen
 
-    def weight_root_elements(self) -> int:
+    def weight_root_elements(self, scales: bool = False) -> int:
         """Model-input elements that reach a matmul only as its weight (second operand).
 
         The layers with no traced predecessor (they read model inputs) among the ancestors of a
@@ -171,11 +176,16 @@ class SolarGraph:
         16-bit module parameter and quantised it in ``forward``, so its read is priced at 2 B
         while the fp8 problem's other elements are priced at 1 B
         (:func:`solbench.sol.bound.bound_from_counts`; docs/sol-model.md, solar convention 2b).
-        A weight passed to the matmul directly, with no layer in between, is not found here."""
+        A weight passed to the matmul directly, with no layer in between, is not found here.
+
+        ``scales=True`` also counts the weight's block scales (``_scaled_mm``'s ``scale_b``):
+        a fp4 problem's packed weights and their scales were module buffers in the kernels
+        upstream traced, so the solar model reads none of them (solar convention 2c)."""
         roots: set[int] = set()
         for lay in self.layers:
-            if lay.b_src is not None:
-                only_b = self._ancestors(lay.b_src) - self._ancestors(lay.a_src)
+            srcs = [lay.b_src] + ([lay.b_scale_src] if scales else [])
+            if any(s is not None for s in srcs):
+                only_b = set().union(*(self._ancestors(s) for s in srcs)) - self._ancestors(lay.a_src)
                 roots |= {j for j in only_b if not self.layers[j].preds}
         return sum(sum(self.layers[j].in_elems) for j in roots)
 
@@ -226,11 +236,13 @@ _OPERAND_RULES = {"linear", "__getitem__"}
 #: two-operand matrix products: activation first, weight second (:attr:`Layer.b_src`)
 _MATMUL_NAMES = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "_scaled_mm"}
 #: the ``torch.*`` tensor creators torchview's recorder wraps so that their result is traced
-#: (a "temporary tensor" node); ``torch.empty``, ``torch.tensor``, ``torch.arange`` and the
-#: ``*_like`` creators but ``rand_like`` are not among them
+#: (a "temporary tensor" node) and that the official rows support; torchview (0.2.6, 0.2.7) also
+#: wraps ``arange``, ``full``, ``eye``, ``as_tensor``, ``randperm`` and the ``*_like`` creators,
+#: left out here: tracing ``zeros_like`` moves L2/011 and L2/047 away from the official rows
+#: (docs/sol-model.md, convention 1b); ``torch.tensor`` is not wrapped
 _CREATION_OPS = frozenset(getattr(torch, n) for n in (
     "randn", "ones", "range", "linspace", "logspace", "zeros", "randint", "rand", "rand_like",
-    "normal", "bernoulli", "multinomial", "poisson") if hasattr(torch, n))
+    "normal", "bernoulli", "multinomial", "poisson", "empty") if hasattr(torch, n))
 
 
 def _may_have_macs(name: str) -> bool:
@@ -338,11 +350,14 @@ class SolarGraphMode(TorchFunctionMode):
             self._add_sdpa(lay, args, kwargs)
         if name in _MATMUL_NAMES and len(args) > 1:
             a, b = (args[1], args[0]) if name == "__rmatmul__" else (args[0], args[1])
+            sb = (args[3] if len(args) > 3 else kwargs.get("scale_b")) if name == "_scaled_mm" else None
             for t, prod in traced:
                 if t is a:
                     lay.a_src = prod
                 if t is b:
                     lay.b_src = prod
+                if t is sb:
+                    lay.b_scale_src = prod
         for p in preds:
             layers[p].consumed = True
             layers[p].consumers.append(idx)
