@@ -467,6 +467,9 @@ class WorkerHandle:
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
+        #: the reply reader's thread id: its run-queue wait is the host's load, taken out of
+        #: a timed call's round trip like the calling thread's (timed.load_wait_mark)
+        self.reader_tid: int | None = self._reader.native_id
         if status != "ok":
             self.kill()
             raise WorkerDied(self._exitcode(), f"start: {hello.get('message')}")

@@ -101,18 +101,25 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
     return sorted(rts)[len(rts) // 2]
 
 
-def load_wait_mark(worker_pid: int, all_threads: bool = False) -> tuple[float | None, float | None]:
-    """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread plus
-    the worker's main thread, ms: :func:`procfs.runqueue_wait_ms`, or with ``all_threads``
-    every thread of the worker: :func:`solbench.proc.procfs.process_wait_ms`; None when unknown; CPU
-    time the worker process has used, ms: :func:`procfs.process_cpu_ms`)."""
+def load_wait_mark(worker_pid: int, all_threads: bool = False,
+                   reader_tid: int | None = None) -> tuple[float | None, float | None]:
+    """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread, of
+    the parent's thread that reads the worker's replies (``reader_tid``: the reply waits for
+    it to get a CPU before the calling thread sees it; a thread of the trusted parent, whose
+    wait is the host's load), plus the worker's main thread, ms:
+    :func:`procfs.runqueue_wait_ms`, or with ``all_threads`` every thread of the worker:
+    :func:`solbench.proc.procfs.process_wait_ms`; None when unknown; CPU time the worker
+    process has used, ms: :func:`procfs.process_cpu_ms`)."""
     a = procfs.runqueue_wait_ms(None)
+    if a is not None and reader_tid is not None:
+        r = procfs.thread_wait_ms(reader_tid)
+        a = None if r is None else a + r
     b = procfs.process_wait_ms(worker_pid) if all_threads else procfs.runqueue_wait_ms(worker_pid)
     return (None if a is None or b is None else a + b), procfs.process_cpu_ms(worker_pid)
 
 
 def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
-                    all_threads: bool = False) -> tuple[float | None, float | None]:
+                    all_threads: bool = False, reader_tid: int | None = None) -> tuple[float | None, float | None]:
     """(wait, cpu) since ``mark``, ms, each None when unknown. ``wait``: the part of the time
     in which the parent's calling thread or the worker's main thread was runnable but had no
     CPU (in a held window they take turns: the parent sleeps on the reply while the worker
@@ -120,7 +127,7 @@ def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
     waits inside the worker's own clock, so it is not needed here. ``cpu``: the worker's CPU
     time, which load cannot stretch. Both serve only the plausibility cross-check, never a
     sample."""
-    now = load_wait_mark(worker_pid, all_threads)
+    now = load_wait_mark(worker_pid, all_threads, reader_tid)
     return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip(mark, now))
 
 
@@ -725,7 +732,7 @@ class TimedBlocks:
             # the candidate's: its main thread's (the plausibility cross-check); the
             # trusted reference's: every thread of its worker (harness.resolution's load
             # check; a candidate's own threads must not be able to call the host loaded)
-            w0 = load_wait_mark(h.pid, all_threads=not br.candidate)
+            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=getattr(h, "reader_tid", None))
             t0 = time.perf_counter()
             hold.cont()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
@@ -734,7 +741,8 @@ class TimedBlocks:
             hold.stop()
             rt = (time.perf_counter() - t0) * 1e3
             if w0 is not None:
-                wait_ms, cpu_ms = load_wait_since(w0, h.pid, all_threads=not br.candidate)
+                wait_ms, cpu_ms = load_wait_since(w0, h.pid, all_threads=not br.candidate,
+                                                  reader_tid=getattr(h, "reader_tid", None))
                 blk.wait.append(wait_ms)
                 blk.cpu.append(cpu_ms)
             hold.settle()
@@ -743,12 +751,13 @@ class TimedBlocks:
         else:
             # the run-queue wait around the call (outside the device span): a loaded
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
-            w0 = load_wait_mark(h.pid, all_threads=not br.candidate)
+            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=getattr(h, "reader_tid", None))
             t0 = time.perf_counter()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
-            blk.wait.append(load_wait_since(w0, h.pid, all_threads=not br.candidate)[0])
+            blk.wait.append(load_wait_since(w0, h.pid, all_threads=not br.candidate,
+                                            reader_tid=getattr(h, "reader_tid", None))[0])
         br.tp = run.tick(pre + "calls", br.tp)
         return rep, rt, before
 

@@ -260,6 +260,12 @@ def runqueue_wait_ms(pid: int | None = None) -> float | None:
                               else f"/proc/{pid}/task/{pid}/schedstat")
 
 
+def thread_wait_ms(tid: int) -> float | None:
+    """:func:`runqueue_wait_ms` of thread ``tid`` of this process (ms; None when the thread
+    is gone or the kernel keeps no such statistics)."""
+    return _schedstat_wait_ms(f"/proc/self/task/{tid}/schedstat")
+
+
 def process_wait_ms(pid: int | None) -> float | None:
     """Milliseconds the threads of process ``pid`` (``None``: the calling thread only) have
     spent runnable but waiting for a CPU: the sum of the second field of every
