@@ -76,9 +76,10 @@ def test_more_accurate_honest_candidate_passes(problem):
     (t,) = evaluate(problem, py_solution("fp64_acc", HONEST_FP64, problem.name), _cfg())
     assert t.evaluation.status == Status.PASSED, t.evaluation.log
     acc = t.evaluation.correctness.extra["outputs"]["acc"]
-    # the reference's own error (1.7e-6 worked out above; 1e-6 to 1.7e-6 seen, as the order of a
-    # threaded index_add_ varies): above the 4*eps floor, which alone would have failed it
-    assert 4 * 2.0 ** -23 < acc["rel_l2"] < 3e-6
+    # the reference's own error (1.7e-6 worked out above; 1e-6 to 3.1e-6 seen, as the order of
+    # a threaded index_add_ varies with the host's load): above the 4*eps floor, which alone
+    # would have failed it
+    assert 4 * 2.0 ** -23 < acc["rel_l2"] < 1e-5
     assert acc["rel_l2_limit"] > acc["rel_l2"]
 
 
