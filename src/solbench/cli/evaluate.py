@@ -65,15 +65,15 @@ def register(app: typer.Typer) -> None:
         path = resolve_problem_arg(problem)
         # a server's device is the server's to check (and its default when none is named);
         # this process then never imports torch or the harness: it only sends and prints
+        from . import lifetime
+
+        # the run's token before any worker exists: every process started from now on
+        # carries it, and the parent-death watchdog ends them all if this process is
+        # SIGKILLed (a candidate's daemon of an early worker too, where no sandbox's pid
+        # namespace takes it)
+        lifetime.arm_watchdog()
         early = None
         if not server:
-            from . import lifetime
-
-            # the run's token before any worker exists: every process started from now on
-            # carries it, and the parent-death watchdog ends them all if this process is
-            # SIGKILLed (a candidate's daemon of an early worker too, where no sandbox's
-            # pid namespace takes it)
-            lifetime.arm_watchdog()
             # the workers first: a worker's start (interpreter, torch, CUDA context, the first
             # CUPTI session: about 7 s on an H100) then overlaps this process's own imports,
             # the problem's loading and its inputs. Only a named device is started before it
@@ -114,7 +114,6 @@ def _eval_body(problem, path, solution, workloads, limit, mb, settings, dev, ser
     taking ``early``'s workers, or on ``server``), print, and exit 0 only when every workload
     PASSED."""
 
-    from . import lifetime
     from ..report.tables import trace_table
     from ..spec import load_problem, load_solution, reference_solution
     from ..spec.trace import Status
@@ -127,7 +126,6 @@ def _eval_body(problem, path, solution, workloads, limit, mb, settings, dev, ser
         # the settings sent as "the default" (request_from_config's server_device)
         cfg = opt.on_device(settings, dev or "cpu", workloads=[w.uuid for w in chosen])
         write = trace_appender(output)
-        lifetime.arm_watchdog()
         with EvalProgress(len(chosen), f"{prob.name} / {sol.name}", enabled=not quiet) as prog:
             def on_trace(t) -> None:
                 write(t)

@@ -714,6 +714,7 @@ class TimedBlocks:
         run = self.run
         h, hold, blk, slots, pre = br.h, br.hold, br.blk, run.slots, br.pre
         s = i % slots.k
+        reader = getattr(h, "reader_tid", None)
         if hold is not None:
             # the cache flush, by the parent, with every process of the worker still
             # stopped since the previous window; then the fill, still stopped: the
@@ -732,7 +733,7 @@ class TimedBlocks:
             # the candidate's: its main thread's (the plausibility cross-check); the
             # trusted reference's: every thread of its worker (harness.resolution's load
             # check; a candidate's own threads must not be able to call the host loaded)
-            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=getattr(h, "reader_tid", None))
+            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=reader)
             t0 = time.perf_counter()
             hold.cont()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
@@ -742,7 +743,7 @@ class TimedBlocks:
             rt = (time.perf_counter() - t0) * 1e3
             if w0 is not None:
                 wait_ms, cpu_ms = load_wait_since(w0, h.pid, all_threads=not br.candidate,
-                                                  reader_tid=getattr(h, "reader_tid", None))
+                                                  reader_tid=reader)
                 blk.wait.append(wait_ms)
                 blk.cpu.append(cpu_ms)
             hold.settle()
@@ -751,13 +752,13 @@ class TimedBlocks:
         else:
             # the run-queue wait around the call (outside the device span): a loaded
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
-            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=getattr(h, "reader_tid", None))
+            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=reader)
             t0 = time.perf_counter()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
             blk.wait.append(load_wait_since(w0, h.pid, all_threads=not br.candidate,
-                                            reader_tid=getattr(h, "reader_tid", None))[0])
+                                            reader_tid=reader)[0])
         br.tp = run.tick(pre + "calls", br.tp)
         return rep, rt, before
 

@@ -17,11 +17,11 @@ import time
 import weakref
 from contextlib import contextmanager
 
+from typing import TYPE_CHECKING
+
 from .. import limits
 from ..proc import procfs, signals
 from ..proc.registry import OWN
-from typing import TYPE_CHECKING
-
 from . import protocol
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # imported where used: starting a worker needs neither torch 
     from ..spec.problem import Problem
     from ..spec.solution import Solution
     from .config import EvalConfig
+    from .verdict import Failure
 
 # ------------------------------------------------------------------ timed windows
 #: every timed window this process closed, oldest first: (device key, start, end, label) in
@@ -182,10 +183,7 @@ class SparePool:
                     break
                 except _SpawnDeferred:
                     continue
-            t = time.perf_counter()
-            protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
-            h.start_phases["profiler"] = round(time.perf_counter() - t, 4)
-            h.profiler_warm = True
+            _warm_profiler(h)
         except Exception:  # noqa: BLE001 - a spare is best effort: the taker starts its own
             if h is not None:
                 h.kill()
@@ -308,15 +306,21 @@ def new_worker(device: str, spares: SparePool | None = None) -> WorkerHandle:
     if h is not None:
         return h
     h = WorkerHandle(device)
-    t = time.perf_counter()
     try:
-        protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
+        _warm_profiler(h)
     except protocol.ReplyInvalid as e:
         h.kill()
         raise ProtocolError(f"warm_profiler: {e}") from None
+    return h
+
+
+def _warm_profiler(h: WorkerHandle) -> None:
+    """The worker's first profiler session (CUPTI's start-up), before any candidate code; its
+    seconds are the ``profiler`` step of ``h.start_phases``. Raises what the request raises."""
+    t = time.perf_counter()
+    protocol.request(h, protocol.WarmProfiler(), timeout_s=limits.WARM_PROFILER_S)
     h.start_phases["profiler"] = round(time.perf_counter() - t, 4)
     h.profiler_warm = True
-    return h
 
 
 def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
