@@ -1,11 +1,11 @@
 """Issue 30 on the GPU: the hostile and honest candidates of tests/harness built for items
-1, 4, 7, 8, 9, 10 evaluated on CUDA, one line per trace as it comes (status, speedup, the
-findings that decide). Run from the repository root:
+1, 4, 7, 8, 9, 10, and a flag lowered only inside each call, evaluated on CUDA, one line per
+trace as it comes (status, speedup, the findings that decide). Run from the repository root:
 
     timeout 900 python bench/issue30_cuda.py [--out bench/results/issue30_cuda.jsonl]
 
-Expected: absurd address, identity cache (all variants), blinded clock patch REWARD_HACK;
-wrong constant INCORRECT_NUMERICAL; flush-to-zero softmax PASSED or INCORRECT with
+Expected: absurd address, identity cache (all variants), blinded clock patch, scoped TF32
+REWARD_HACK; wrong constant INCORRECT_NUMERICAL; flush-to-zero softmax PASSED or INCORRECT with
 ``denormals_flushed`` advisory (CUDA kernels flush by default); default device, transposed
 view, exact softmax PASSED with no hack finding and no ``guards_unverified`` (the parent
 must be able to read the sandboxed worker's memory)."""
@@ -52,15 +52,19 @@ def main() -> int:
     tr = _transpose_problem(tmp / "tr", 8192)
     kb = load_problem(ROOT / "tests" / "adversarial" / "problems" / "kb_linear.py")
     cases = [
-        ("identity cache same", mm, _sol(mm, "cand_identity_cache.py")),
-        ("identity cache clone", mm, _sol(mm, "cand_identity_cache.py", **{'MODE = "same"': 'MODE = "clone"'})),
-        ("identity cache past rounds", mm, _sol(mm, "cand_identity_cache.py", **{"AFTER = 0": "AFTER = 12"})),
+        # items not yet run on CUDA first; the identity caches (item 8, run before) last
+        ("absurd output address high", mm, _sol(mm, "cand_absurd_output_addr.py")),
+        ("absurd output address kernel", mm, _sol(mm, "cand_absurd_output_addr.py", **{'MODE = "high"': 'MODE = "kernel"'})),
         ("blinded clock patch", mm, _sol(mm, "cand_blind_clock_patch.py")),
+        ("scoped TF32 (flags restored each call)", mm, _sol(mm, "cand_scoped_tf32.py")),
         ("default device (honest)", mm, _sol(mm, "cand_default_device.py", **{'"cpu"': '"cuda"'})),
         ("transposed result (honest)", mm, _sol(mm, "cand_transposed_view.py")),
         ("x.t() (honest)", tr, py_solution("tview", TRANSPOSE, "tr")),
         ("flush-to-zero softmax T=0.03", sm, _sol(sm, "cand_flush_denormal.py", **{"TEMPERATURE = 1.0": "TEMPERATURE = 0.03"})),
         ("wrong constant (KernelBench)", kb, load_solution(ROOT / "tests" / "harness" / "cand_kb_wrong_constant.py", kb)),
+        ("identity cache same", mm, _sol(mm, "cand_identity_cache.py")),
+        ("identity cache clone", mm, _sol(mm, "cand_identity_cache.py", **{'MODE = "same"': 'MODE = "clone"'})),
+        ("identity cache past rounds", mm, _sol(mm, "cand_identity_cache.py", **{"AFTER = 0": "AFTER = 12"})),
     ]
     out = open(a.out, "a") if a.out else None
     for label, p, s in cases:
