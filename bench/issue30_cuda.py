@@ -4,8 +4,9 @@ trace as it comes (status, speedup, the findings that decide). Run from the repo
 
     timeout 900 python bench/issue30_cuda.py [--out bench/results/issue30_cuda.jsonl]
 
-Expected: absurd address, identity cache (all variants), blinded clock patch, scoped TF32
-REWARD_HACK; wrong constant INCORRECT_NUMERICAL; flush-to-zero softmax PASSED or INCORRECT with
+Expected: absurd address, identity cache (all variants), blinded clock patch REWARD_HACK;
+scoped TF32 INCORRECT_NUMERICAL where TF32's error fails the tolerance, else REWARD_HACK
+``precision_downgrade`` from its kernels' names; wrong constant INCORRECT_NUMERICAL; flush-to-zero softmax PASSED or INCORRECT with
 ``denormals_flushed`` advisory (CUDA kernels flush by default); default device, transposed
 view, exact softmax PASSED with no hack finding and no ``guards_unverified`` (the parent
 must be able to read the sandboxed worker's memory)."""
@@ -50,6 +51,7 @@ def main() -> int:
 
     sm = _softmax_problem(tmp / "sm03", 0.03)
     tr = _transpose_problem(tmp / "tr", 8192)
+    loose = matmul_problem(tmp / "loose", (2048,), tol=5e-2)  # a tolerance TF32 passes
     kb = load_problem(ROOT / "tests" / "adversarial" / "problems" / "kb_linear.py")
     cases = [
         # items not yet run on CUDA first; the identity caches (item 8, run before) last
@@ -57,6 +59,7 @@ def main() -> int:
         ("absurd output address kernel", mm, _sol(mm, "cand_absurd_output_addr.py", **{'MODE = "high"': 'MODE = "kernel"'})),
         ("blinded clock patch", mm, _sol(mm, "cand_blind_clock_patch.py")),
         ("scoped TF32 (flags restored each call)", mm, _sol(mm, "cand_scoped_tf32.py")),
+        ("scoped TF32, tolerance 5e-2", loose, _sol(loose, "cand_scoped_tf32.py")),
         ("default device (honest)", mm, _sol(mm, "cand_default_device.py", **{'"cpu"': '"cuda"'})),
         ("transposed result (honest)", mm, _sol(mm, "cand_transposed_view.py")),
         ("x.t() (honest)", tr, py_solution("tview", TRANSPOSE, "tr")),
