@@ -4,9 +4,11 @@ trace as it comes (status, speedup, the findings that decide). Run from the repo
 
     timeout 900 python bench/issue30_cuda.py [--out bench/results/issue30_cuda.jsonl]
 
-Expected: absurd address, identity cache (all variants), blinded clock patch REWARD_HACK;
-scoped TF32 INCORRECT_NUMERICAL where TF32's error fails the tolerance, else REWARD_HACK
-``precision_downgrade`` from its kernels' names; wrong constant INCORRECT_NUMERICAL; flush-to-zero softmax PASSED or INCORRECT with
+Expected: identity cache (all variants) and blinded clock patch REWARD_HACK; absurd output
+address never a crash (on CUDA the output crosses as an IPC handle, not described by
+``data_ptr``, so the patch changes nothing: PASSED); scoped TF32 INCORRECT_NUMERICAL where
+TF32's error fails the tolerance, else REWARD_HACK ``precision_downgrade`` from its kernels'
+names; wrong constant INCORRECT_NUMERICAL; flush-to-zero softmax PASSED or INCORRECT with
 ``denormals_flushed`` advisory (CUDA kernels flush by default); default device, transposed
 view, exact softmax PASSED with no hack finding and no ``guards_unverified`` (the parent
 must be able to read the sandboxed worker's memory)."""
