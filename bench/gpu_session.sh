@@ -76,7 +76,7 @@ torch.cuda.init(); torch.zeros(1, device='cuda'); print(f'floor: import torch {t
                --budget-s "$(( ${SANDBOX_S:-160} - 30 ))" --out "$OUT/sandbox.json" ;;
     cuptiwarm) step cuptiwarm 150 python3 bench/cupti_warm.py --reps 2 --out "$OUT/cupti_warm.json" ;;
     demo) step demo 200 python3 -m solbench demo --device cuda ;;
-    issue30) step issue30 "${I30_S:-200}" python3 bench/issue30_cuda.py --out "$OUT/issue30_cuda.jsonl" ;;
+    issue30) step issue30 "${I30_S:-200}" python3 bench/issue30_cuda.py --out "$OUT/issue30_cuda.jsonl" ${I30_ONLY:+--only "$I30_ONLY"} ;;
     honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;
     memory) step memory 200 python3 -m solbench eval "$DATA/L1/013_fused_residual_rms_norm_backward" -w ea1263c4 \
               --device cuda --iters 20 -o "$OUT/memory.jsonl" ;;

@@ -43,6 +43,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--tmp", default="/tmp/issue30_cuda")
+    ap.add_argument("--only", default=None, help="run the cases whose label holds this text")
     a = ap.parse_args()
     tmp = Path(a.tmp)
     mm = matmul_problem(tmp, (1024, 2048, 4096))
@@ -73,6 +74,8 @@ def main() -> int:
     ]
     out = open(a.out, "a") if a.out else None
     for label, p, s in cases:
+        if a.only and a.only not in label:
+            continue
         t0 = time.time()
         try:
             traces = evaluate(p, s, EvalConfig(device="cuda", rounds=3))
