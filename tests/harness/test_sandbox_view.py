@@ -282,6 +282,27 @@ def test_memory_cap_without_a_cgroup(tmp_path, solbench_cache, small_cap, monkey
     assert held and max(held) <= CAP
     assert "allocate" in log.lower(), log[-2000:]
     assert t.evaluation.environment.sandbox["memory"]["bound_by"] == "RLIMIT_DATA"
+    # the reason names the cap, and the advisory finding carries it (it decides nothing)
+    assert f"refused at the worker's memory cap of {memcap.gib(CAP)}" in log, log[-600:]
+    (f,) = [x for x in t.evaluation.findings if x.check == "memory_limit"]
+    assert f.severity == "advisory" and f.evidence["cap_bytes"] == CAP
+    assert f.evidence["mechanism"] == "rlimit" and "allocate memory" in f.evidence["error"]
+
+
+def test_an_allocation_refusal_names_the_cap_only_under_rlimit():
+    """The refusal is read from the failed call's message (the worker's words) only where no
+    kernel counter can say it: never under a cgroup, never for device memory."""
+    cap = memcap.MemCap(cap=0)
+    cap.cap, cap.mechanism = CAP, "rlimit"
+    torch_cpu = ("correctness round 0: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+                 "DefaultCPUAllocator: can't allocate memory: you tried to allocate 67108864 bytes.")
+    assert cap.refusal(torch_cpu)["cap_bytes"] == CAP
+    assert cap.refusal("timed call 3: MemoryError")["error"] == "MemoryError"
+    assert cap.refusal("OSError: [Errno 12] Cannot allocate memory")["mechanism"] == "rlimit"
+    assert cap.refusal("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB") is None
+    assert cap.refusal("ValueError: shapes differ") is None
+    cap.mechanism = "cgroup_v2"
+    assert cap.refusal(torch_cpu) is None
 
 
 def test_cap_setting():

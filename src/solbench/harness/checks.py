@@ -217,10 +217,12 @@ register("task_limit", A, """The candidate's sandbox reached its limit of proces
     threads (cgroup pids.max, or the parent's watchdog where no cgroup can be made) and the
     parent killed it; the workload is RUNTIME_ERROR from the worker's death. Evidence: the
     mechanism, the limit, the tasks counted.""")
-register("memory_limit", A, """The candidate's sandbox reached its memory cap (its cgroup's
-    memory.max / memory.limit_in_bytes) and the kernel's OOM killer ended a process in it; the
-    workload is RUNTIME_ERROR from the worker's death, its reason naming the cap. Evidence: the
-    mechanism, the cap in bytes, the OOM kills, the peak charged.""")
+register("memory_limit", A, """The candidate's sandbox reached its memory cap: its cgroup's
+    memory.max / memory.limit_in_bytes, where the kernel's OOM killer ended a process in it
+    (evidence: the mechanism, the cap in bytes, the OOM kills, the peak charged), or, where no
+    memory cgroup can be made, the worker's RLIMIT_DATA, where an allocation failed in the call
+    (evidence: the cap and the allocator's error). The workload is RUNTIME_ERROR either way,
+    its reason naming the cap.""")
 register("reference_tampered", H, """The eager reference's worker was demoted (scheduling policy,
     nice, CPU affinity) around its timed block.""")
 register("batch_and_skip", H, """Some timed iterations launched no device work while the others

@@ -348,6 +348,11 @@ class Evaluator:
             mem = getattr(h, "memcap", None)
             if failure is None and mem is not None and mem.hit() is not None:
                 failure = Failure(Status.RUNTIME_ERROR, mem.describe())  # likewise, at its memory cap
+            refused = mem.refusal(failure.reason) if (failure is not None and mem is not None and
+                                                      failure.status is Status.RUNTIME_ERROR) else None
+            if refused is not None:  # under RLIMIT_DATA the cap shows as the failed allocation
+                run.findings.append(finding("memory_limit", mem.describe_refusal(), refused))
+                failure = Failure(Status.RUNTIME_ERROR, f"{failure.reason} ({mem.describe_refusal()})")
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 

@@ -24,7 +24,8 @@ Mechanisms, strongest first (:func:`probe` says which one this host gets; every 
 
 The status is decided by :mod:`solbench.harness.verdict` from the failure this causes (the
 worker died: RUNTIME_ERROR, its reason naming the cap), with the advisory finding
-``memory_limit`` carrying the evidence.
+``memory_limit`` carrying the evidence (under ``rlimit``: the allocator's error in the failed call,
+:meth:`MemCap.refusal`).
 
 Environment: ``SOLBENCH_SANDBOX_MEM`` = the cap (bytes, or with a K/M/G/T suffix; ``0`` or
 ``off``: none); default :func:`default_cap`. ``SOLBENCH_SANDBOX_MEM_CGROUP`` = ``auto``
@@ -34,6 +35,7 @@ Environment: ``SOLBENCH_SANDBOX_MEM`` = the cap (bytes, or with a K/M/G/T suffix
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -49,6 +51,11 @@ MEM_PREFIX = f"{PREFIX}mem-"
 DEFAULT_SHARE = 0.5
 #: the default cap is never below this (torch alone needs a few hundred MiB)
 MIN_DEFAULT_BYTES = 1 << 30
+
+#: an allocation the process's RLIMIT_DATA refused, as torch's CPU allocator, CPython and the
+#: C library word it (ENOMEM); a CUDA allocator's "out of memory" is device memory, not this cap
+_REFUSED = re.compile(r"DefaultCPUAllocator: can't allocate memory|Cannot allocate memory"
+                      r"|\bMemoryError\b|\[Errno 12\]")
 
 _lock = threading.Lock()
 _probe_cache: dict[str, dict[str, Any]] = {}
@@ -231,6 +238,25 @@ class MemCap:
         if not n:
             return None
         return {"mechanism": self.mechanism, "cap_bytes": self.cap, "oom_kills": n, "peak_bytes": self.peak()}
+
+    def refusal(self, reason: str) -> dict[str, Any] | None:
+        """Under the ``rlimit`` mechanism no kernel counter records a hit: the bound shows as
+        the allocation that failed inside the call. The evidence when ``reason`` (a failed
+        call's message, from the worker) holds such a refusal, else None (always None under a
+        cgroup, whose hit :meth:`hit` reads from the kernel). The text is the candidate's
+        process's, so it backs only an advisory finding and a clearer reason, never a
+        status."""
+        if self.mechanism != "rlimit" or not self.cap:
+            return None
+        m = _REFUSED.search(reason or "")
+        if m is None:
+            return None
+        return {"mechanism": "rlimit", "cap_bytes": self.cap, "error": m.group(0)}
+
+    def describe_refusal(self) -> str:
+        """One line on an allocation refused at the cap (see :meth:`refusal`)."""
+        return (f"an allocation was refused at the worker's memory cap of {gib(self.cap)} "
+                f"(RLIMIT_DATA: no memory cgroup on this host)")
 
     def describe(self) -> str:
         """One line on the hit (empty when none)."""
