@@ -11,8 +11,8 @@ per-resource terms, FLOPs by class, fused / model / certain bytes, solar MACs, c
 
 ``--compare`` counts again with the code on PYTHONPATH (or ``src/`` of this checkout) and
 reports, over every numeric field of every workload, the largest relative difference
-|new - old| / max(|old|, tiny), which workload and field it is, and workloads missing from
-either side; exit status 1 when it exceeds ``--tol`` (default 1e-9: float noise of sums taken
+|new - old| / max(|old|, tiny), which workload and field it is, the same per model/spec (so a
+solar-mode change shows that no refined field moved), and workloads missing from either side; exit status 1 when it exceeds ``--tol`` (default 1e-9: float noise of sums taken
 in another order).
 """
 
@@ -119,6 +119,8 @@ def compare(old: dict, new: dict) -> dict:
     n = 0
     mismatches = []
     per_problem: dict[str, float] = {}
+    #: model/spec ("refined/H200", "solar/B200") -> largest relative difference of its fields
+    per_model: dict[str, float] = {}
     for prob in sorted(set(old) | set(new)):
         o, w = old.get(prob, {}), new.get(prob, {})
         for uuid in sorted(set(o) | set(w)):
@@ -134,6 +136,9 @@ def compare(old: dict, new: dict) -> dict:
                     continue
                 d = abs(fb[k] - fa[k]) / max(abs(fa[k]), 1e-300) if fa[k] != fb[k] else 0.0
                 per_problem[prob] = max(per_problem.get(prob, 0.0), d)
+                model_hw = k.split(".", 1)[0]
+                if "/" in model_hw:
+                    per_model[model_hw] = max(per_model.get(model_hw, 0.0), d)
                 if d > worst[0]:
                     worst = (d, f"{prob} {uuid} {k}: {fa[k]!r} -> {fb[k]!r}")
             for model_hw in (k for k in a if "/" in k):
@@ -143,6 +148,7 @@ def compare(old: dict, new: dict) -> dict:
             if a.get("error") != b.get("error") and (a.get("error") or b.get("error")):
                 mismatches.append(f"{prob} {uuid} error: {a.get('error')!r} -> {b.get('error')!r}")
     return {"workloads": n, "max_rel_diff": worst[0], "where": worst[1], "mismatches": mismatches,
+            "per_model": dict(sorted(per_model.items())),
             "per_problem": dict(sorted(per_problem.items(), key=lambda kv: -kv[1]))}
 
 
@@ -179,6 +185,8 @@ def main(argv=None) -> int:
     res = compare(old, got)
     print(f"{res['workloads']} workloads compared; max relative difference {res['max_rel_diff']:.3g}"
           + (f" ({res['where']})" if res["where"] else ""))
+    for model_hw, d in res["per_model"].items():
+        print(f"  {model_hw}: max relative difference {d:.3g} over every field of this model")
     for prob, d in list(res["per_problem"].items())[:5]:
         print(f"  {prob}: max relative difference {d:.3g}")
     if args.save_new:

@@ -27,12 +27,15 @@ Operand details reproduced here (each checked against the official figures, docs
   cache the reference squeezes and converts whole first); a dtype cast (``.to``, ``.float``)
   reading the model input itself reads all of it (L1/009's ``grad_output.to(float32)[idx]``);
 * a tensor made inside the reference by one of the ``torch.*`` creators upstream's tracer
-  (torchview) wraps -- ``torch.zeros``, ``ones``, ``rand``, ``randn``, ``randint``, ``rand_like``,
+  (torchview) wraps -- ``torch.zeros``, ``ones``, ``empty``, ``rand``, ``randn``, ``randint``,
   ``linspace``, ``logspace``, ``range``, ``normal``, ``bernoulli``, ``multinomial``, ``poisson``
-  -- and ``torch.empty`` -- is traced like a model input (a layer reading it alone counts it); one
-  made otherwise (``torch.tensor``; and ``torch.arange``, ``torch.full``, ``zeros_like``, which
-  torchview also wraps but the official rows do not support: docs/sol-model.md, convention 1b) is not,
-  and reading it is free; ``x[...] = v`` (no tensor returned) is no layer, so a result scattered
+  and the ``*_like`` creators -- is traced like a model input (a layer reading it alone counts
+  it); one made otherwise (``torch.tensor``; and ``torch.arange``, ``torch.full``, ``eye``,
+  ``as_tensor``, ``randperm``, which torchview also wraps but no official row says either way:
+  docs/sol-model.md, convention 1b) is not, and reading it is free. A wrapped creator given a
+  traced tensor (``torch.zeros_like(x)``) is also a layer of its own, reading x, whose output
+  nothing reads (written): torchview records the call, then its wrapper gives the result a new
+  node (convention 1c). ``x[...] = v`` (no tensor returned) is no layer, so a result scattered
   into a buffer that way is a dead end (written) and the buffer is read by whatever reads it;
 * ``F.scaled_dot_product_attention`` is expanded into QK^T (reads Q and K, unless any of Q, K, V
   comes from another layer) and PV (its other operand is the softmax, so V is never counted).
@@ -236,13 +239,14 @@ _OPERAND_RULES = {"linear", "__getitem__"}
 #: two-operand matrix products: activation first, weight second (:attr:`Layer.b_src`)
 _MATMUL_NAMES = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "_scaled_mm"}
 #: the ``torch.*`` tensor creators torchview's recorder wraps so that their result is traced
-#: (a "temporary tensor" node) and that the official rows support; torchview (0.2.6, 0.2.7) also
-#: wraps ``arange``, ``full``, ``eye``, ``as_tensor``, ``randperm`` and the ``*_like`` creators,
-#: left out here: tracing ``zeros_like`` moves L2/011 and L2/047 away from the official rows
-#: (docs/sol-model.md, convention 1b); ``torch.tensor`` is not wrapped
+#: (a "temporary tensor" node); torchview (0.2.6, 0.2.7) also wraps ``arange``, ``full``,
+#: ``eye``, ``as_tensor`` and ``randperm``, left out here (no dev problem's official rows say
+#: either way; docs/sol-model.md, convention 1b); ``torch.tensor`` is not wrapped. One given a
+#: traced tensor is also a layer of its own (convention 1c, :meth:`SolarGraphMode._record`)
 _CREATION_OPS = frozenset(getattr(torch, n) for n in (
     "randn", "ones", "range", "linspace", "logspace", "zeros", "randint", "rand", "rand_like",
-    "normal", "bernoulli", "multinomial", "poisson", "empty") if hasattr(torch, n))
+    "normal", "bernoulli", "multinomial", "poisson", "empty", "zeros_like", "ones_like",
+    "empty_like", "full_like", "randn_like", "randint_like") if hasattr(torch, n))
 
 
 def _may_have_macs(name: str) -> bool:
@@ -297,19 +301,24 @@ class SolarGraphMode(TorchFunctionMode):
             if not flat_out:
                 return
         tracked = self._tracked
-        if func in _CREATION_OPS:
-            # torchview wraps these torch.* creators: their result is a traced temporary
-            # tensor (a graph input of its own), whatever its arguments
-            for o in flat_out:
-                tracked[id(o)] = (weakref.ref(o), None)
-            return
         flat_in = flat_tensors(args, kwargs) if kwargs else flat_tensors(args)
         traced = []
         for t in flat_in:
             hit = tracked.get(id(t))
             if hit is not None and hit[0]() is t:
                 traced.append((t, hit[1]))
-        if not traced:
+        creator = func in _CREATION_OPS
+        if creator:
+            # torchview wraps these torch.* creators: their result is a traced temporary
+            # tensor (a graph input of its own). One given a traced tensor (``zeros_like(x)``)
+            # is first recorded as a function node of its own, reading x, whose output no
+            # node reads (torchview's wrapper replaces the result's node after the call):
+            # that layer is recorded below and its result then re-registered as a graph input
+            if not traced:
+                for o in flat_out:
+                    tracked[id(o)] = (weakref.ref(o), None)
+                return
+        elif not traced:
             return
         name = getattr(func, "__name__", _NO_NAME)
         if name is _NO_NAME:
@@ -363,7 +372,7 @@ class SolarGraphMode(TorchFunctionMode):
             layers[p].consumers.append(idx)
         layers.append(lay)
         for o in flat_out:
-            tracked[id(o)] = (weakref.ref(o), idx)
+            tracked[id(o)] = (weakref.ref(o), None if creator else idx)
 
     @staticmethod
     def _add_sdpa(lay: Layer, args, kwargs) -> None:
