@@ -115,7 +115,9 @@ register("precision_downgrade", H, """Evidence of computing below the declared p
 register("denormals_flushed", H, """Flush-to-zero / denormals-are-zero, seen in the outputs:
     a finite output holds exact zeros at 16 or more, and half, of the positions where the
     reference (and the fp64 truth) hold subnormals at least 2^10 times the dtype's smallest
-    (an honest kernel exact to the dtype keeps gradual underflow there). The flag is per
+    (an honest kernel exact to the dtype keeps gradual underflow there), or at 16 or more,
+    of any share, where they hold subnormals within 2^3 of the smallest normal (the flag set
+    for some rows or threads only). The flag is per
     thread and cannot be read from outside; on the CPU it is never a default, so setting it
     is the act (torch.set_flush_denormal, MXCSR, -ffast-math). The stress round's
     low-temperature softmax rows make such outputs (harness/precision.py).""",

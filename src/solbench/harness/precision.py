@@ -122,19 +122,29 @@ def lower_dtype_fingerprint(out: torch.Tensor, ref: torch.Tensor) -> dict[str, A
 #: share of the positions where the reference holds a subnormal at least 2^10 times the
 #: dtype's smallest (so far above it that an honest kernel's rounding keeps it nonzero)
 FLUSH_MIN_N, FLUSH_SHARE, FLUSH_MARGIN = 16, 0.5, 2.0**10
+#: ... or at least ``FLUSH_MIN_N`` positions, whatever their share, among those where the
+#: reference and the truth hold a subnormal in the top three binades (at least 2^-3 times the
+#: smallest normal: 2^-129 for float32, 20 significant bits): no honest path from there to an
+#: exact zero exists short of an error of 2^20 ulps, while a flag set in only some of the
+#: computing threads (some rows, some columns) zeroes every subnormal of its share of the work
+FLUSH_TOP = 2.0**-3
 
 
 def flushed_denormals(out: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, Any] | None:
     """Evidence that ``out`` was computed with subnormals flushed to zero (FTZ/DAZ): it holds
     exact zeros where the declared-precision reference ``ref`` (same shape and float dtype)
     holds a nonzero subnormal of at least 2^10 times the dtype's smallest, at least 16 of
-    them and half of such positions; where the fp64 ``truth`` is given, it must be at least
+    them and half of such positions, or at least 16 of any share where the reference's
+    subnormal is in the top three binades (:data:`FLUSH_TOP`: the flag set in only some of
+    the threads that compute the output, or for some of its rows, stays under any share);
+    where the fp64 ``truth`` is given, it must be at least
     that large there too (the reference is not the only witness). An honest kernel whose
     outputs are exact to the dtype keeps gradual underflow and never matches; a reference that
     flushes itself (some platforms' vector exp) gives no position to judge. The flag is per
     thread and cannot be read from outside: the outputs show it. An output with NaN or Inf
-    gives no evidence (its zeros may be x / inf). Returns {"flushed",
-    "positions", "share", "examples": [(index, reference value, truth value)]} or None."""
+    gives no evidence (its zeros may be x / inf). Returns {"flushed", "positions", "share",
+    "top_flushed", "top_positions", "examples": [(index, reference value, truth value)]}
+    or None."""
     if not (isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor)) or out.shape != ref.shape \
             or not ref.is_floating_point() or out.dtype != ref.dtype or ref.dtype not in (
                 torch.float16, torch.bfloat16, torch.float32, torch.float64):
@@ -153,12 +163,15 @@ def flushed_denormals(out: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor 
             return None
         flushed = solid & (out.detach().to(ref.device) == 0)
         k = int(flushed.sum().item())
-        if k < FLUSH_MIN_N or k < FLUSH_SHARE * n:
+        top = solid & (a >= FLUSH_TOP * fi.tiny)
+        k_top, n_top = int((flushed & top).sum().item()), int(top.sum().item())
+        if k < FLUSH_MIN_N or (k < FLUSH_SHARE * n and k_top < FLUSH_MIN_N):
             return None
         idx = torch.nonzero(flushed.reshape(-1)).reshape(-1)[:5].tolist()
         flat_t = truth.reshape(-1) if truth is not None and truth.shape == ref.shape else None
         ex = [(i, float(ref.reshape(-1)[i]), float(flat_t[i]) if flat_t is not None else None) for i in idx]
-    return {"flushed": k, "positions": n, "share": k / n, "examples": ex}
+    return {"flushed": k, "positions": n, "share": k / n, "top_flushed": k_top, "top_positions": n_top,
+            "examples": ex}
 
 
 def _tf32_only(change: dict[str, Any]) -> bool:

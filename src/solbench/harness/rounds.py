@@ -319,7 +319,8 @@ class Oracle:
             name = names[i] if i < len(names) else str(i)
             return finding("denormals_flushed",
                            f"output {name!r}: {ev['flushed']} of the {ev['positions']} subnormal values the "
-                           f"reference keeps are exact zeros (flush-to-zero / denormals-are-zero), e.g. "
+                           f"reference keeps are exact zeros ({ev['top_flushed']} of the {ev['top_positions']} "
+                           f"within 2^3 of the smallest normal; flush-to-zero / denormals-are-zero), e.g. "
                            f"element {ev['examples'][0][0]}: reference {ev['examples'][0][1]:.3g}",
                            {"output": i, "device": torch.device(self.device).type, **ev},
                            advisory=torch.device(self.device).type == "cuda")

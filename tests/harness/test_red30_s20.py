@@ -1,0 +1,92 @@
+"""Red team of issue 30, session 20 (docs/threats.md, "Red team of issue 30 (session 20)"):
+the holes it found, each with its real candidate under tests/harness/, and the honest
+kernels it checked are not flagged."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from solbench.harness import EvalConfig, evaluate
+from solbench.harness.precision import flushed_denormals
+from solbench.spec import Status, load_solution
+
+from test_flush_denormal import _softmax_problem
+
+HERE = Path(__file__).resolve().parent
+CFG = dict(device="cpu", iters=4, rounds=3, reference_timing=False)
+
+
+def _with(path: Path, problem, **consts):
+    """The candidate at ``path`` with its module constants ``NAME = 1.0`` set to ``consts``."""
+    s = load_solution(path, problem)
+    src = s.sources[0].content
+    for k, v in consts.items():
+        src = src.replace(f"{k} = 1.0", f"{k} = {v!r}")
+    return s.model_copy(update={"sources": [s.sources[0].model_copy(update={"content": src})]})
+
+
+def test_flush_rule_on_a_share_of_the_rows():
+    """Worked by hand: 100 rows of 10 subnormals each; every third row (34 rows, 340 values)
+    zeroed is a third of the positions, under the share of one half; in the top three
+    binades (>= 2^-129) that is 34 x 5 = 170 flushed, far over 16."""
+    ref = torch.empty(100, 10)
+    ref[:, :5] = 2.0**-128  # top three binades of float32's subnormals
+    ref[:, 5:] = 2.0**-135  # solid (>= 2^-139), not top
+    out = ref.clone()
+    out[::3] = 0.0
+    ev = flushed_denormals(out, ref)
+    assert ev is not None and ev["flushed"] == 340 and ev["positions"] == 1000
+    assert ev["top_flushed"] == 170 and ev["top_positions"] == 500
+    # the same share at the lower binades only (an honest kernel's underflowing
+    # intermediate would hit the smallest values first): not evidence under half
+    out = ref.clone()
+    out[::3, 5:] = 0.0
+    assert flushed_denormals(out, ref) is None
+    # 15 zeros in the top binades: under the count
+    out = ref.clone()
+    out.view(-1)[torch.arange(0, 150, 10)] = 0.0
+    assert flushed_denormals(out, ref) is None
+    out.view(-1)[150] = 0.0
+    assert flushed_denormals(out, ref)["top_flushed"] == 16
+
+
+@pytest.mark.parametrize("temperature", [0.03, 1.0])
+def test_flush_on_every_third_row_is_a_precision_downgrade(tmp_path, solbench_cache, temperature):
+    """Old code: PASSED, no finding, at 0.03 and 1.0 (a third of the positions flushed, under
+    the rule's share of one half). Now REWARD_HACK denormals_flushed with the top-binade count."""
+    p = _softmax_problem(tmp_path, temperature)
+    (t,) = evaluate(p, _with(HERE / "cand_flush_some_rows.py", p, TEMPERATURE=temperature), EvalConfig(**CFG))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "denormals_flushed"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
+    assert f[0].evidence["top_flushed"] >= 16 and f[0].evidence["share"] < 0.5, f[0].evidence
+
+
+@pytest.mark.parametrize("cand", ["cand_softmax_numpy.py",
+                                  pytest.param("cand_softmax_compiled.py", marks=pytest.mark.slow)])
+def test_honest_softmaxes_keep_their_subnormals(tmp_path, solbench_cache, cand):
+    """numpy's SIMD exp and Inductor's generated C++ on a softmax whose outputs are 17%
+    subnormal: PASSED, no finding (measured: no exact zero at any subnormal position)."""
+    p = _softmax_problem(tmp_path, 0.03)
+    (t,) = evaluate(p, _with(HERE / cand, p, TEMPERATURE=0.03), EvalConfig(**CFG))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings)
+
+
+def test_flush_only_after_the_timed_loop_is_seen_by_the_late_recheck(tmp_path, solbench_cache):
+    """A candidate exact for its first N calls flushes from then on; N is set from an exact
+    run's count (its log) so that only the re-checks after the timed loop are flushed, the
+    calls every candidate meets whatever N is. Old code: PASSED (the re-checks judged the
+    tolerance, which a flush passes, and dropped the flush evidence). Now REWARD_HACK
+    denormals_flushed, named at the re-check."""
+    p = _softmax_problem(tmp_path, 0.03)
+    cand = HERE / "cand_flush_after_rounds.py"
+    (t,) = evaluate(p, _with(cand, p, TEMPERATURE=0.03, AFTER=10**9), EvalConfig(**CFG))
+    assert t.evaluation.status == Status.PASSED, t.evaluation.findings
+    n = int(re.findall(r"^call (\d+)$", t.evaluation.log, re.M)[-1])
+    (t,) = evaluate(p, _with(cand, p, TEMPERATURE=0.03, AFTER=n - 2), EvalConfig(**CFG))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "denormals_flushed"]
+    assert ev.status == Status.REWARD_HACK and f, (n, ev.status, ev.findings)
+    assert "re-check after the timed loop" in f[0].message, f[0].message
