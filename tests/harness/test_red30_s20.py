@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from solbench.harness import EvalConfig, evaluate
+from solbench.harness import EvalConfig, evaluate, memcap, sandbox
 from solbench.harness.precision import flushed_denormals
 from solbench.spec import Status, load_solution
 
+from harness_helpers import matmul_problem
 from test_flush_denormal import _softmax_problem
 
 HERE = Path(__file__).resolve().parent
@@ -90,3 +91,47 @@ def test_flush_only_after_the_timed_loop_is_seen_by_the_late_recheck(tmp_path, s
     f = [x for x in ev.findings if x.check == "denormals_flushed"]
     assert ev.status == Status.REWARD_HACK and f, (n, ev.status, ev.findings)
     assert "re-check after the timed loop" in f[0].message, f[0].message
+
+
+sandboxed = pytest.mark.skipif(sandbox.resolve_mode("cpu")[0] == "none",
+                               reason=f"no sandbox here: {sandbox.resolve_mode('cpu')[1]}")
+CAP = 768 << 20
+
+
+@sandboxed
+def test_forked_children_share_one_cap_without_a_cgroup(tmp_path, solbench_cache, monkeypatch):
+    """Where no memory cgroup can be made the cap was the worker's RLIMIT_DATA, which binds
+    one process: four forked children each took what the limit left them. Old code: the
+    call raised ``NO CAP: 4 children held 1879048192 bytes together, cap 805306368`` (2.3
+    caps). Now the parent's watchdog sums the sandbox's tree and kills it past the cap:
+    RUNTIME_ERROR naming the cap, ``memory_limit`` with the bytes seen; both workloads get
+    their trace."""
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM", str(CAP))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM_CGROUP", "0")
+    monkeypatch.setenv("SOLBENCH_TEST_MEM_CEILING", str(2 << 30))
+    p = matmul_problem(tmp_path, (32, 48), tol=1e-3)
+    traces = evaluate(p, load_solution(HERE / "cand_mem_fork_many.py", p),
+                      EvalConfig(device="cpu", rounds=1, timing=False))
+    assert len(traces) == 2
+    for t in traces:
+        ev = t.evaluation
+        assert ev.status == Status.RUNTIME_ERROR and "NO CAP" not in (ev.log or ""), (ev.log or "")[-1500:]
+        f = [x for x in ev.findings if x.check == "memory_limit"]
+        assert f and f[0].evidence["mechanism"] == "watchdog", ev.findings
+        assert f[0].evidence["cap_bytes"] == CAP < f[0].evidence["held_bytes"]
+        assert f"exceeded its memory cap of {memcap.gib(CAP)}" in ev.log
+
+
+@sandboxed
+def test_honest_work_is_not_killed_by_the_watchdog(tmp_path, solbench_cache, monkeypatch):
+    """The watchdog counts the worker itself (torch, the inputs): an honest matmul under the
+    same cap, timed, PASSES with no memory finding."""
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM", str(CAP))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM_CGROUP", "0")
+    p = matmul_problem(tmp_path, (256,), tol=1e-3)
+    src = "import torch\n\ndef run(a, b):\n    return torch.matmul(a, b)\n"
+    from harness_helpers import py_solution
+
+    (t,) = evaluate(p, py_solution("mm_honest", src, "mm"), EvalConfig(device="cpu", rounds=2, iters=4))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings)
+    assert not [x for x in t.evaluation.findings if x.check == "memory_limit"]
