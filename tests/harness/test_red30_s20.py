@@ -135,3 +135,17 @@ def test_honest_work_is_not_killed_by_the_watchdog(tmp_path, solbench_cache, mon
     (t,) = evaluate(p, py_solution("mm_honest", src, "mm"), EvalConfig(device="cpu", rounds=2, iters=4))
     assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings)
     assert not [x for x in t.evaluation.findings if x.check == "memory_limit"]
+
+
+def test_a_guarded_name_shadowed_on_a_subclass_is_a_harness_patch(tmp_path, solbench_cache):
+    """``Connection.send_bytes`` (the worker's reply path, a guarded name) is defined on
+    ``_ConnectionBase``; the candidate sets it on ``Connection``, whose dict the parent did
+    not read. Old code: PASSED, no finding. Now the parent reads the dicts of the classes
+    before the definer too: REWARD_HACK harness_patch naming the shadowed name."""
+    p = matmul_problem(tmp_path, (64,), tol=1e-3)
+    (t,) = evaluate(p, load_solution(HERE / "cand_reply_subclass_shadow.py", p),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "harness_patch"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
+    assert "Connection.send_bytes (shadowed" in f[0].message, f[0].message

@@ -312,6 +312,10 @@ class GuardEntry(_Msg):
     value: Addr
     code: Addr | None = None
     defaults: Addr | None = None
+    #: the type dicts of the classes before the definer in the owner's MRO (a name set there
+    #: shadows this one) and the name's hash in the worker
+    shadows: Annotated[list[Addr], Field(max_length=16)] = Field(default_factory=list)
+    hash: Annotated[int, Field(ge=-(2**63), lt=2**63)] | None = None
 
 
 class GuardTableReply(_Msg):
