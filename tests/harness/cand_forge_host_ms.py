@@ -1,6 +1,6 @@
 """Hostile (CPU timing forgery, issue 11): replaces the reply path of its worker
-(``send_bytes`` set on its ``multiprocessing.connection.Connection`` instance, which
-neither the worker's snapshot nor the parent's read covers) so every timed
+(``multiprocessing.connection.Connection.send_bytes``, which the worker's snapshot does
+not cover; the parent's read of its memory does, and the tests turn it off) so every timed
 reply reports ``host_ms`` 0.0001 and a plain output of the declared shape; in timed calls it
 writes relu straight into the slot's output buffer (found through the worker object) and
 returns an empty tensor, so the harness's copy-out of a non-DPS output never runs. The old
@@ -10,7 +10,6 @@ are computed honestly."""
 import gc
 import json
 import sys
-import types
 from multiprocessing import connection
 
 import torch
@@ -35,11 +34,7 @@ def _send_bytes(self, buf, offset=0, size=None):
     return _orig_send(self, buf, offset, size) if size is not None else _orig_send(self, buf, offset)
 
 
-# on the connection instance: the class's send_bytes (a guarded name) stays as it was, and
-# no check reads an instance's attributes (docs/threats.md, red team of issue 30, session 20)
-for _o in gc.get_objects():
-    if type(_o) is connection.Connection:
-        _o.send_bytes = types.MethodType(_send_bytes, _o)
+connection.Connection.send_bytes = _send_bytes
 
 
 def _worker():

@@ -1,9 +1,8 @@
 """Hostile (issue 11, reply fuzz): rewrites one field of the worker's reply to one op, in
-the bytes the worker's connection sends (``send_bytes`` set on the connection instance,
-found through ``gc``: neither the worker's tripwires nor the parent's read of the guarded
-names sees an instance attribute, so the rewrite itself is never reported and the timed
-ops are reached too; set on the class, where it was first, the parent's read now sees it:
-``cand_reply_subclass_shadow.py``).
+the bytes the worker's connection sends (``Connection.send_bytes`` of the class, which no
+tripwire of the worker covers; the parent's read of the worker's memory names it, so its
+tests turn that read off: the rewrite is then never reported and the timed ops are reached
+too).
 
 ``OP`` names the op (read from the worker's own ``loop`` frame when the reply is encoded, so
 time_begin and time_end, alike on the CPU, are told apart), ``FIELD`` a path into the
@@ -12,7 +11,6 @@ frame itself), ``VALUE`` the Python literal that replaces it (``DELETE``: the fi
 removed; ``DEEP``: a list nested 100,000 deep). Only the first reply to ``OP`` is touched.
 The tests set the three constants; the kernel itself is an honest matmul.
 """
-import gc
 import json
 import sys
 from multiprocessing.connection import Connection
@@ -22,6 +20,7 @@ import torch
 OP = "call"
 FIELD = "payload.returned.0.shape"
 VALUE = "None"
+_orig = Connection.send_bytes
 _done = []
 
 
@@ -53,7 +52,7 @@ def _set(frame, path, value):
     return [root["seq"], root["status"], root["payload"]]
 
 
-def _send_bytes(orig, buf, *a, **kw):
+def _send_bytes(self, buf, *a, **kw):
     if not _done and _op() == OP:
         _done.append(1)
         try:
@@ -64,17 +63,10 @@ def _send_bytes(orig, buf, *a, **kw):
                 buf = json.dumps(_set(o, FIELD, VALUE)).encode()
         except (KeyError, IndexError, TypeError, ValueError):
             pass
-    return orig(buf, *a, **kw)
+    return _orig(self, buf, *a, **kw)
 
 
-def _hook(conn):
-    orig = conn.send_bytes
-    conn.send_bytes = lambda buf, *a, **kw: _send_bytes(orig, buf, *a, **kw)
-
-
-for _o in gc.get_objects():
-    if type(_o) is Connection:
-        _hook(_o)
+Connection.send_bytes = _send_bytes
 
 
 def run(a, b):

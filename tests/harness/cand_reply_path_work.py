@@ -2,15 +2,14 @@
 it returns an empty tensor at once (the worker's clock sees an empty call, and the harness's
 copy-out of a returned output never runs) and does relu straight into the slot's output
 buffer (found through the worker object) inside the worker's reply path
-(``send_bytes`` set on its ``multiprocessing.connection.Connection`` instance, which
-neither the worker's snapshot nor the parent's read covers), before the
+(``multiprocessing.connection.Connection.send_bytes``, which the worker's snapshot does
+not cover; the parent's read of its memory does, and the tests turn it off), before the
 reply leaves. Nothing it reports is forged: the old CPU sample, max(host_ms, round trip -
 copy-out no-op), took the worker's true but empty clock, because the no-op subtracted held a
 copy-out (and output poisoning) larger than the relu it did instead. Correctness rounds are
 computed honestly."""
 import gc
 import sys
-import types
 from multiprocessing import connection
 
 import torch
@@ -26,11 +25,7 @@ def _send_bytes(self, buf, *a, **kw):
     return _orig_send(self, buf, *a, **kw)
 
 
-# on the connection instance: the class's send_bytes (a guarded name) stays as it was, and
-# no check reads an instance's attributes (docs/threats.md, red team of issue 30, session 20)
-for _o in gc.get_objects():
-    if type(_o) is connection.Connection:
-        _o.send_bytes = types.MethodType(_send_bytes, _o)
+connection.Connection.send_bytes = _send_bytes
 
 
 def _worker():

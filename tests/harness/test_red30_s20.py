@@ -149,3 +149,61 @@ def test_a_guarded_name_shadowed_on_a_subclass_is_a_harness_patch(tmp_path, solb
     f = [x for x in ev.findings if x.check == "harness_patch"]
     assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
     assert "Connection.send_bytes (shadowed" in f[0].message, f[0].message
+
+
+def test_a_reply_method_set_on_the_connection_instance_is_a_harness_patch(tmp_path, solbench_cache):
+    """``send_bytes`` set as an instance attribute of the worker's connection (found through
+    gc): no class dict changes. Old code: PASSED, no finding (after the subclass read
+    above too). Now the parent reads the instance dicts of the reply path's objects (the
+    Worker and its connection): a method name set there, or the connection rebound, is
+    harness_patch."""
+    p = matmul_problem(tmp_path, (64,), tol=1e-3)
+    (t,) = evaluate(p, load_solution(HERE / "cand_reply_instance_shadow.py", p),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "harness_patch"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
+    assert "worker.conn.send_bytes (set on the instance)" in f[0].message, f[0].message
+
+
+def test_instance_reads_across_interpreters():
+    """The parent's instance read on this interpreter's own objects (its /proc/self/mem):
+    nothing on fresh objects nor after honest attributes; a method set on the instance, a
+    pinned attribute rebound and a replaced ``__dict__`` each named. (Run by hand under
+    CPython 3.12.1 and 3.13.0 with the same result.)"""
+    import os
+    import socket
+    from multiprocessing.connection import Connection
+
+    from solbench.harness import memguard
+
+    if not memguard.SUPPORTED:
+        pytest.skip("no CPython layout known here")
+    a, b = socket.socketpair()
+    c = Connection(os.dup(a.fileno()))
+
+    class W:
+        def __init__(self):
+            self.conn, self.slots = c, []
+
+        def handle(self):
+            pass
+
+    w = W()
+    tab = memguard.instance_table({"worker": (w, ("conn",)), "conn": (c, ())})
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        assert memguard.instances_changed(fd, tab) == []
+        w.x, w.slots, c.extra = 1, [1], 2
+        assert memguard.instances_changed(fd, tab) == []
+        c.send_bytes, w.handle = (lambda *x: None), 3
+        assert memguard.instances_changed(fd, tab) == ["worker.handle (set on the instance)",
+                                                       "conn.send_bytes (set on the instance)"]
+        del c.send_bytes, w.handle
+        w.conn = object()
+        assert memguard.instances_changed(fd, tab) == ["worker.conn (rebound)"]
+        w.__dict__ = {"conn": c}
+        assert memguard.instances_changed(fd, tab) == ["worker.__dict__ (replaced)"]
+    finally:
+        os.close(fd)
+        c.close(), a.close(), b.close()

@@ -45,6 +45,11 @@ FUNC_CODE, FUNC_DEFAULTS = 48, 56
 STR_HASH = 24
 #: most shadowing class dicts listed per name
 MAX_SHADOWS = 16
+#: where an instance's dict pointer lives (``MANAGED_DICT_OFFSET``: three words before the
+#: object, 3.11-3.13), and the offset of the values in a split table's value array (3.13
+#: puts a 4-byte header, padded to 8, before them)
+MANAGED_DICT = -24
+SPLIT_VALUES = 8 if sys.version_info[:2] >= (3, 13) else 0
 #: most entries of a key table scanned (a module dict holds a few thousand at most)
 MAX_ENTRIES = 1 << 16
 #: the layout above is this interpreter's (64-bit CPython 3.11-3.13 with the GIL)
@@ -106,13 +111,17 @@ def _u64(fd: int, addr: int) -> int:
     return struct.unpack("<Q", b)[0]
 
 
-def _entries(fd: int, dict_addr: int) -> list[tuple[int | None, int, int]] | None:
+def _entries(fd: int, dict_addr: int, split: bool = False) -> list[tuple[int | None, int, int]] | None:
     """(hash or None, key pointer, value pointer) of every entry of the combined dict at
-    ``dict_addr`` in the process behind ``fd``; None for a split table. Unicode-keyed tables
+    ``dict_addr`` in the process behind ``fd``; None for a split table unless ``split``
+    (an instance's dict: the keys are its class's shared ones, and the values, an array
+    of their own at ``ma_values`` + :data:`SPLIT_VALUES`, are NULL where this instance
+    has none). Unicode-keyed tables
     (``dk_kind`` 1) keep no hash in the entry: the key's own cached hash is read where it
     is wanted (:data:`STR_HASH`)."""
     keys = _u64(fd, dict_addr + MA_KEYS)
-    if _u64(fd, dict_addr + MA_VALUES) != 0:
+    values = _u64(fd, dict_addr + MA_VALUES)
+    if values != 0 and not split:
         return None
     hdr = os.pread(fd, DK_HEADER, keys)
     if len(hdr) != DK_HEADER:
@@ -121,12 +130,18 @@ def _entries(fd: int, dict_addr: int) -> list[tuple[int | None, int, int]] | Non
     nentries = struct.unpack("<q", hdr[24:32])[0]
     if not 0 <= nentries <= MAX_ENTRIES or log2_index_bytes > 40:
         raise OSError(f"implausible key table ({nentries} entries)")
-    step = 16 if kind == 1 else 24
+    step = 24 if kind == 0 else 16  # general: (hash, key, value); unicode and split: (key, value)
     base = keys + DK_HEADER + (1 << log2_index_bytes)
     raw = os.pread(fd, nentries * step, base)
     if len(raw) != nentries * step:
         raise OSError("short read of the entries")
-    if kind == 1:  # (key, value)
+    if values != 0:  # split: the values are the instance's own array
+        vals = os.pread(fd, nentries * 8, values + SPLIT_VALUES)
+        if len(vals) != nentries * 8:
+            raise OSError("short read of the split values")
+        return [(None, struct.unpack_from("<Q", raw, i * step)[0], struct.unpack_from("<Q", vals, i * 8)[0])
+                for i in range(nentries)]
+    if kind != 0:  # (key, value)
         return [(None, *struct.unpack_from("<QQ", raw, i * step)) for i in range(nentries)]
     return [struct.unpack_from("<qQQ", raw, i * step) for i in range(nentries)]  # (hash, key, value)
 
@@ -174,4 +189,59 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
         if e["code"] is not None and (_u64(fd, v + FUNC_CODE) != e["code"]
                                       or _u64(fd, v + FUNC_DEFAULTS) != e["defaults"]):
             out.append(f"{e['name']} (code or defaults replaced)")
+    return out
+
+
+# ------------------------------------------------------------------------------ instances
+def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    """Worker side, before any candidate code: for each label -> (object, data attributes
+    whose value must stay), {"name", "obj", "ns" (its __dict__), "methods", "method_hashes", "pinned",
+    "pinned_hashes", "pinned_values"}: the object's address and its ``__dict__``'s (made
+    now, so every attribute set later lands there), the names and hashes of the methods of
+    its class (an instance attribute of such a name shadows the method for every call made
+    through the object: the worker's reply path), and the data attributes it reads its
+    connection through, with their values' addresses."""
+    out = []
+    for label, (obj, pinned) in objs.items():
+        d = getattr(obj, "__dict__", None)  # materialised: later attributes are set in this dict
+        if type(d) is not dict:
+            continue  # no instance dict (None, a C object): nothing can be set on it
+        cls = type(obj)
+        methods = sorted({n for c in cls.__mro__[:-1] for n, v in vars(c).items()
+                          if isinstance(v, (types.FunctionType, staticmethod, classmethod))})[:MAX_METHODS]
+        pins = [a for a in pinned if a in d]
+        out.append({"name": label, "obj": id(obj), "ns": id(d), "methods": methods,
+                    "method_hashes": [hash(n) for n in methods], "pinned": pins,
+                    "pinned_hashes": [hash(a) for a in pins], "pinned_values": [id(d[a]) for a in pins]})
+    return out
+
+
+#: most method names listed per instance
+MAX_METHODS = 512
+
+
+def instances_changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
+    """Parent side: for each of ``entries`` (:func:`instance_table`), what changed in the
+    process behind ``fd``: its ``__dict__`` replaced, an instance attribute named as a
+    method of its class (found by hash), or a pinned attribute rebound or removed. Raises
+    OSError when the memory cannot be read as laid out."""
+    out = []
+    for e in entries:
+        if _u64(fd, e["obj"] + MANAGED_DICT) != e["ns"]:
+            out.append(f"{e['name']}.__dict__ (replaced)")
+            continue
+        items = _entries(fd, e["ns"], split=True) or []
+        present: dict[int, int] = {}
+        for h, k, v in items:
+            if k == 0 or v == 0:
+                continue
+            if h is None:
+                h = struct.unpack("<q", os.pread(fd, 8, k + STR_HASH))[0]
+            present[h] = v
+        for n, h in zip(e["methods"], e["method_hashes"]):
+            if h in present:
+                out.append(f"{e['name']}.{n} (set on the instance)")
+        for n, h, v in zip(e["pinned"], e["pinned_hashes"], e["pinned_values"]):
+            if present.get(h) != v:
+                out.append(f"{e['name']}.{n} (rebound)")
     return out
