@@ -207,3 +207,38 @@ def test_instance_reads_across_interpreters():
     finally:
         os.close(fd)
         c.close(), a.close(), b.close()
+
+
+def test_honest_dps_kernel_writing_out_of_order_passes(tmp_path, solbench_cache):
+    """Every element written once inside the call, in a shuffled block order, each block back
+    to front, by two pool threads joined before the return: PASSED, no hack or incorrect
+    finding (measured on two workloads, 4096 and 2^20 elements)."""
+    from harness_helpers import relu_problem
+
+    p = relu_problem(tmp_path, (4096, 1 << 20))
+    s = load_solution(HERE / "cand_dps_out_of_order.py", p)
+    s = s.model_copy(update={"spec": s.spec.model_copy(update={"destination_passing_style": True})})
+    for t in evaluate(p, s, EvalConfig(device="cpu", rounds=3, iters=8)):
+        ev = t.evaluation
+        assert ev.status == Status.PASSED, (ev.status, ev.findings)
+        assert not [f for f in ev.findings if f.severity in ("hack", "fail")], ev.findings
+
+
+@sandboxed
+def test_a_forked_child_past_the_cgroup_cap_names_the_cap(tmp_path, solbench_cache, monkeypatch):
+    """A child forked in each call touches memory until the kernel ends it inside the
+    worker's memory cgroup; the call itself returns a right answer. RUNTIME_ERROR naming the
+    cap (``memory_limit``), never PASSED, never ``NO CAP``; both workloads get their trace."""
+    if memcap.probe()["mechanism"] == "rlimit":
+        pytest.skip("no memory cgroup here")
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM", str(CAP))
+    monkeypatch.setenv("SOLBENCH_TEST_MEM_CEILING", str(2 << 30))
+    p = matmul_problem(tmp_path, (32, 48), tol=1e-3)
+    traces = evaluate(p, load_solution(HERE / "cand_mem_fork_child.py", p),
+                      EvalConfig(device="cpu", rounds=1, timing=False))
+    assert len(traces) == 2
+    for t in traces:
+        ev = t.evaluation
+        assert ev.status == Status.RUNTIME_ERROR and "NO CAP" not in (ev.log or ""), (ev.status, (ev.log or "")[-800:])
+        f = [x for x in ev.findings if x.check == "memory_limit"]
+        assert f and f[0].evidence["oom_kills"] >= 1 and f[0].evidence["cap_bytes"] == CAP
