@@ -242,3 +242,54 @@ def test_a_forked_child_past_the_cgroup_cap_names_the_cap(tmp_path, solbench_cac
         assert ev.status == Status.RUNTIME_ERROR and "NO CAP" not in (ev.log or ""), (ev.status, (ev.log or "")[-800:])
         f = [x for x in ev.findings if x.check == "memory_limit"]
         assert f and f[0].evidence["oom_kills"] >= 1 and f[0].evidence["cap_bytes"] == CAP
+
+
+def _bf16_matmul_here() -> bool:
+    """Whether this CPU runs an fp32 matmul on bf16 inputs under precision "medium"
+    (oneDNN on AMX / AVX512-BF16): the scoped flag changes nothing elsewhere."""
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        low = a @ b
+    finally:
+        torch.set_float32_matmul_precision(old)
+    return not torch.equal(low, a @ b)
+
+
+@pytest.mark.skipif(not _bf16_matmul_here(), reason="this CPU has no bf16 matmul path")
+def test_a_precision_flag_lowered_only_inside_the_call_is_a_precision_downgrade(tmp_path, solbench_cache):
+    """cand_scoped_bf16_cpu lowers the fp32 matmul precision only while its call runs (bf16
+    inputs on this AMX CPU: 2.2x at 1024^3) and restores it, so no flag reading shows it and
+    its outputs are fp32 sums. Old code: INCORRECT_NUMERICAL precision_error, "no sign of a
+    lower precision" (tolerance 5e-2 passes the rounds). Now REWARD_HACK precision_downgrade:
+    its output is the fp64 result of its inputs rounded to bf16 (error ~1e-7 against that,
+    2.4e-3 against the truth). A wrong constant (x 1.001) stays precision_error."""
+    from harness_helpers import py_solution
+
+    p = matmul_problem(tmp_path, (256,), tol=5e-2)
+    cfg = EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False)
+    (t,) = evaluate(p, load_solution(HERE / "cand_scoped_bf16_cpu.py", p), cfg)
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "precision_downgrade"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
+    assert f[0].evidence["input_rounding"]["inputs_rounded_to"] == "bfloat16", f[0].evidence
+    src = "import torch\n\ndef run(a, b):\n    return (a @ b) * 1.001\n"
+    (t,) = evaluate(p, py_solution("mm_const", src, "mm"), cfg)
+    ev = t.evaluation
+    assert ev.status == Status.INCORRECT_NUMERICAL and any(x.check == "precision_error" for x in ev.findings), \
+        (ev.status, ev.findings)
+
+
+def test_input_rounding_rule():
+    """By hand: an error explained by bf16 inputs (1e-7 against the rounded truth, 2e-3 against
+    the truth) is evidence; 1/16 is the bound; NaN is none."""
+    from solbench.harness.precision import input_rounding_evidence, rounded_inputs
+
+    assert input_rounding_evidence(2e-3, {"bfloat16": 1e-7})["inputs_rounded_to"] == "bfloat16"
+    assert input_rounding_evidence(2e-3, {"bfloat16": 2e-3 / 16}) is not None
+    assert input_rounding_evidence(2e-3, {"bfloat16": 2.1e-3 / 16, "tf32": float("nan")}) is None
+    # TF32 keeps 10 mantissa bits (ulp 2^-10 at 1): half an ulp rounds away, a quarter down
+    x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, 1.0 + 2.0**-10, 3.0])
+    assert rounded_inputs(x, "tf32").tolist() == [1.0 + 2.0**-10, 1.0, 1.0 + 2.0**-10, 3.0]
+    assert rounded_inputs(x, "bfloat16").tolist() == [1.0, 1.0, 1.0, 3.0]  # 7 bits: ulp 2^-7
