@@ -192,10 +192,10 @@ SANDBOX_AS_BYTES = _declare(
 SANDBOX_MEM = _declare(
     "SOLBENCH_SANDBOX_MEM", "a share of MemAvailable (harness/memcap.py)",
     "bytes, or with K/M/G/T suffix; 0 / off / none / no: no cap",
-    "Memory cap of one worker (cgroup memory.max, else RLIMIT_DATA).")
+    "Memory cap of one worker (cgroup memory.max, else RLIMIT_DATA and a parent watchdog over the sandbox).")
 SANDBOX_MEM_CGROUP = _declare(
     "SOLBENCH_SANDBOX_MEM_CGROUP", "auto", "auto | 0 / off / no",
-    "0: never put a worker in a memory cgroup (the cap is then RLIMIT_DATA).")
+    "0: never put a worker in a memory cgroup (the cap is then RLIMIT_DATA and a parent watchdog).")
 SANDBOX_NPROC = _declare(
     "SOLBENCH_SANDBOX_NPROC", "max(4096, 32 x CPUs)", "tasks",
     "Processes and threads one sandbox may hold (pids.max, RLIMIT_NPROC in uid mode).")

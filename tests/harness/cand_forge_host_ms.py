@@ -1,5 +1,6 @@
 """Hostile (CPU timing forgery, issue 11): replaces the reply path of its worker
-(``multiprocessing.connection.Connection.send_bytes``, which no snapshot covers) so every timed
+(``multiprocessing.connection.Connection.send_bytes``, which the worker's snapshot does
+not cover; the parent's read of its memory does, and the tests turn it off) so every timed
 reply reports ``host_ms`` 0.0001 and a plain output of the declared shape; in timed calls it
 writes relu straight into the slot's output buffer (found through the worker object) and
 returns an empty tensor, so the harness's copy-out of a non-DPS output never runs. The old

@@ -1,7 +1,8 @@
 """Hostile (issue 11, reply fuzz): rewrites one field of the worker's reply to one op, in
 the bytes the worker's connection sends (``Connection.send_bytes`` of the class, which no
-tripwire of the worker covers: the rewrite itself is never reported, so the timed ops are
-reached too).
+tripwire of the worker covers; the parent's read of the worker's memory names it, so its
+tests turn that read off: the rewrite is then never reported and the timed ops are reached
+too).
 
 ``OP`` names the op (read from the worker's own ``loop`` frame when the reply is encoded, so
 time_begin and time_end, alike on the CPU, are told apart), ``FIELD`` a path into the

@@ -2,7 +2,8 @@
 it returns an empty tensor at once (the worker's clock sees an empty call, and the harness's
 copy-out of a returned output never runs) and does relu straight into the slot's output
 buffer (found through the worker object) inside the worker's reply path
-(``multiprocessing.connection.Connection.send_bytes``, which no snapshot covers), before the
+(``multiprocessing.connection.Connection.send_bytes``, which the worker's snapshot does
+not cover; the parent's read of its memory does, and the tests turn it off), before the
 reply leaves. Nothing it reports is forged: the old CPU sample, max(host_ms, round trip -
 copy-out no-op), took the worker's true but empty clock, because the no-op subtracted held a
 copy-out (and output poisoning) larger than the relu it did instead. Correctness rounds are

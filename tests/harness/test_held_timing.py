@@ -138,7 +138,10 @@ def test_worker_clock_and_skipped_copy_out_do_not_enter_the_samples(tmp_path, so
     says host_ms 0.0001; it writes relu straight into the slot's output and skips the
     copy-out. cand_reply_path_work.py forges nothing: its call is empty (a true worker clock
     of microseconds) and it does relu into the output in its reply path, skipping the
-    copy-out. Either way the samples are the parent's windows less the shared no-op."""
+    copy-out. Either way the samples are the parent's windows less the shared no-op. The
+    parent's read of the worker's memory names the patched reply path at once
+    (harness_patch): off, to test the samples behind it."""
+    monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")
     seen = []
     real_stats = timed_mod.timing_stats
 

@@ -295,17 +295,24 @@ CASES = [
     ("time_end", "payload.cupti", "1", Status.RUNTIME_ERROR, "malformed_reply"),
     ("noop", "payload.host_ms", "'fast'", Status.RUNTIME_ERROR, "malformed_reply"),
     ("guards", "payload.changed", "5", Status.REWARD_HACK, "guard_reply_invalid"),
+    # PASSED, a 100 kB flag name (a 1 MB value) copied into an advisory finding and the trace
+    ("guards", "payload.flags", "{'x' * 100000: 1}", Status.REWARD_HACK, "guard_reply_invalid"),
+    ("guards", "payload.flags", "{'float32_matmul_precision': 'z' * 1000000}", Status.REWARD_HACK,
+     "guard_reply_invalid"),
     ("build", "payload.entry_kind", "'lambda'", Status.RUNTIME_ERROR, None),
     ("load", "payload.x", "1", Status.RUNTIME_ERROR, None),
 ]
 
 
 @pytest.mark.parametrize("op, field, value, status, check", CASES, ids=[f"{c[0]}-{c[1]}-{c[2][:8]}" for c in CASES])
-def test_a_rewritten_reply_field_is_a_status_never_an_exception(tmp_path, solbench_cache, op, field, value,
-                                                                 status, check):
+def test_a_rewritten_reply_field_is_a_status_never_an_exception(tmp_path, solbench_cache, monkeypatch, op, field,
+                                                                 value, status, check):
     """cand_reply_fuzz rewrites one field of the first reply to ``op`` inside the worker. The
     evaluation returns one trace: RUNTIME_ERROR naming the op, or REWARD_HACK where the
-    reply contradicts what the parent knows or observed."""
+    reply contradicts what the parent knows or observed. The parent's read of the worker's
+    memory names the patched reply path at once (harness_patch): off, to test what the
+    parent does with each forged field behind it."""
+    monkeypatch.setenv("SOLBENCH_MEMGUARD", "off")
     p = _mm(tmp_path, n=64)
     cfg = EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False)
     cfg = cfg.with_timeout(20)

@@ -109,13 +109,18 @@ register("precision_downgrade", H, """Evidence of computing below the declared p
     reference's own error, a floor of 2^10 eps: 1.2e-4 for fp32) and either its output's values
     are those of a lower float type (99% of them bf16/fp16/fp8-representable where the
     reference's are not; a passing round) or it had lowered the backend precision flags (any
-    round); or, on CUDA, its timed calls ran reduced-precision kernels (TF32, 16-bit, fp8 by
-    their CUPTI names) for fp32 work of a kind the eager reference's kernels do not show and
-    the definition does not allow (harness/precision.py).""")
+    round), or its output is the fp64 result of its inputs rounded to bf16, TF32 or fp16
+    (its error against that at most 1/16 of its error against the truth: a flag lowered only
+    for the length of the call; a passing round); or, on CUDA, its timed calls ran
+    reduced-precision kernels (TF32, 16-bit, fp8 by their CUPTI names) for fp32 work of a kind
+    the eager reference's kernels do not show and the definition does not allow
+    (harness/precision.py).""")
 register("denormals_flushed", H, """Flush-to-zero / denormals-are-zero, seen in the outputs:
     a finite output holds exact zeros at 16 or more, and half, of the positions where the
     reference (and the fp64 truth) hold subnormals at least 2^10 times the dtype's smallest
-    (an honest kernel exact to the dtype keeps gradual underflow there). The flag is per
+    (an honest kernel exact to the dtype keeps gradual underflow there), or at 16 or more,
+    of any share, where they hold subnormals within 2^3 of the smallest normal (the flag set
+    for some rows or threads only). The flag is per
     thread and cannot be read from outside; on the CPU it is never a default, so setting it
     is the act (torch.set_flush_denormal, MXCSR, -ffast-math). The stress round's
     low-temperature softmax rows make such outputs (harness/precision.py).""",

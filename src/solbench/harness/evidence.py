@@ -198,8 +198,14 @@ def memguard_baseline(h: WorkerHandle) -> None:
     if fd is None:
         h.memguard_note = f"/proc/{h.pid}/mem is not readable by the parent"
         return
+    insts = [i.model_dump() for i in rep.instances or ()]
     try:
         bad = memguard.changed(fd, entries)
+        try:
+            if memguard.instances_changed(fd, insts):
+                insts = []  # not laid out as read: the class reads stand alone
+        except OSError:
+            insts = []
     except OSError as e:
         bad = [f"unreadable: {e}"]
     finally:
@@ -207,7 +213,7 @@ def memguard_baseline(h: WorkerHandle) -> None:
     if bad or not entries:
         h.memguard_note = f"the layout read does not match this interpreter ({bad[:3]})"
         return
-    h.memguard = entries
+    h.memguard, h.memguard_instances = entries, insts
 
 
 def memguard_findings(run: WorkloadRun, when: str) -> None:
@@ -231,7 +237,8 @@ def memguard_findings(run: WorkloadRun, when: str) -> None:
         bad = [f"/proc/{h.pid}/mem no longer readable"]
     else:
         try:
-            bad = memguard.changed(fd, entries)
+            bad = memguard.changed(fd, entries) + memguard.instances_changed(
+                fd, getattr(h, "memguard_instances", None) or [])
         except OSError as e:  # the worker's memory no longer reads as its dicts did
             bad = [f"the guarded namespaces no longer read as dicts: {e}"]
         finally:

@@ -20,7 +20,15 @@ Mechanisms, strongest first (:func:`probe` says which one this host gets; every 
   itself (``sandbox.limits``): private writable mappings and the heap past it fail with
   ENOMEM, which torch reports as an allocation error in the call. Never ``RLIMIT_AS`` on
   CUDA: the driver reserves far more address space than it uses. The tmpfs /tmp and
-  /dev/shm of the sandbox are sized at most the cap either way.
+  /dev/shm of the sandbox are sized at most the cap either way. A resource limit binds
+  one process, and a forked child gets a cap of its own (four children held 2.3 caps
+  together before this was watched), so the parent's watchdog (the task monitor's thread,
+  :data:`~solbench.harness.taskcap.WATCHDOG_INTERVAL_S`) sums the sandbox's anonymous
+  memory (proportional set size, :func:`solbench.proc.procfs.anon_bytes`, over the worker's
+  process tree) and what its private /tmp and /dev/shm hold, and kills the sandbox past the
+  cap (``memory_limit``, mechanism ``watchdog``). Not counted there: memfd and shared
+  mappings outside those two tmpfs (the harness's own buffers are such), which only a
+  memory cgroup charges.
 
 The status is decided by :mod:`solbench.harness.verdict` from the failure this causes (the
 worker died: RUNTIME_ERROR, its reason naming the cap), with the advisory finding
@@ -176,6 +184,8 @@ class MemCap:
         self.reason: str | None = None
         self._released = False
         self._final: dict[str, Any] | None = None
+        self._pids: list[int] = []  # watched launchers (rlimit only)
+        self._watch_hit: dict[str, Any] | None = None
         if not self.cap:
             self.mechanism = "none"
             return
@@ -203,6 +213,67 @@ class MemCap:
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` launched by a shell that first moves itself into the cgroup, then execs it."""
         return list(argv) if self.path is None else join_argv(self.path, argv)
+
+    def watch(self, *pids: int) -> None:
+        """Start the parent's watchdog where the cap is a per-process resource limit
+        (``rlimit``: module doc): ``pids`` are launched processes (children of this process)
+        whose trees make the sandbox. A no-op under a cgroup (the kernel charges the tree)
+        or without a cap."""
+        if self.mechanism != "rlimit" or not self.cap:
+            return
+        from .taskcap import _MONITOR, _own_child
+
+        self._pids = [p for p in pids if p and _own_child(p)]
+        _MONITOR.add(self)
+
+    def held(self) -> tuple[int, dict[str, int]]:
+        """What the watched sandbox holds now, in bytes: (total, {"anon": ..., "tmpfs": ...}):
+        the anonymous memory of every process of its tree and what its private /tmp and
+        /dev/shm hold (read through a process of it whose root is not ours)."""
+        from ..proc import procfs
+        from .taskcap import _own_child
+
+        tree: set[int] = set()
+        for p in self._pids:
+            if _own_child(p):
+                tree |= {p} | procfs.descendants(p)
+        anon = sum(procfs.anon_bytes(p) for p in tree)
+        tmpfs, mounts = 0, set()
+        for p in sorted(tree):
+            try:
+                if os.stat(f"/proc/{p}/root").st_ino == os.stat("/").st_ino:
+                    continue  # not inside the sandbox's mount namespace (the launcher)
+            except OSError:
+                continue
+            for d in ("tmp", "dev/shm"):
+                path = f"/proc/{p}/root/{d}"
+                try:
+                    dev = os.stat(path).st_dev
+                except OSError:
+                    continue
+                if dev not in mounts:
+                    mounts.add(dev)
+                    tmpfs += procfs.tmpfs_used_bytes(path)
+            break  # one process of the sandbox shows its mounts
+        return anon + tmpfs, {"anon": anon, "tmpfs": tmpfs}
+
+    def check(self) -> bool:
+        """One look of the watchdog (the task monitor's thread): True when the sandbox held
+        more than the cap; it is killed then, and :meth:`hit` holds the evidence."""
+        if self._watch_hit is not None or self._released:
+            return self._watch_hit is not None
+        total, parts = self.held()
+        if total <= self.cap:
+            return False
+        from ..proc import procfs, signals
+        from .taskcap import _own_child
+
+        self._watch_hit = {"mechanism": "watchdog", "cap_bytes": self.cap, "held_bytes": total, **{
+            f"{k}_bytes": v for k, v in parts.items()}}
+        for p in self._pids:
+            if _own_child(p):
+                signals.send({p} | procfs.descendants(p), signal.SIGKILL)
+        return True
 
     def oom_kills(self) -> int:
         """Processes the kernel's OOM killer ended inside this cgroup (0 without one)."""
@@ -234,6 +305,8 @@ class MemCap:
         moment of :meth:`release`, which removes the cgroup)."""
         if self._released:
             return self._final
+        if self._watch_hit is not None:
+            return dict(self._watch_hit)
         n = self.oom_kills()
         if not n:
             return None
@@ -246,8 +319,8 @@ class MemCap:
         cgroup, whose hit :meth:`hit` reads from the kernel). The text is the candidate's
         process's, so it backs only an advisory finding and a clearer reason, never a
         status."""
-        if self.mechanism != "rlimit" or not self.cap:
-            return None
+        if self.mechanism != "rlimit" or not self.cap or self.hit() is not None:
+            return None  # a watchdog kill is named by hit() already
         m = _REFUSED.search(reason or "")
         if m is None:
             return None
@@ -263,6 +336,10 @@ class MemCap:
         ev = self.hit()
         if ev is None:
             return ""
+        if ev["mechanism"] == "watchdog":
+            return (f"the sandbox exceeded its memory cap of {gib(self.cap)} (the parent's watchdog saw "
+                    f"{gib(ev['held_bytes'])}: {gib(ev['anon_bytes'])} anonymous over its processes, "
+                    f"{gib(ev['tmpfs_bytes'])} in its /tmp and /dev/shm) and killed it")
         return (f"the worker exceeded its memory cap of {gib(self.cap)} (the kernel's OOM killer "
                 f"ended {ev['oom_kills']} process(es) in its {self.mechanism} memory cgroup)")
 
@@ -273,6 +350,9 @@ class MemCap:
             return
         self._final = self.hit()
         self._released = True
+        from .taskcap import _MONITOR
+
+        _MONITOR.discard(self)
         if self.path is None:
             return
         deadline = time.monotonic() + timeout_s

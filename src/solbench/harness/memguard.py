@@ -24,7 +24,8 @@ skipped); ``PyDictKeysObject`` is ``dk_refcnt`` (8), ``dk_log2_size``, ``dk_log2
 the entries: (key, value) pointers for unicode-keyed tables (``dk_kind`` 1), (hash, key,
 value) otherwise. ``PyFunctionObject`` holds ``func_code`` at offset 48 and
 ``func_defaults`` at 56 (Include/cpython/funcobject.h: globals, builtins, name, qualname,
-code, defaults after the object header).
+code, defaults after the object header). A str holds its cached hash at offset 24
+(``PyASCIIObject``: the object header, ``length``, ``hash``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ from typing import Any
 MA_KEYS, MA_VALUES = 32, 40
 DK_HEADER = 32
 FUNC_CODE, FUNC_DEFAULTS = 48, 56
+#: offset of a str's cached hash (``PyASCIIObject``: the object header, ``length``, ``hash``)
+STR_HASH = 24
+#: most shadowing class dicts listed per name
+MAX_SHADOWS = 16
+#: where an instance's dict pointer lives (``MANAGED_DICT_OFFSET``: three words before the
+#: object, 3.11-3.13), and the offset of the values in a split table's value array (3.13
+#: puts a 4-byte header, padded to 8, before them)
+MANAGED_DICT = -24
+SPLIT_VALUES = 8 if sys.version_info[:2] >= (3, 13) else 0
 #: most entries of a key table scanned (a module dict holds a few thousand at most)
 MAX_ENTRIES = 1 << 16
 #: the layout above is this interpreter's (64-bit CPython 3.11-3.13 with the GIL)
@@ -47,20 +57,27 @@ SUPPORTED = sys.implementation.name == "cpython" and sys.version_info[:2] in ((3
     and sys.maxsize == 2**63 - 1 and getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
-def _owner_dict(owner: Any, attr: str) -> dict | None:
-    """The real dict that holds ``owner``'s attribute ``attr``: a module's ``__dict__``, the
-    type dict (behind its mappingproxy) of the first class of ``owner``'s MRO that defines
-    it. (A name then set on a class before the definer shadows it unseen here: the worker's
-    own snapshot still looks there.)"""
+def _type_dict(cls: type) -> dict | None:
+    """The real dict behind ``cls.__dict__`` (a mappingproxy)."""
+    got = [r for r in gc.get_referents(cls.__dict__) if type(r) is dict]
+    return got[0] if len(got) == 1 else None
+
+
+def _owner_dict(owner: Any, attr: str) -> tuple[dict | None, list[dict]]:
+    """The real dict that holds ``owner``'s attribute ``attr`` (a module's ``__dict__``, the
+    type dict of the first class of ``owner``'s MRO that defines it), and the type dicts of
+    the classes before that definer in the MRO: a name set on one of them later shadows the
+    definer's (``Connection.send_bytes`` set on ``Connection`` hides ``_ConnectionBase``'s),
+    so the parent reads them too."""
     if isinstance(owner, types.ModuleType):
-        return owner.__dict__
+        return owner.__dict__, []
     if isinstance(owner, type):
-        cls = next((c for c in owner.__mro__ if attr in c.__dict__), None)
-        if cls is None:
-            return None
-        got = [r for r in gc.get_referents(cls.__dict__) if type(r) is dict]
-        return got[0] if len(got) == 1 else None
-    return None
+        i = next((i for i, c in enumerate(owner.__mro__) if attr in c.__dict__), None)
+        if i is None:
+            return None, []
+        shadows = [_type_dict(c) for c in owner.__mro__[:i]]
+        return _type_dict(owner.__mro__[i]), [d for d in shadows if d is not None]
+    return None, []
 
 
 def table(names: dict[str, tuple[Any, str]]) -> list[dict[str, Any]]:
@@ -70,7 +87,7 @@ def table(names: dict[str, tuple[Any, str]]) -> list[dict[str, Any]]:
     Python function)."""
     out = []
     for name, (owner, attr) in names.items():
-        d = _owner_dict(owner, attr)
+        d, shadows = _owner_dict(owner, attr)
         if d is None or attr not in d:
             continue
         key = next((k for k in d if k == attr), None)
@@ -80,7 +97,10 @@ def table(names: dict[str, tuple[Any, str]]) -> list[dict[str, Any]]:
                     "code": id(fn.__code__) if fn is not None else None,
                     # no defaults: the C field is NULL (the attribute reads None)
                     "defaults": (id(fn.__defaults__) if fn.__defaults__ is not None else 0)
-                    if fn is not None else None})
+                    if fn is not None else None,
+                    # the dicts where the name would shadow this one, and its hash in this
+                    # process (an equal key is found there by hash, whatever its object)
+                    "shadows": [id(x) for x in shadows][:MAX_SHADOWS], "hash": hash(attr)})
     return out
 
 
@@ -91,11 +111,17 @@ def _u64(fd: int, addr: int) -> int:
     return struct.unpack("<Q", b)[0]
 
 
-def _lookup(fd: int, dict_addr: int, key_addr: int) -> int | None:
-    """The value pointer stored for the key object ``key_addr`` in the dict at ``dict_addr``
-    of the process behind ``fd``; None when the key is not there (or the table is split)."""
+def _entries(fd: int, dict_addr: int, split: bool = False) -> list[tuple[int | None, int, int]] | None:
+    """(hash or None, key pointer, value pointer) of every entry of the combined dict at
+    ``dict_addr`` in the process behind ``fd``; None for a split table unless ``split``
+    (an instance's dict: the keys are its class's shared ones, and the values, an array
+    of their own at ``ma_values`` + :data:`SPLIT_VALUES`, are NULL where this instance
+    has none). Unicode-keyed tables
+    (``dk_kind`` 1) keep no hash in the entry: the key's own cached hash is read where it
+    is wanted (:data:`STR_HASH`)."""
     keys = _u64(fd, dict_addr + MA_KEYS)
-    if _u64(fd, dict_addr + MA_VALUES) != 0:
+    values = _u64(fd, dict_addr + MA_VALUES)
+    if values != 0 and not split:
         return None
     hdr = os.pread(fd, DK_HEADER, keys)
     if len(hdr) != DK_HEADER:
@@ -104,17 +130,43 @@ def _lookup(fd: int, dict_addr: int, key_addr: int) -> int | None:
     nentries = struct.unpack("<q", hdr[24:32])[0]
     if not 0 <= nentries <= MAX_ENTRIES or log2_index_bytes > 40:
         raise OSError(f"implausible key table ({nentries} entries)")
-    step = 16 if kind == 1 else 24
+    step = 24 if kind == 0 else 16  # general: (hash, key, value); unicode and split: (key, value)
     base = keys + DK_HEADER + (1 << log2_index_bytes)
     raw = os.pread(fd, nentries * step, base)
     if len(raw) != nentries * step:
         raise OSError("short read of the entries")
-    off = 0 if kind == 1 else 8  # (key, value) or (hash, key, value)
-    for i in range(nentries):
-        k, v = struct.unpack_from("<QQ", raw, i * step + off)
+    if values != 0:  # split: the values are the instance's own array
+        vals = os.pread(fd, nentries * 8, values + SPLIT_VALUES)
+        if len(vals) != nentries * 8:
+            raise OSError("short read of the split values")
+        return [(None, struct.unpack_from("<Q", raw, i * step)[0], struct.unpack_from("<Q", vals, i * 8)[0])
+                for i in range(nentries)]
+    if kind != 0:  # (key, value)
+        return [(None, *struct.unpack_from("<QQ", raw, i * step)) for i in range(nentries)]
+    return [struct.unpack_from("<qQQ", raw, i * step) for i in range(nentries)]  # (hash, key, value)
+
+
+def _lookup(fd: int, dict_addr: int, key_addr: int) -> int | None:
+    """The value pointer stored for the key object ``key_addr`` in the dict at ``dict_addr``
+    of the process behind ``fd``; None when the key is not there (or the table is split)."""
+    for _, k, v in _entries(fd, dict_addr) or ():
         if k == key_addr:
             return v
     return None
+
+
+def _holds(fd: int, dict_addr: int, key_addr: int, key_hash: int) -> bool:
+    """Whether the dict at ``dict_addr`` holds the key object ``key_addr`` or any key whose
+    hash is ``key_hash`` (a str's cached hash, at :data:`STR_HASH`, for a unicode-keyed table;
+    a deleted entry's NULL key is skipped). A different name of the same 64-bit hash is a
+    false alarm of probability 2^-64 per key."""
+    for h, k, _ in _entries(fd, dict_addr) or ():
+        if k == 0:
+            continue
+        if k == key_addr or (h if h is not None else struct.unpack("<q", os.pread(fd, 8, k + STR_HASH))[0]) \
+                == key_hash:
+            return True
+    return False
 
 
 def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
@@ -123,6 +175,10 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
     ``/proc/<pid>/mem``). Raises OSError when the memory cannot be read as laid out."""
     out = []
     for e in entries:
+        shadow = next((a for a in e.get("shadows") or () if _holds(fd, a, e["key"], e["hash"])), None)
+        if shadow is not None:
+            out.append(f"{e['name']} (shadowed by a class before its definer)")
+            continue
         v = _lookup(fd, e["ns"], e["key"])
         if v is None:
             out.append(f"{e['name']} (removed from its namespace)")
@@ -133,4 +189,59 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
         if e["code"] is not None and (_u64(fd, v + FUNC_CODE) != e["code"]
                                       or _u64(fd, v + FUNC_DEFAULTS) != e["defaults"]):
             out.append(f"{e['name']} (code or defaults replaced)")
+    return out
+
+
+# ------------------------------------------------------------------------------ instances
+def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    """Worker side, before any candidate code: for each label -> (object, data attributes
+    whose value must stay), {"name", "obj", "ns" (its __dict__), "methods", "method_hashes", "pinned",
+    "pinned_hashes", "pinned_values"}: the object's address and its ``__dict__``'s (made
+    now, so every attribute set later lands there), the names and hashes of the methods of
+    its class (an instance attribute of such a name shadows the method for every call made
+    through the object: the worker's reply path), and the data attributes it reads its
+    connection through, with their values' addresses."""
+    out = []
+    for label, (obj, pinned) in objs.items():
+        d = getattr(obj, "__dict__", None)  # materialised: later attributes are set in this dict
+        if type(d) is not dict:
+            continue  # no instance dict (None, a C object): nothing can be set on it
+        cls = type(obj)
+        methods = sorted({n for c in cls.__mro__[:-1] for n, v in vars(c).items()
+                          if isinstance(v, (types.FunctionType, staticmethod, classmethod))})[:MAX_METHODS]
+        pins = [a for a in pinned if a in d]
+        out.append({"name": label, "obj": id(obj), "ns": id(d), "methods": methods,
+                    "method_hashes": [hash(n) for n in methods], "pinned": pins,
+                    "pinned_hashes": [hash(a) for a in pins], "pinned_values": [id(d[a]) for a in pins]})
+    return out
+
+
+#: most method names listed per instance
+MAX_METHODS = 512
+
+
+def instances_changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
+    """Parent side: for each of ``entries`` (:func:`instance_table`), what changed in the
+    process behind ``fd``: its ``__dict__`` replaced, an instance attribute named as a
+    method of its class (found by hash), or a pinned attribute rebound or removed. Raises
+    OSError when the memory cannot be read as laid out."""
+    out = []
+    for e in entries:
+        if _u64(fd, e["obj"] + MANAGED_DICT) != e["ns"]:
+            out.append(f"{e['name']}.__dict__ (replaced)")
+            continue
+        items = _entries(fd, e["ns"], split=True) or []
+        present: dict[int, int] = {}
+        for h, k, v in items:
+            if k == 0 or v == 0:
+                continue
+            if h is None:
+                h = struct.unpack("<q", os.pread(fd, 8, k + STR_HASH))[0]
+            present[h] = v
+        for n, h in zip(e["methods"], e["method_hashes"]):
+            if h in present:
+                out.append(f"{e['name']}.{n} (set on the instance)")
+        for n, h, v in zip(e["pinned"], e["pinned_hashes"], e["pinned_values"]):
+            if present.get(h) != v:
+                out.append(f"{e['name']}.{n} (rebound)")
     return out

@@ -431,6 +431,7 @@ class WorkerHandle:
         self.pid = self.pgid = self.proc.pid
         _HANDLES.add(self)
         self.taskcap.watch(self.proc.pid)  # the launcher: bwrap's init and the worker descend from it
+        self.memcap.watch(self.proc.pid)  # where the cap is a per-process rlimit: the parent sums the tree
         self._drain = threading.Thread(target=self._drain_logs, args=(log_cap_bytes,), daemon=True)
         self._drain.start()
         if info_w is not None:

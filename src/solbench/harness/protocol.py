@@ -289,7 +289,11 @@ class TimeEndReply(_Msg):
     late_all_ms: PerIter | None = None
 
 
-Flag = bool | int | float | str | None
+#: one backend flag's value (a bool, a precision name, a small number) and its name, bounded
+#: like every other field: a reply whose flags hold a megabyte string is no worker's
+Flag = bool | Annotated[int, Field(ge=-(2**63), lt=2**63)] | Annotated[float, Field(allow_inf_nan=False)] \
+    | Annotated[str, Field(max_length=200)] | None
+FlagName = Annotated[str, Field(max_length=200)]
 
 
 class GuardsReply(_Msg):
@@ -298,8 +302,8 @@ class GuardsReply(_Msg):
 
     changed: Hooks
     interposition: Hooks
-    flags: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)]
-    flags0: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)]
+    flags: Annotated[dict[FlagName, Flag], Field(max_length=MAX_ITEMS)]
+    flags0: Annotated[dict[FlagName, Flag], Field(max_length=MAX_ITEMS)]
 
 
 Addr = Annotated[int, Field(ge=0, lt=MAX_ADDR)]
@@ -312,13 +316,36 @@ class GuardEntry(_Msg):
     value: Addr
     code: Addr | None = None
     defaults: Addr | None = None
+    #: the type dicts of the classes before the definer in the owner's MRO (a name set there
+    #: shadows this one) and the name's hash in the worker
+    shadows: Annotated[list[Addr], Field(max_length=16)] = Field(default_factory=list)
+    hash: Annotated[int, Field(ge=-(2**63), lt=2**63)] | None = None
+
+
+Hash = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+Name = Annotated[str, Field(max_length=500)]
+
+
+class InstanceEntry(_Msg):
+    """An object of the worker's reply path (:func:`~.memguard.instance_table`)."""
+
+    name: Name
+    obj: Addr
+    ns: Addr  # its __dict__
+    methods: Annotated[list[Name], Field(max_length=512)]
+    method_hashes: Annotated[list[Hash], Field(max_length=512)]
+    pinned: Annotated[list[Name], Field(max_length=16)]
+    pinned_hashes: Annotated[list[Hash], Field(max_length=16)]
+    pinned_values: Annotated[list[Addr], Field(max_length=16)]
 
 
 class GuardTableReply(_Msg):
     entries: Annotated[list[GuardEntry], Field(max_length=4096)]
+    #: the objects the reply path goes through, read by the parent for instance attributes
+    instances: Annotated[list[InstanceEntry], Field(max_length=16)] | None = None
     #: the backend flags before any candidate code: the parent keeps them as the baseline, so a
     #: candidate that rewrites the worker's own ``flags0`` later changes nothing
-    flags0: Annotated[dict[str, Flag], Field(max_length=MAX_ITEMS)] | None = None
+    flags0: Annotated[dict[FlagName, Flag], Field(max_length=MAX_ITEMS)] | None = None
 
 
 #: op -> model of its "ok" reply

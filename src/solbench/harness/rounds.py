@@ -299,7 +299,8 @@ class Oracle:
                 if er is not None and isinstance(o, torch.Tensor) and o.shape == t.shape else None
                 for o, t, er in zip(outs, truth, ref_errs[:n_out])]
             if rep.passed and precision_evidence and pf is None:
-                pf = self.precision_finding(rep.truth_errors, self.problem, outs, ref_out)
+                pf = self.precision_finding(rep.truth_errors, self.problem, outs, ref_out,
+                                            rounded=lambda i, ec: self.rounded_evidence(values, outs, i, ec))
         self.forget_truth()  # judge is the last reader of a set's truth
         return rep, pf
 
@@ -319,22 +320,48 @@ class Oracle:
             name = names[i] if i < len(names) else str(i)
             return finding("denormals_flushed",
                            f"output {name!r}: {ev['flushed']} of the {ev['positions']} subnormal values the "
-                           f"reference keeps are exact zeros (flush-to-zero / denormals-are-zero), e.g. "
+                           f"reference keeps are exact zeros ({ev['top_flushed']} of the {ev['top_positions']} "
+                           f"within 2^3 of the smallest normal; flush-to-zero / denormals-are-zero), e.g. "
                            f"element {ev['examples'][0][0]}: reference {ev['examples'][0][1]:.3g}",
                            {"output": i, "device": torch.device(self.device).type, **ev},
                            advisory=torch.device(self.device).type == "cuda")
         return None
 
+    def rounded_evidence(self, values: dict, outs: list, i: int, ec: float) -> dict | None:
+        """:func:`~solbench.harness.precision.input_rounding_evidence` for output ``i``
+        (error ``ec`` against the fp64 truth): the float64 reference run again on the input
+        set ``values`` with its float inputs rounded to each lower precision in turn (the
+        parent's own copies; only for an output already beyond the precision limit)."""
+        from .precision import INPUT_ROUNDINGS, input_rounding_evidence, rounded_inputs
+
+        got: dict[str, float] = {}
+        for kind in INPUT_ROUNDINGS:
+            rv = {k: rounded_inputs(v, kind) if isinstance(v, torch.Tensor)
+                  and v.dtype in (torch.float32, torch.float64) else v for k, v in values.items()}
+            run = self._truth_run(rv)
+            if run is None or i >= len(run[0]) or not isinstance(run[0][i], torch.Tensor) \
+                    or run[0][i].shape != outs[i].shape:
+                return None
+            got[kind] = rel_l2(outs[i], run[0][i])
+            ev = input_rounding_evidence(ec, got)
+            if ev is not None:
+                return ev
+        return None
+
     @staticmethod
     def precision_finding(truth_errors, problem: Problem, outs: list | None = None,
-                          ref_out: list | None = None) -> Finding | None:
+                          ref_out: list | None = None,
+                          rounded: Callable[[int, float], dict | None] | None = None) -> Finding | None:
         """The finding of an output whose error against the fp64 truth is beyond the
         declared-precision reference's by :func:`solbench.harness.precision.precision_finding`'s
         rule: ``precision_downgrade`` (REWARD_HACK) when the output also shows the act (its
         values are those of a lower float type while the reference's, ``ref_out``, are not:
         :func:`~solbench.harness.precision.lower_dtype_fingerprint`), else ``precision_error``
-        (INCORRECT_NUMERICAL: a plain numerical error, e.g. a wrong constant). The flags are
-        judged after the rounds, the kernels after timing."""
+        (INCORRECT_NUMERICAL: a plain numerical error, e.g. a wrong constant). Without such
+        values, ``rounded(i, error)`` (:meth:`rounded_evidence`) may still show the act: the
+        output is the fp64 result of its inputs rounded to bf16, TF32 or fp16, far closer
+        than to the truth of the inputs themselves (a flag lowered only inside the call).
+        The flags are judged after the rounds, the kernels after timing."""
         from ..spec.dtypes import to_torch
         from .precision import lower_dtype_fingerprint
 
@@ -364,6 +391,13 @@ class Oracle:
                 return finding("precision_downgrade",
                                f"{msg}; {fp['share']:.1%} of its values are {fp['dtype']} values "
                                f"(the reference's: {fp['reference_share']:.1%})", ev)
+            ir = rounded(i, ec) if rounded is not None and fp32 else None
+            if ir is not None:
+                ev["basis"].append("input_rounding")
+                ev["input_rounding"] = ir
+                return finding("precision_downgrade",
+                               f"{msg}; it is the fp64 result of its inputs rounded to {ir['inputs_rounded_to']} "
+                               f"(error {ir['error_vs_rounded_truth']:.3g} against that)", ev)
             return finding("precision_error", msg + "; no sign of a lower precision (dtype, flag, kernel): "
                            "a numerical error", ev)
         return None

@@ -163,6 +163,10 @@ class Worker:
                       **{f"Connection.{n}": (Connection, n) for n in ("send_bytes", "_send_bytes", "_send",
                                                                        "recv", "_recv_bytes", "_recv")}}
         self.mem_table = memguard.table({**guards._targets(), **self._harness_fns, **reply_path})
+        # the objects the reply path goes through: a method set on one of them (its instance
+        # dict), or the connection rebound, reroutes every reply unseen by the class reads
+        self.mem_instances = memguard.instance_table({"worker": (self, ("conn",)),
+                                                      "worker.conn": (self.conn, ())})
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         #: what the last call returned (CPU), dropped at the next request (see handle)
         self._prev_ret = None
@@ -259,7 +263,7 @@ class Worker:
 
     def _on_guard_table(self, req: GuardTable) -> tuple[str, dict]:
         # asked before the build: nothing of the candidate's has run yet
-        return "ok", {"entries": self.mem_table, "flags0": self.flags0}
+        return "ok", {"entries": self.mem_table, "flags0": self.flags0, "instances": self.mem_instances}
 
     def _on_warm_profiler(self, req: WarmProfiler) -> tuple[str, dict]:
         # the first torch.profiler session of a process pays CUPTI's start-up (about 4 s

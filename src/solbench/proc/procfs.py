@@ -304,3 +304,28 @@ def resident_bytes(pid: int | str = "self") -> int:
         return int(txt.split()[1]) * os.sysconf("SC_PAGE_SIZE") if txt else 0
     except (IndexError, ValueError):
         return 0
+
+
+def anon_bytes(pid: int) -> int:
+    """Anonymous memory ``pid`` holds, in bytes: ``Pss_Anon`` of ``/proc/<pid>/smaps_rollup``
+    (proportional: a page a forked child still shares with its parent counts half in each,
+    so a process tree's sum is what it holds), else ``RssAnon`` of ``/proc/<pid>/status``
+    (kernels before 5.9; a shared page then counts in each). 0 where unreadable (gone)."""
+    for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss_Anon:"), (f"/proc/{pid}/status", "RssAnon:")):
+        for line in (read_text(path) or "").splitlines():
+            if line.startswith(key):
+                try:
+                    return int(line.split()[1]) * 1024
+                except (IndexError, ValueError):
+                    return 0
+    return 0
+
+
+def tmpfs_used_bytes(path: str) -> int:
+    """Bytes in use on the file system at ``path`` (``statvfs``: blocks less free blocks);
+    0 where unreadable."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
