@@ -29,6 +29,12 @@ revision REV and of this tree, each building its baseline, then their checks alt
 call (the same load for both; medians and the median of the per-pair ratio)::
 
     PYTHONPATH=$PWD/src python bench/guard_cost.py --device cpu --against fbd8360 --no-parent
+
+``--e2e K`` adds a real evaluation: the reference of a small relu problem as its own candidate
+on K workloads in one worker (``solbench.harness.evaluate``), and prints per workload (the
+first, which pays the worker's start, left out) the median of the trace's guard phases
+(``correctness.guards``, ``guards_after_timing``, ``timing.guards``) and of its whole
+``phases_s`` sum. ``--e2e-n`` sets the elements of x (default 1M, 4 MB).
 """
 
 from __future__ import annotations
@@ -72,6 +78,9 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default="", help="a name for this code (e.g. before / after)")
     ap.add_argument("--step-timeout-s", type=int, default=120)
     ap.add_argument("--no-parent", action="store_true", help="worker side only")
+    ap.add_argument("--e2e", type=int, default=0, metavar="K",
+                    help="also evaluate a relu reference as its own candidate on K workloads")
+    ap.add_argument("--e2e-n", type=int, default=1 << 20)
     ap.add_argument("--against", default=None, metavar="REV",
                     help="git revision whose harness/guards.py DispatchGuard is A/B-timed against this tree's")
     args = ap.parse_args(argv)
@@ -163,11 +172,21 @@ def main(argv=None) -> int:
         finally:
             signal.alarm(0)
 
+    e2e = None
+    if args.e2e:
+        signal.alarm(args.step_timeout_s * 5)
+        try:
+            e2e = end_to_end(args.device, args.e2e, args.e2e_n)
+        except StepTimeout:
+            print("end-to-end evaluation timed out", flush=True)
+        finally:
+            signal.alarm(0)
+
     med = {(r["side"], r["component"]): r["median_ms"] for r in rows}
     per_wl = med.get(("parent", "guard_findings total (x2 per workload)"))
     summary = {"label": args.label, "device": args.device, "torch": torch.__version__,
                "python": platform.python_version(), "host": platform.node(), "n": args.n,
-               "operators_covered": covered, "rows": rows, "ab": ab,
+               "operators_covered": covered, "rows": rows, "ab": ab, "e2e": e2e,
                "guard_findings_per_workload_ms": 2 * per_wl if per_wl is not None else None,
                "command": " ".join(["python", "bench/guard_cost.py", *sys.argv[1:]])}
     if per_wl is not None:
@@ -183,6 +202,12 @@ def main(argv=None) -> int:
                   f"{r['max_ms']:.3f} |" for r in rows]
         if per_wl is not None:
             lines += ["", f"per workload (two guard_findings): {2 * per_wl:.1f} ms"]
+        if e2e:
+            lines += ["", f"evaluation of a relu reference as candidate ({e2e['n']} elements), "
+                          f"{e2e['workloads']} workloads, first left out; median s per workload:", "",
+                      "| phase | median s | min | max |", "|---|---|---|---|"]
+            lines += [f"| {k} | {v['median']:.4f} | {v['min']:.4f} | {v['max']:.4f} |"
+                      for k, v in e2e["phases"].items()]
         if ab:
             lines += ["", f"A/B of the dispatcher guard, {ab['rev']} (A) against this tree (B), "
                           f"alternated, {ab['n']} pairs:", "",
@@ -191,6 +216,62 @@ def main(argv=None) -> int:
                       for k, v in ab["checks"].items()]
         args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+#: the guard phases of a trace (evaluator.py, timed.py) and what they hold
+E2E_PHASES = ("correctness.guards", "guards_after_timing", "timing.guards", "ref_timing.guards")
+
+
+def end_to_end(device: str, k: int, n: int) -> dict:
+    """Evaluate ``y = relu(x)`` (float32, ``n`` elements), its reference as its candidate, on
+    ``k`` identical workloads in one worker; per-phase medians over workloads 2..k."""
+    import tempfile
+
+    from solbench.harness import EvalConfig, evaluate
+    from solbench.spec import Solution, load_problem
+
+    ref = "import torch\n\ndef run(x):\n    return torch.relu(x)\n"
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d) / "relu_guard_cost"
+        root.mkdir()
+        (root / "definition.json").write_text(json.dumps({
+            "name": "relu_guard_cost", "axes": {"n": {"type": "var"}},
+            "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["n"], "dtype": "float32"}}, "reference": ref}))
+        (root / "workload.jsonl").write_text("".join(
+            json.dumps({"uuid": f"w{i}", "axes": {"n": n}, "inputs": {"x": {"type": "random"}}}) + "\n"
+            for i in range(k)))
+        prob = load_problem(root)
+        sol = Solution.model_validate({
+            "name": "relu_ref", "definition": prob.name, "author": "bench",
+            "spec": {"languages": ["pytorch"], "entry_point": "cand.py::run",
+                     "destination_passing_style": False},
+            "sources": [{"path": "cand.py", "content": ref}]})
+        t = time.perf_counter()
+        stamps: list[float] = []
+        traces = evaluate(prob, sol, EvalConfig(device=device),
+                          on_trace=lambda tr: stamps.append(time.perf_counter()))
+        wall = time.perf_counter() - t
+    statuses = sorted({tr.evaluation.status.value for tr in traces})
+    if statuses != ["PASSED"]:  # the figures would describe a failure path, not the steady one
+        raise RuntimeError(f"the reference as candidate did not pass: {statuses}: "
+                           f"{(traces[0].evaluation.log or '')[-500:]}")
+    per: dict[str, list[float]] = {}
+    for tr in traces[1:]:
+        ph = tr.evaluation.phases_s or {}
+        for key in E2E_PHASES:
+            per.setdefault(key, []).append(ph.get(key, 0.0))
+        per.setdefault("guards, all four", []).append(sum(ph.get(key, 0.0) for key in E2E_PHASES))
+    # a workload's whole wall time: from the previous trace to its own
+    per["wall per workload"] = [b - a for a, b in zip(stamps, stamps[1:])]
+    out = {"workloads": k, "n": n, "statuses": statuses, "wall_s": wall,
+           "phases": {key: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+                      for key, v in per.items()}}
+    print(f"e2e: {k} workloads in {wall:.1f} s, statuses {statuses}", flush=True)
+    for key, v in out["phases"].items():
+        print(f"e2e    {key:44} {v['median'] * 1e3:9.1f} ms per workload (min {v['min'] * 1e3:.1f}, "
+              f"max {v['max'] * 1e3:.1f})", flush=True)
+    return out
 
 
 def against(rev: str, guards, n: int) -> dict:

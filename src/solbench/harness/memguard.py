@@ -91,9 +91,9 @@ def _u64(fd: int, addr: int) -> int:
     return struct.unpack("<Q", b)[0]
 
 
-def _lookup(fd: int, dict_addr: int, key_addr: int) -> int | None:
-    """The value pointer stored for the key object ``key_addr`` in the dict at ``dict_addr``
-    of the process behind ``fd``; None when the key is not there (or the table is split)."""
+def _entries(fd: int, dict_addr: int) -> dict[int, int] | None:
+    """Key pointer -> value pointer of every entry of the dict at ``dict_addr`` of the process
+    behind ``fd`` (the first entry of a key, in table order); None for a split table."""
     keys = _u64(fd, dict_addr + MA_KEYS)
     if _u64(fd, dict_addr + MA_VALUES) != 0:
         return None
@@ -110,20 +110,26 @@ def _lookup(fd: int, dict_addr: int, key_addr: int) -> int | None:
     if len(raw) != nentries * step:
         raise OSError("short read of the entries")
     off = 0 if kind == 1 else 8  # (key, value) or (hash, key, value)
+    out: dict[int, int] = {}
     for i in range(nentries):
         k, v = struct.unpack_from("<QQ", raw, i * step + off)
-        if k == key_addr:
-            return v
-    return None
+        out.setdefault(k, v)
+    return out
 
 
 def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
     """Parent side: the names of ``entries`` (from :func:`table`) whose dict entry, code
     object or defaults differ in the process behind ``fd`` (a read-only fd on its
-    ``/proc/<pid>/mem``). Raises OSError when the memory cannot be read as laid out."""
+    ``/proc/<pid>/mem``). Each dict's key table is read once per call (the worker's class and
+    module dicts hold dozens of the names each; the worker is waiting for a request while
+    the parent reads). Raises OSError when the memory cannot be read as laid out."""
     out = []
+    tables: dict[int, dict[int, int] | None] = {}
     for e in entries:
-        v = _lookup(fd, e["ns"], e["key"])
+        if e["ns"] not in tables:
+            tables[e["ns"]] = _entries(fd, e["ns"])
+        t = tables[e["ns"]]
+        v = None if t is None else t.get(e["key"])
         if v is None:
             out.append(f"{e['name']} (removed from its namespace)")
             continue
