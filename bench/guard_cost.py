@@ -169,6 +169,8 @@ def main(argv=None) -> int:
             ab = against(args.against, guards, args.n)
         except StepTimeout:
             print(f"A/B against {args.against} timed out", flush=True)
+        except Exception as e:  # noqa: BLE001 - no git here, an unknown revision
+            print(f"A/B against {args.against} not run: {type(e).__name__}: {e}"[:300], flush=True)
         finally:
             signal.alarm(0)
 

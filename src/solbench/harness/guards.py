@@ -629,7 +629,6 @@ class DispatchGuard:
                     else:
                         add(f"dispatcher: backend fallback for {key} {'replaced' if a else 'added'} "
                             f"({_where(b)})")
-        fallback_keys = set(_by_key(fb0)) if fb0 else set()
         for name in (self._base if full else self.cheap_ops):
             base = self._base[name]
             try:
@@ -660,7 +659,7 @@ class DispatchGuard:
                     # "replaced" when a kernel ran at that key before: registered there or at an
                     # alias key including it, or the key's fallback
                     before = bool(a) or any(al in was for al in _ALIASES_OF.get(key, ())) \
-                        or key in fallback_keys
+                        or key in _by_key(fb0 or "")
                     # the same site printed again: a registration under a forged location
                     more = f"; {len(b)} kernels registered there, was {len(a)}" \
                         if a and _where(a[0]) == _where(b[0]) else ""
