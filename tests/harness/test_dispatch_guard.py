@@ -375,3 +375,19 @@ def test_forged_site_override_is_a_hack(tmp_path, solbench_cache):
     (h,) = f.evidence["hooks"]
     assert h.startswith("dispatcher: aten::copy_ CompositeExplicitAutograd kernel replaced (registered at ")
     assert h.endswith("; 2 kernels registered there, was 1)")
+
+
+def test_py_impl_under_a_python_dispatcher_left_on_is_a_hack(tmp_path, solbench_cache):
+    """cand_py_impl_copy.py: ``OpOverload.py_impl`` of aten::copy_ and the Python dispatcher
+    entered and never left, so the harness's copy-out runs the candidate's Python kernel.
+    Neither dispatcher fingerprint can see a py_impl; the thread's dispatch keys do."""
+    src = (Path(__file__).parent / "cand_py_impl_copy.py").read_text()
+    p = load_problem(write_problem(tmp_path / "g", GELU_DEF, [
+        {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    (t,) = evaluate(p, py_solution("py_impl", src, p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK
+    (f,) = [f for f in ev.findings if f.check == "interposition"]
+    assert f.message.startswith("correctness round 0: ")
+    assert f.evidence["hooks"] == ["dispatch_keys_included: added ['PythonDispatcher'], removed []"]
