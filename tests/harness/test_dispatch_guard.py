@@ -391,3 +391,17 @@ def test_py_impl_under_a_python_dispatcher_left_on_is_a_hack(tmp_path, solbench_
     (f,) = [f for f in ev.findings if f.check == "interposition"]
     assert f.message.startswith("correctness round 0: ")
     assert f.evidence["hooks"] == ["dispatch_keys_included: added ['PythonDispatcher'], removed []"]
+
+
+def test_removing_the_sentinel_operator_is_reported(worker):
+    """The sentinel's definition lives in a Library object a candidate can find (gc) and
+    destroy; the fallback check then has nothing to read, which is itself the finding."""
+    (lib,) = guards._sentinel_lib
+    lib._destroy()
+    try:
+        want = [f"dispatcher: the guard's sentinel operator {guards.SENTINEL_OP} was removed"]
+        assert Worker._interposition(worker) == want
+    finally:
+        guards._sentinel_lib.clear()
+        assert guards._sentinel_lines() is not None  # defined again, for the later tests
+    assert Worker._interposition(worker, full=True) == []

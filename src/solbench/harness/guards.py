@@ -492,17 +492,33 @@ SENTINEL_OP = "solbench_guard::no_kernels"
 _sentinel_lib: list = []
 
 
-def _define_sentinel() -> bool:
-    """Define :data:`SENTINEL_OP` once in this process; False when it cannot be."""
-    if _sentinel_lib:
-        return True
+def _read_sentinel() -> str | None:
+    """The computed lines (:func:`_exec_lines`) of :data:`SENTINEL_OP`; None when it is not
+    defined (never, or its Library was destroyed: both dumps are then empty)."""
     try:
-        lib = torch.library.Library("solbench_guard", "FRAGMENT")
-        lib.define("no_kernels(Tensor x) -> Tensor")
-    except Exception:  # noqa: BLE001 - e.g. defined by someone else: no sentinel, no fallback check
-        return False
-    _sentinel_lib.append(lib)  # the definition lives as long as the Library object
-    return True
+        if not _dump(SENTINEL_OP):
+            return None
+        return _exec_lines(_dump_table(SENTINEL_OP))
+    except Exception:  # noqa: BLE001 - an unknown operator raises in some torch versions
+        return None
+
+
+def _sentinel_lines() -> str | None:
+    """:func:`_read_sentinel`, defining :data:`SENTINEL_OP` first when this process has none
+    (or it was removed since); None when it cannot be defined."""
+    for _ in range(2):
+        if not _sentinel_lib:
+            try:
+                lib = torch.library.Library("solbench_guard", "FRAGMENT")
+                lib.define("no_kernels(Tensor x) -> Tensor")
+            except Exception:  # noqa: BLE001 - defined by someone else: no fallback check
+                return None
+            _sentinel_lib.append(lib)  # the definition lives as long as the Library object
+        lines = _read_sentinel()
+        if lines is not None:
+            return lines
+        _sentinel_lib.clear()
+    return None
 
 
 def _exec_lines(table: str) -> str:
@@ -588,8 +604,7 @@ class DispatchGuard:
         self._fallbacks: str | None = None
         if _dump is None or _dump_table is None:  # a torch without the dumps: the guard is off
             return
-        if _define_sentinel():
-            self._fallbacks = _exec_lines(_dump_table(SENTINEL_OP))
+        self._fallbacks = _sentinel_lines()
         for n in torch._C._dispatch_get_all_op_names():
             if n.split("::", 1)[0] in namespaces:
                 self._base[n] = _dump(n)
@@ -612,10 +627,7 @@ class DispatchGuard:
 
         fb0 = self._fallbacks
         if fb0 is not None:
-            try:
-                fb = _exec_lines(_dump_table(SENTINEL_OP))
-            except Exception:  # noqa: BLE001 - the sentinel was deregistered
-                fb = None
+            fb = _read_sentinel()
             if fb is None:
                 add(f"dispatcher: the guard's sentinel operator {SENTINEL_OP} was removed")
             elif fb != fb0:

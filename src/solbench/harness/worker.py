@@ -123,7 +123,7 @@ class Worker:
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
                                   # what DispatchGuard.changes reads: rebinding one blinds it
                                   **{f"guards.{n}": (guards, n) for n in (
-                                      "_dump_table", "_dump", "_exec_lines", "_registrations",
+                                      "_dump_table", "_dump", "_exec_lines", "_registrations", "_read_sentinel",
                                       "_same", "_REG_LINE", "_KEY_LINE", "REGISTRATION_KEYS", "BACKEND_KEYS",
                                       "_ANY_BACKEND", "SENTINEL_OP")},
                                   # what the snapshot's own lookups and the Worker class check
