@@ -30,6 +30,9 @@ call (the same load for both; medians and the median of the per-pair ratio)::
 
     PYTHONPATH=$PWD/src python bench/guard_cost.py --device cpu --against fbd8360 --no-parent
 
+(Where the git history is not at hand, ``--against FILE`` takes a copy of that revision's
+guards.py: ``git show fbd8360:src/solbench/harness/guards.py > guards_before.py``.)
+
 ``--e2e K`` adds a real evaluation: the reference of a small relu problem as its own candidate
 on K workloads in one worker (``solbench.harness.evaluate``), and prints per workload (the
 first, which pays the worker's start, left out) the median of the trace's guard phases
@@ -82,7 +85,8 @@ def main(argv=None) -> int:
                     help="also evaluate a relu reference as its own candidate on K workloads")
     ap.add_argument("--e2e-n", type=int, default=1 << 20)
     ap.add_argument("--against", default=None, metavar="REV",
-                    help="git revision whose harness/guards.py DispatchGuard is A/B-timed against this tree's")
+                    help="git revision (or a file holding that revision's harness/guards.py) whose "
+                         "DispatchGuard is A/B-timed against this tree's")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGALRM, _alarm)
 
@@ -277,16 +281,20 @@ def end_to_end(device: str, k: int, n: int) -> dict:
 
 
 def against(rev: str, guards, n: int) -> dict:
-    """Paired A/B of ``DispatchGuard``: ``harness/guards.py`` of git revision ``rev`` loaded as a
-    sibling module of this tree's (its relative imports resolve here), both guards built in
-    this process, their ``full`` and per-call checks alternated ``n`` times each."""
+    """Paired A/B of ``DispatchGuard``: ``harness/guards.py`` of git revision ``rev`` (or the file
+    ``rev``) loaded as a sibling module of this tree's (its relative imports resolve here),
+    both guards built in this process, their ``full`` and per-call checks alternated ``n``
+    times each."""
     import importlib.util
     import subprocess
     import tempfile
 
     root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:src/solbench/harness/guards.py"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
+    if Path(rev).is_file():  # a copy of that guards.py (a machine without the git history)
+        src = Path(rev).read_text()
+    else:
+        src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:src/solbench/harness/guards.py"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "guards_ab.py"
         f.write_text(src)
