@@ -192,3 +192,216 @@ def test_override_outside_the_cheap_list_is_a_hack_after_the_workload(tmp_path, 
     assert f.message.startswith("after correctness: ")
     assert any(h.startswith("dispatcher: aten::sin CPU kernel replaced (registered at cand.py:")
                for h in f.evidence["hooks"]), f.evidence
+
+
+def test_override_under_a_forged_site_is_reported(worker):
+    """A kernel registered at the alias key the original was registered at, under the
+    original's own file and line (``torch._C._dispatch_library`` takes them as arguments):
+    the computed table prints exactly what it printed before (what the guard compared until
+    2026-12-06, which therefore saw nothing), the registrations show two kernels there."""
+    import re
+
+    dump = torch._C._dispatch_dump("aten::copy_")
+    site, line = re.search(r"^CompositeExplicitAutograd\[alias\]: registered at (\S+):(\d+) ", dump,
+                           re.M).groups()
+    table = torch._C._dispatch_dump_table("aten::copy_")
+    orig = torch.library.get_kernel("aten::copy_", "CPU")
+    m = torch._C._dispatch_library("IMPL", "aten", "", site, int(line))
+    try:
+        m.impl("copy_", "CompositeExplicitAutograd",
+               lambda ks, dst, src, non_blocking=False: orig.call_boxed(ks, dst, src, non_blocking), True)
+        assert torch._C._dispatch_dump_table("aten::copy_") == table  # the old reading: unchanged
+        want = [f"dispatcher: aten::copy_ CompositeExplicitAutograd kernel replaced (registered at "
+                f"{os.path.basename(site)}:{line}; 2 kernels registered there, was 1)"]
+        assert Worker._interposition(worker) == want
+        assert Worker._interposition(worker, full=True) == want
+    finally:
+        m.reset()
+    assert Worker._interposition(worker, full=True) == []
+
+
+def test_backend_fallback_is_reported_after_every_call(worker):
+    """A backend fallback (``Library("_", "IMPL").fallback``) runs for every operator without a
+    kernel of its own at that key; no registrations dump shows it, the sentinel operator's
+    computed table (one dump, part of the per-call check) does."""
+    lib = torch.library.Library("_", "IMPL")  # FALLBACK-LINE
+    try:
+        lib.fallback(lambda *a, **k: None, "CPU")
+        want = [f"dispatcher: backend fallback for CPU added (registered at "
+                f"test_dispatch_guard.py:{_line_of('# FALLBACK-LINE')})"]
+        assert Worker._interposition(worker) == want
+        assert Worker._interposition(worker, full=True) == want
+    finally:
+        lib._destroy()
+    assert Worker._interposition(worker, full=True) == []
+
+
+#: operators of each kind of registration: a direct CPU kernel and the Autograd alias (sin), a
+#: CompositeExplicitAutograd kernel (copy_, zeros_like), CompositeImplicitAutograd only
+#: (linear, matmul: the AutogradOther / AutogradCPU choice depends on the backend keys),
+#: BackendSelect (empty), a prims operator, ones without any CPU kernel (fallbacks reach them)
+SAMPLE_OPS = ("aten::copy_", "aten::sin", "aten::linear", "aten::matmul", "aten::empty.memory_format",
+              "aten::fill_.Scalar", "aten::add.Tensor", "aten::view", "aten::zeros_like",
+              "aten::_to_copy", "aten::clone", "prims::add", "aten::_nested_get_values",
+              "aten::hardsigmoid.out", "aten::mkldnn_max_pool2d")
+
+
+def _computed(ops) -> dict[str, str]:
+    """The kernels that run at DISPATCH_KEYS, as the computed tables print them (the reading
+    the guard compared until 2026-12-06): the independent method this test checks against."""
+    return {n: guards._exec_lines(torch._C._dispatch_dump_table(n)) for n in ops}
+
+
+def test_every_registration_that_changes_a_running_kernel_is_reported():
+    """For each sampled operator and every dispatch key torch accepts a kernel at (runtime,
+    per-backend functionality and alias keys), and for a backend fallback at every key: when
+    the computed table at DISPATCH_KEYS changes, the guard reports something. (The first
+    version of the registration filter missed a kernel at the ``Dense`` functionality key,
+    which changes aten::linear's AutogradCPU kernel.)"""
+    import warnings
+
+    g = guards.DispatchGuard(cheap=SAMPLE_OPS)
+    assert g.cheap_ops == list(SAMPLE_OPS)
+    keys = [k for k in torch._C.DispatchKey.__members__ if not k.startswith(("StartOf", "EndOf"))]
+    keys += ["MkldnnCPU", "Tracer", "Batched", "VmapMode"]
+    base = _computed(SAMPLE_OPS)
+    changed = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+        for what in [("impl", op, k) for op in SAMPLE_OPS for k in keys] + [("fallback", None, k) for k in keys]:
+            kind, op, key = what
+            lib = torch.library.Library("_" if op is None else op.split("::")[0], "IMPL")
+            try:
+                if op is None:
+                    lib.fallback(lambda *a, **k: None, key)
+                else:
+                    lib.impl(op.split("::")[1], lambda *a, **k: None, key)
+            except Exception:  # noqa: BLE001 - a key torch refuses here (or one with a fallback)
+                lib._destroy()
+                continue
+            try:
+                now = _computed(SAMPLE_OPS)
+                seen = g.changes()
+            finally:
+                lib._destroy()
+            if now != base:
+                changed += 1
+                assert seen, (what, [n for n in SAMPLE_OPS if now[n] != base[n]])
+    assert g.changes(full=True) == [] and _computed(SAMPLE_OPS) == base
+    # measured (torch 2.13, CPU): 522 of the registrations change a kernel that runs
+    assert changed > 100, changed
+
+
+#: registers a kernel of its own for aten::sin (no operator the worker runs itself, so only the
+#: check after a workload looks at it) in its fifth call: with 2 correctness rounds and 4
+#: timed iterations that is the first warm-up call of the timing (calls 1-4 are the
+#: correctness rounds), after the check that follows the correctness rounds
+LATE_SIN_OVERRIDE = """import torch
+
+_n = [0]
+_lib = []
+
+
+def run(x):
+    _n[0] += 1
+    if _n[0] == 5:
+        orig = torch.library.get_kernel("aten::sin", "CPU")
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("sin", lambda ks, t: orig.call_boxed(ks, t), "CPU", with_keyset=True)
+        _lib.append(lib)
+    return torch.relu(x)
+"""
+
+#: a backend fallback for the CPU key, registered at import
+CPU_FALLBACK = """import torch
+
+_lib = torch.library.Library("_", "IMPL")
+_lib.fallback(lambda *a, **k: None, "CPU")
+
+
+def run(x):
+    return torch.relu(x)
+"""
+
+
+def _relu_eval(tmp_path, name, source):
+    p = load_problem(write_problem(tmp_path / "p", DEF, [
+        {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    (t,) = evaluate(p, py_solution(name, source, p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    return t.evaluation
+
+
+def test_override_registered_during_timing_is_a_hack_after_timing(tmp_path, solbench_cache):
+    ev = _relu_eval(tmp_path, "late_sin", LATE_SIN_OVERRIDE)
+    assert ev.status == Status.REWARD_HACK
+    (f,) = [f for f in ev.findings if f.check == "interposition"]
+    assert f.message.startswith("after timing: ")
+    assert any(h.startswith("dispatcher: aten::sin CPU kernel replaced (registered at cand.py:")
+               for h in f.evidence["hooks"]), f.evidence
+
+
+def test_backend_fallback_is_a_hack_at_the_first_call(tmp_path, solbench_cache):
+    ev = _relu_eval(tmp_path, "cpu_fallback", CPU_FALLBACK)
+    assert ev.status == Status.REWARD_HACK
+    (f,) = [f for f in ev.findings if f.check == "interposition"]
+    assert f.message.startswith("correctness round 0: ")
+    assert f.evidence["hooks"] == ["dispatcher: backend fallback for CPU added (registered at cand.py:3)"]
+
+
+GELU_DEF = {
+    "name": "gelu_tanh_f32",
+    "axes": {"n": {"type": "var"}},
+    "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+    "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+    "reference": ("import torch\n\ndef run(x):\n"
+                  "    return torch.nn.functional.gelu(x, approximate='tanh')\n"),
+}
+
+
+def test_forged_site_override_is_a_hack(tmp_path, solbench_cache):
+    """The corpus's hostile/dispatch_forged_site.py, which computes its GELU inside the
+    harness's copy-out through an aten::copy_ kernel registered under the original kernel's
+    own file and line: right outputs, and a computed table identical to the one before."""
+    src = (Path(__file__).parents[1] / "adversarial" / "hostile" / "dispatch_forged_site.py").read_text()
+    p = load_problem(write_problem(tmp_path / "g", GELU_DEF, [
+        {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    (t,) = evaluate(p, py_solution("forged", src, p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK
+    (f,) = [f for f in ev.findings if f.check == "interposition"]
+    assert f.message.startswith("correctness round 0: ")
+    (h,) = f.evidence["hooks"]
+    assert h.startswith("dispatcher: aten::copy_ CompositeExplicitAutograd kernel replaced (registered at ")
+    assert h.endswith("; 2 kernels registered there, was 1)")
+
+
+def test_py_impl_under_a_python_dispatcher_left_on_is_a_hack(tmp_path, solbench_cache):
+    """cand_py_impl_copy.py: ``OpOverload.py_impl`` of aten::copy_ and the Python dispatcher
+    entered and never left, so the harness's copy-out runs the candidate's Python kernel.
+    Neither dispatcher fingerprint can see a py_impl; the thread's dispatch keys do."""
+    src = (Path(__file__).parent / "cand_py_impl_copy.py").read_text()
+    p = load_problem(write_problem(tmp_path / "g", GELU_DEF, [
+        {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    (t,) = evaluate(p, py_solution("py_impl", src, p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK
+    (f,) = [f for f in ev.findings if f.check == "interposition"]
+    assert f.message.startswith("correctness round 0: ")
+    assert f.evidence["hooks"] == ["dispatch_keys_included: added ['PythonDispatcher'], removed []"]
+
+
+def test_removing_the_sentinel_operator_is_reported(worker):
+    """The sentinel's definition lives in a Library object a candidate can find (gc) and
+    destroy; the fallback check then has nothing to read, which is itself the finding."""
+    (lib,) = guards._sentinel_lib
+    lib._destroy()
+    try:
+        want = [f"dispatcher: the guard's sentinel operator {guards.SENTINEL_OP} was removed"]
+        assert Worker._interposition(worker) == want
+    finally:
+        guards._sentinel_lib.clear()
+        assert guards._sentinel_lines() is not None  # defined again, for the later tests
+    assert Worker._interposition(worker, full=True) == []

@@ -413,9 +413,112 @@ POST_CLOCK_OPS = (
     "profiler::_record_function_enter_new", "profiler::_record_function_exit._RecordFunction",
 )
 
+#: an operator's computed table (per runtime key, the kernel that runs and why: its own,
+#: an alias key's, a backend fallback); read for the sentinel operator only
 _dump_table = getattr(torch._C, "_dispatch_dump_table", None)
+#: an operator's registrations (``OperatorEntry::dumpState``): its schema and, per dispatch
+#: key (runtime or alias), every kernel registered there, the one in use first and each one
+#: it shadows after it marked ``(inactive)``
+_dump = getattr(torch._C, "_dispatch_dump", None)
 _KEY_LINE = re.compile(r"\n(?:%s): [^\n]*" % "|".join(sorted(DISPATCH_KEYS)))
 _WHERE = re.compile(r"(registered at )(\S+?)(:\d+)")
+#: one line of a registrations dump: key, ``[alias]``, ``(inactive)``, the kernel
+_REG_LINE = re.compile(r"^(\w+)(?:\[alias\])?( \(inactive\))?: (.*)$", re.M)
+
+
+def _key_names(keyset: Any) -> list[str]:
+    """The keys of a ``DispatchKeySet`` (its printed form: ``DispatchKeySet(CPU, CUDA)``)."""
+    s = str(keyset)
+    return [k for k in s[s.find("(") + 1:s.rfind(")")].split(", ") if k]
+
+
+def _registration_keys() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str, frozenset[str]]]:
+    """Which registrations can change the kernel that runs at a key of :data:`DISPATCH_KEYS`.
+
+    The dispatcher computes the kernel of runtime key K for an operator
+    (``OperatorEntry::computeDispatchTableEntryWithDebug``, c10/core/dispatch) from, in
+    order: the kernel in use at K; the one at an alias key that includes K
+    (CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd,
+    CompositeImplicitAutograd[NestedTensor], Autograd), where whether *any* kernel is
+    registered at a key of K's backend set (``getBackendKeySetFromAutograd``: CPU for
+    AutogradCPU, the 53 Sparse/Quantized/Mkldnn/... keys for AutogradOther, empty for a
+    non-autograd K; a kernel at the backend's functionality key, e.g. Dense, counts too)
+    decides between them; then K's backend fallback. So three readings decide everything
+    but the fallback: the kernels at K and at the alias keys including K (which, and in which
+    order), and for each autograd key K whether its backend set holds a kernel at all.
+
+    Returns (the keys whose kernels are compared, per key of DISPATCH_KEYS the alias keys
+    that include it, per autograd key of DISPATCH_KEYS its backend keys). Worked out from
+    this torch's own key sets, not a list."""
+    direct = set(DISPATCH_KEYS)
+    members = dict(torch._C.DispatchKey.__members__)
+    aliases = {n: k for n, k in members.items() if torch._C._dispatch_is_alias_key(k)}
+    alias_of: dict[str, set[str]] = {c: set() for c in DISPATCH_KEYS}
+    backends_of: dict[str, frozenset[str]] = {}
+    for c in sorted(DISPATCH_KEYS):
+        if c not in members:  # a key this enum does not name (MkldnnCPU): its own lines only
+            continue
+        for a, ak in aliases.items():
+            if torch._C._dispatch_is_included_in_alias(members[c], ak):
+                alias_of[c].add(a)
+                direct.add(a)
+        bs = torch._C._dispatch_get_backend_keyset_from_autograd(members[c])
+        # the set's own keys, and every key it holds by functionality (measured: aten::linear's
+        # AutogradCPU kernel changes when a kernel is registered at Dense)
+        names = set(_key_names(bs)) | {n for n, k in members.items()
+                                       if n != "Undefined" and n not in aliases and bs.has(k)}
+        if names:
+            backends_of[c] = frozenset(names)
+    return frozenset(direct), {c: frozenset(v) for c, v in alias_of.items()}, backends_of
+
+
+if _dump is not None and _dump_table is not None:
+    #: the keys whose kernels :class:`DispatchGuard` compares one by one (DISPATCH_KEYS and the
+    #: alias keys including one of them), plus the operator's schema and where it was defined
+    #: (``schema``, ``debug``); and per autograd key of DISPATCH_KEYS, the backend keys at which
+    #: only whether a kernel is registered matters (see _registration_keys)
+    REGISTRATION_KEYS, _ALIASES_OF, BACKEND_KEYS = _registration_keys()
+    # a backend key compared kernel by kernel (CPU for AutogradCPU) shows any change of whether
+    # it holds one there already: the summary needs only the others
+    BACKEND_KEYS = {c: ks - REGISTRATION_KEYS for c, ks in BACKEND_KEYS.items() if ks - REGISTRATION_KEYS}
+    REGISTRATION_KEYS = REGISTRATION_KEYS | {"schema", "debug"}
+else:  # a torch without the dumps: the guard is off, not wrong
+    REGISTRATION_KEYS, _ALIASES_OF, BACKEND_KEYS = frozenset(), {}, {}
+_ANY_BACKEND = frozenset().union(*BACKEND_KEYS.values())
+
+#: an operator the harness defines before the candidate exists, with no kernel at any key: its
+#: computed table is exactly the backend fallbacks (which no registrations dump shows)
+SENTINEL_OP = "solbench_guard::no_kernels"
+_sentinel_lib: list = []
+
+
+def _read_sentinel() -> str | None:
+    """The computed lines (:func:`_exec_lines`) of :data:`SENTINEL_OP`; None when it is not
+    defined (never, or its Library was destroyed: both dumps are then empty)."""
+    try:
+        if not _dump(SENTINEL_OP):
+            return None
+        return _exec_lines(_dump_table(SENTINEL_OP))
+    except Exception:  # noqa: BLE001 - an unknown operator raises in some torch versions
+        return None
+
+
+def _sentinel_lines() -> str | None:
+    """:func:`_read_sentinel`, defining :data:`SENTINEL_OP` first when this process has none
+    (or it was removed since); None when it cannot be defined."""
+    for _ in range(2):
+        if not _sentinel_lib:
+            try:
+                lib = torch.library.Library("solbench_guard", "FRAGMENT")
+                lib.define("no_kernels(Tensor x) -> Tensor")
+            except Exception:  # noqa: BLE001 - defined by someone else: no fallback check
+                return None
+            _sentinel_lib.append(lib)  # the definition lives as long as the Library object
+        lines = _read_sentinel()
+        if lines is not None:
+            return lines
+        _sentinel_lib.clear()
+    return None
 
 
 def _exec_lines(table: str) -> str:
@@ -429,12 +532,40 @@ def _by_key(lines: str) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in lines.splitlines() if ": " in line)
 
 
+def _registrations(dump: str) -> dict[str, list[str]]:
+    """What of a registrations dump decides the kernels at :data:`DISPATCH_KEYS`
+    (:func:`_registration_keys`): per key of :data:`REGISTRATION_KEYS` (alias keys by their
+    name, without ``[alias]``) the kernels listed there, the one in use first (``schema`` and
+    ``debug``: the definition); per autograd key K of :data:`BACKEND_KEYS`, under
+    ``"backends of K"``, the backend keys holding a kernel when there is one (compared by
+    whether the list is empty: which key holds it, and which kernel, changes nothing at K)."""
+    out: dict[str, list[str]] = {}
+    held: set[str] = set()
+    for m in _REG_LINE.finditer(dump):
+        key = m.group(1)
+        if key in REGISTRATION_KEYS:
+            out.setdefault(key, []).append(m.group(3))
+        if key in _ANY_BACKEND:
+            held.add(f"{key}: {m.group(3)}")
+    for c, keys in BACKEND_KEYS.items():
+        at = sorted(h for h in held if h.split(": ", 1)[0] in keys)
+        if at:
+            out[f"backends of {c}"] = at
+    return out
+
+
+def _same(was: dict[str, list[str]], cur: dict[str, list[str]]) -> bool:
+    """Two :func:`_registrations` readings that give the same kernels at DISPATCH_KEYS."""
+    return was.keys() == cur.keys() and all(
+        v == cur[k] for k, v in was.items() if not k.startswith("backends of "))
+
+
 def _where(entry: str) -> str:
     """``registered at cand.py:12`` from a table entry (file name without its folder, the
     kernel kind dropped)."""
     m = _WHERE.search(entry)
     if m is None:
-        return entry.rsplit(" [", 1)[0]
+        return entry.rsplit(" [", 1)[0].split(" :: ", 1)[0]
     head = entry[:m.start()] + m.group(1)
     return f"{head}{os.path.basename(m.group(2))}{m.group(3)}"
 
@@ -445,65 +576,107 @@ class DispatchGuard:
 
     A candidate can register its own kernel for an existing operator at a runtime key
     (``torch.library.Library("aten", "IMPL").impl("copy_", fn, "CUDA")``, or
-    ``TORCH_LIBRARY_IMPL(aten, CUDA, m)`` in a C++ extension): every later call of that
-    operator on such tensors runs the candidate's code, the harness's own calls after the
-    clock stopped included (copy-out, poisoning, end marker). No Python object changes, so the
-    identity snapshot and the mode-stack check see nothing; the dispatcher's computed table
-    does (``torch._C._dispatch_dump_table``: per runtime key, where the kernel that runs was
-    registered, backend fallbacks included).
+    ``TORCH_LIBRARY_IMPL(aten, CUDA, m)`` in a C++ extension), or a backend fallback for a
+    key (``Library("_", "IMPL").fallback(fn, "CPU")``): every later call of that operator on
+    such tensors runs the candidate's code, the harness's own calls after the clock stopped
+    included (copy-out, poisoning, end marker). No Python object changes, so the identity
+    snapshot and the mode-stack check see nothing; the dispatcher's own state does.
 
-    The baseline holds, per existing operator of :data:`DISPATCH_NAMESPACES`, a hash of its
-    whole table and its lines for :data:`DISPATCH_KEYS`. :meth:`changes` dumps the table
-    again; an unchanged hash ends there, a changed one is compared line by line on those keys
-    only (a lazily registered Meta kernel or batching rule is accepted and the hash updated).
-    New operators and new namespaces are never looked at. Cost on a 2-core CPU (torch 2.13):
-    baseline about 0.15 s for 3240 operators; ``full`` check about 0.1 s; the per-call check
-    of :data:`POST_CLOCK_OPS` about 0.5 ms."""
+    What is compared: per existing operator of :data:`DISPATCH_NAMESPACES`, its
+    registrations dump (``torch._C._dispatch_dump``: every kernel registered at every key,
+    the shadowed ones included), and once the computed table of :data:`SENTINEL_OP`, an
+    operator with no kernels, whose entries are therefore the backend fallbacks. The kernel
+    that runs at a key of :data:`DISPATCH_KEYS` is a function of the kernels registered at
+    :data:`REGISTRATION_KEYS` and of that key's fallback (:func:`_registration_keys`), so any
+    change of it changes one of the two readings; the reverse need not hold (a second kernel
+    registered under the first one's file and line changes the dump, not the computed table),
+    which only adds findings. :meth:`changes` dumps again; an unchanged dump ends there, a
+    changed one is compared on those keys only (a lazily registered Meta kernel or batching
+    rule is accepted and the baseline updated). New operators and new namespaces are never
+    looked at. Cost on a loaded 2-core CPU (torch 2.13, bench/guard_cost.py, 3240 operators):
+    baseline about 0.1 s; ``full`` check 0.05-0.09 s (the computed tables: 0.1-0.17 s); the
+    per-call check of :data:`POST_CLOCK_OPS` and the sentinel about 0.7 ms."""
 
     def __init__(self, namespaces: tuple[str, ...] = DISPATCH_NAMESPACES,
                  cheap: tuple[str, ...] = POST_CLOCK_OPS):
-        self._base: dict[str, list] = {}
+        self._base: dict[str, str] = {}
         self.cheap_ops: list[str] = []
-        if _dump_table is None:  # a torch without the dump: the guard is off, not wrong
+        self._fallbacks: str | None = None
+        if _dump is None or _dump_table is None:  # a torch without the dumps: the guard is off
             return
-        names = torch._C._dispatch_get_all_op_names()
-        for n in names:
+        self._fallbacks = _sentinel_lines()
+        for n in torch._C._dispatch_get_all_op_names():
             if n.split("::", 1)[0] in namespaces:
-                t = _dump_table(n)
-                self._base[n] = [hash(t), _exec_lines(t)]
+                self._base[n] = _dump(n)
         self.cheap_ops = [n for n in cheap if n in self._base]
 
     def changes(self, full: bool = False, limit: int = 8) -> list[str]:
         """One line per changed (operator, key), e.g. ``dispatcher: aten::copy_ CPU kernel
-        replaced (registered at cand.py:12)``; at most ``limit`` lines and a count of the rest.
-        ``full``: every covered operator; otherwise :attr:`cheap_ops`."""
+        replaced (registered at cand.py:12)``, or backend fallback, e.g. ``dispatcher: backend
+        fallback for CPU added (registered at cand.py:7)``; at most ``limit`` lines and a count
+        of the rest. ``full``: every covered operator; otherwise :attr:`cheap_ops`."""
         out: list[str] = []
         n_more = 0
+
+        def add(line: str) -> None:
+            nonlocal n_more
+            if len(out) >= limit:
+                n_more += 1
+            else:
+                out.append(line)
+
+        fb0 = self._fallbacks
+        if fb0 is not None:
+            fb = _read_sentinel()
+            if fb is None:
+                add(f"dispatcher: the guard's sentinel operator {SENTINEL_OP} was removed")
+            elif fb != fb0:
+                was, cur = _by_key(fb0), _by_key(fb)
+                for key in sorted(set(was) | set(cur)):
+                    a, b = was.get(key), cur.get(key)
+                    if a == b:
+                        continue
+                    if b is None:
+                        add(f"dispatcher: backend fallback for {key} removed (was {_where(a)})")
+                    else:
+                        add(f"dispatcher: backend fallback for {key} {'replaced' if a else 'added'} "
+                            f"({_where(b)})")
         for name in (self._base if full else self.cheap_ops):
             base = self._base[name]
             try:
-                t = _dump_table(name)
+                d = _dump(name)
             except Exception:  # noqa: BLE001 - the operator was deregistered
-                t = ""
-            h = hash(t)
-            if h == base[0]:
+                d = ""
+            if d == base:
                 continue
-            now = _exec_lines(t)
-            if now == base[1]:
-                base[0] = h
+            was, cur = _registrations(base), _registrations(d)
+            if _same(was, cur):
+                # a key that cannot reach DISPATCH_KEYS (Meta, batching rules, a second backend
+                # kernel where one was already): the new dump is the baseline
+                self._base[name] = d
                 continue
-            was, cur = _by_key(base[1]), _by_key(now)
             for key in sorted(set(was) | set(cur)):
-                a, b = was.get(key), cur.get(key)
-                if a == b:
+                a, b = was.get(key, []), cur.get(key, [])
+                if a == b or (key.startswith("backends of ") and a and b):
                     continue
-                if len(out) >= limit:
-                    n_more += 1
-                elif b is None:
-                    out.append(f"dispatcher: {name} {key} kernel removed (was {_where(a)})")
+                if key.startswith("backends of "):
+                    what = (f"registered at its backend key {_where(b[0])}" if b
+                            else f"left at its backend keys (was {_where(a[0])})")
+                    add(f"dispatcher: {name} {key[12:]} kernel changed: {'a' if b else 'no'} kernel {what}")
+                elif key in ("schema", "debug"):
+                    add(f"dispatcher: {name} redefined ({key} was {a[:1]}, now {b[:1]})"[:300])
+                elif not b:
+                    add(f"dispatcher: {name} {key} kernel removed (was {_where(a[0])})")
                 else:
-                    what = "replaced" if a is not None else "added"
-                    out.append(f"dispatcher: {name} {key} kernel {what} ({_where(b)})")
+                    # "replaced" when a kernel ran at that key before: registered there or at an
+                    # alias key including it, or the key's fallback
+                    before = bool(a) or any(al in was for al in _ALIASES_OF.get(key, ())) \
+                        or key in _by_key(fb0 or "")
+                    # the same site printed again: a registration under a forged location
+                    more = f"; {len(b)} kernels registered there, was {len(a)}" \
+                        if a and _where(a[0]) == _where(b[0]) else ""
+                    add(f"dispatcher: {name} {key} kernel {'replaced' if before else 'added'} "
+                        f"({_where(b[0])}{more})")
         if n_more:
             out.append(f"dispatcher: {n_more} more (operator, key) entries changed")
         return out

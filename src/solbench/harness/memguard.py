@@ -146,15 +146,6 @@ def _entries(fd: int, dict_addr: int, split: bool = False) -> list[tuple[int | N
     return [struct.unpack_from("<qQQ", raw, i * step) for i in range(nentries)]  # (hash, key, value)
 
 
-def _lookup(fd: int, dict_addr: int, key_addr: int) -> int | None:
-    """The value pointer stored for the key object ``key_addr`` in the dict at ``dict_addr``
-    of the process behind ``fd``; None when the key is not there (or the table is split)."""
-    for _, k, v in _entries(fd, dict_addr) or ():
-        if k == key_addr:
-            return v
-    return None
-
-
 def _holds(fd: int, dict_addr: int, key_addr: int, key_hash: int) -> bool:
     """Whether the dict at ``dict_addr`` holds the key object ``key_addr`` or any key whose
     hash is ``key_hash`` (a str's cached hash, at :data:`STR_HASH`, for a unicode-keyed table;
@@ -172,14 +163,21 @@ def _holds(fd: int, dict_addr: int, key_addr: int, key_hash: int) -> bool:
 def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
     """Parent side: the names of ``entries`` (from :func:`table`) whose dict entry, code
     object or defaults differ in the process behind ``fd`` (a read-only fd on its
-    ``/proc/<pid>/mem``). Raises OSError when the memory cannot be read as laid out."""
+    ``/proc/<pid>/mem``). Each dict's key table is read once per call (the worker's class and
+    module dicts hold dozens of the names each; the worker is waiting for a request while
+    the parent reads). Raises OSError when the memory cannot be read as laid out."""
     out = []
+    tables: dict[int, dict[int, int]] = {}
     for e in entries:
         shadow = next((a for a in e.get("shadows") or () if _holds(fd, a, e["key"], e["hash"])), None)
         if shadow is not None:
             out.append(f"{e['name']} (shadowed by a class before its definer)")
             continue
-        v = _lookup(fd, e["ns"], e["key"])
+        if e["ns"] not in tables:  # the first entry of a key, in table order
+            tables[e["ns"]] = {}
+            for _, k, val in _entries(fd, e["ns"]) or ():
+                tables[e["ns"]].setdefault(k, val)
+        v = tables[e["ns"]].get(e["key"])
         if v is None:
             out.append(f"{e['name']} (removed from its namespace)")
             continue

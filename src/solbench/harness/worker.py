@@ -121,8 +121,11 @@ class Worker:
                                   "guards.backend_flags": (guards, "backend_flags"),
                                   "guards.gc_interposition": (guards, "gc_interposition"),
                                   "guards.DispatchGuard.changes": (guards.DispatchGuard, "changes"),
-                                  "guards._dump_table": (guards, "_dump_table"),
-                                  "guards._exec_lines": (guards, "_exec_lines"),
+                                  # what DispatchGuard.changes reads: rebinding one blinds it
+                                  **{f"guards.{n}": (guards, n) for n in (
+                                      "_dump_table", "_dump", "_exec_lines", "_registrations", "_read_sentinel",
+                                      "_same", "_REG_LINE", "_KEY_LINE", "REGISTRATION_KEYS", "BACKEND_KEYS",
+                                      "_ANY_BACKEND", "SENTINEL_OP")},
                                   # what the snapshot's own lookups and the Worker class check
                                   # read: rebinding one would blind them
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
