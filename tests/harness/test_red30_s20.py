@@ -298,3 +298,18 @@ def test_input_rounding_rule():
     x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, 1.0 + 2.0**-10, 3.0])
     assert rounded_inputs(x, "tf32").tolist() == [1.0 + 2.0**-10, 1.0, 1.0 + 2.0**-10, 3.0]
     assert rounded_inputs(x, "bfloat16").tolist() == [1.0, 1.0, 1.0, 3.0]  # 7 bits: ulp 2^-7
+
+
+@pytest.mark.skipif(not _bf16_matmul_here(), reason="this CPU has no bf16 matmul path")
+def test_the_guards_reply_race_still_ends_a_precision_downgrade(tmp_path, solbench_cache):
+    """cand_guards_race lowers the matmul precision for good and, from a thread that peeks
+    at the worker's socket, forges the one guards reply that would show it (after the
+    parent's memory read, restored before the reply leaves). Old code: INCORRECT_NUMERICAL
+    precision_error, "no sign of a lower precision (dtype, flag, kernel)": the race hid the
+    flag. Now REWARD_HACK precision_downgrade from the outputs (the input rounding)."""
+    p = matmul_problem(tmp_path, (256,), tol=5e-2)
+    (t,) = evaluate(p, load_solution(HERE / "cand_guards_race.py", p),
+                    EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False))
+    ev = t.evaluation
+    f = [x for x in ev.findings if x.check == "precision_downgrade"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)

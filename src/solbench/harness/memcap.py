@@ -340,7 +340,8 @@ class MemCap:
             return (f"the sandbox exceeded its memory cap of {gib(self.cap)} (the parent's watchdog saw "
                     f"{gib(ev['held_bytes'])}: {gib(ev['anon_bytes'])} anonymous over its processes, "
                     f"{gib(ev['tmpfs_bytes'])} in its /tmp and /dev/shm) and killed it")
-        return (f"the worker exceeded its memory cap of {gib(self.cap)} (the kernel's OOM killer "
+        # "the sandbox": the process the kernel ended may be a child of the worker's
+        return (f"the sandbox exceeded its memory cap of {gib(self.cap)} (the kernel's OOM killer "
                 f"ended {ev['oom_kills']} process(es) in its {self.mechanism} memory cgroup)")
 
     def release(self, timeout_s: float = limits.CGROUP_RELEASE_S) -> None:
