@@ -436,7 +436,7 @@ def _registration_keys() -> tuple[frozenset[str], dict[str, frozenset[str]], dic
     """Which registrations can change the kernel that runs at a key of :data:`DISPATCH_KEYS`.
 
     The dispatcher computes the kernel of runtime key K for an operator
-    (``OperatorEntry::computeDispatchTableEntryWithDebug``, c10/core/dispatch) from, in
+    (``OperatorEntry::computeDispatchTableEntryWithDebug``, aten/src/ATen/core/dispatch) from, in
     order: the kernel in use at K; the one at an alias key that includes K
     (CompositeExplicitAutogradNonFunctional, CompositeExplicitAutograd,
     CompositeImplicitAutograd[NestedTensor], Autograd), where whether *any* kernel is
@@ -463,11 +463,11 @@ def _registration_keys() -> tuple[frozenset[str], dict[str, frozenset[str]], dic
                 alias_of[c].add(a)
                 direct.add(a)
         bs = torch._C._dispatch_get_backend_keyset_from_autograd(members[c])
-        # the set's own keys, and every key it holds by functionality (measured: aten::linear's
-        # AutogradCPU kernel changes when a kernel is registered at Dense)
-        names = set(_key_names(bs)) | {n for n, k in members.items()
-                                       if n != "Undefined" and n not in aliases and bs.has(k)}
-        if names:
+        names = set(_key_names(bs))
+        if names:  # an autograd key
+            # and every key the set holds by functionality (measured: aten::linear's AutogradCPU
+            # kernel changes when a kernel is registered at Dense)
+            names |= {n for n, k in members.items() if n != "Undefined" and n not in aliases and bs.has(k)}
             backends_of[c] = frozenset(names)
     return frozenset(direct), {c: frozenset(v) for c, v in alias_of.items()}, backends_of
 
