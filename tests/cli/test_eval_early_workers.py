@@ -14,51 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from workers_below import my_workers as _my_workers, subreaper as _subreaper  # noqa: E402
+
 
 def _eval(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run([sys.executable, "-m", "solbench", "eval", "l1/relu_fp32", "-w", "0", "--device", "cpu",
                            "--rounds", "1", "--iters", "4", "--seed", "7", "--json", *args],
                           capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rfind(")") + 2:].split()[1])
-
-
-def _my_workers() -> set[int]:
-    """Worker processes below this test process (other processes' workers, e.g. tests run
-    beside this one, are not ours)."""
-    me, out = os.getpid(), set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"solbench.harness.worker" not in cmd:
-            continue
-        p = int(pid)
-        while p not in (None, 0, 1):
-            if p == me:
-                out.add(int(pid))
-                break
-            p = _ppid(p)
-    return out
-
-
-def _subreaper() -> None:
-    """This process adopts its orphaned descendants (PR_SET_CHILD_SUBREAPER), so a worker the
-    command left behind is found below it instead of below init."""
-    import ctypes
-
-    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
-        pytest.skip("prctl(PR_SET_CHILD_SUBREAPER) refused")
 
 
 @pytest.mark.slow

@@ -12,9 +12,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+from workers_below import my_workers, subreaper  # noqa: E402
 
 _DRIVER = """
 import os, signal, sys
@@ -38,23 +41,9 @@ solbench.cli.main()
 """
 
 
-def _my_workers() -> set[int]:
-    out = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"solbench.harness.worker" in cmd and str(ROOT).encode() in env:
-            out.add(int(pid))
-    return out
-
-
 def test_a_swallowed_ctrl_c_still_ends_the_command_with_no_trace(tmp_path):
-    before = _my_workers()
+    subreaper()  # a worker the command left behind is found below this process
+    before = my_workers()
     res = tmp_path / "traces.jsonl"
     p = subprocess.run([sys.executable, "-c", _DRIVER, "eval", "l1/relu_fp32", "-w", "0", "--device", "cpu",
                         "--rounds", "1", "--iters", "4", "--spare-workers", "2", "-q", "-o", str(res)],
@@ -64,4 +53,5 @@ def test_a_swallowed_ctrl_c_still_ends_the_command_with_no_trace(tmp_path):
     assert p.returncode == 130, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
     assert not res.exists() or res.read_text() == "", [json.loads(x)["evaluation"]["status"]
                                                        for x in res.read_text().splitlines()]
-    assert _my_workers() - before == set()
+    time.sleep(0.5)  # a killed tree's last processes are reaped and gone
+    assert my_workers() - before == set()
