@@ -1,0 +1,53 @@
+"""Red team of issue 30, session 20b: the parent's memory read of the worker's reply path
+(harness/memguard.py) blinded without changing any dict entry it read (a type pointer, an
+MRO, a new key in a class dict on the path), and the honest twin: a candidate with
+connections and ``send_bytes`` classes of its own. docs/threats.md, "Red team of issue 30
+(session 20)", has the rows."""
+from pathlib import Path
+
+import pytest
+
+from solbench.harness import EvalConfig, evaluate
+from solbench.spec import Status
+
+from harness_helpers import matmul_problem, py_solution
+
+HERE = Path(__file__).parent
+
+
+def _eval(tmp_path, cand: str):
+    p = matmul_problem(tmp_path, (64,), tol=1e-3)
+    src = (HERE / cand).read_text()
+    # destination-passing when its entry point takes the output too
+    sol = py_solution(cand[:-3], src, p.name, dps="def run(a, b, c)" in src)
+    (t,) = evaluate(p, sol,
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    return t.evaluation
+
+
+@pytest.mark.parametrize("cand,named", [
+    # the connection's type pointer set to a subclass with a send_bytes hook
+    ("cand_reply_class_swap.py", "worker.conn.__class__"),
+    # Connection.__bases__ reassigned: a hook class between Connection and its definer
+    ("cand_reply_bases_swap.py", "Connection"),
+    # __getattribute__ added to Connection's dict: a key nobody listed
+    ("cand_reply_getattribute.py", "Connection"),
+    # a data descriptor `conn` on the Worker class, winning over the pinned instance entry
+    ("cand_worker_conn_descriptor.py", "Worker"),
+])
+def test_reply_path_rerouted_without_a_listed_entry_is_a_harness_patch(tmp_path, solbench_cache, cand, named):
+    """Each hostile reroutes every reply through its own code while every dict entry the
+    parent read before stays as it was. Before the fix: PASSED with no finding. Now the
+    parent also reads, for the Worker and its connection, the object's type pointer and, for
+    each class of that type's MRO, its metaclass pointer, its MRO tuple and every entry of
+    its dict."""
+    ev = _eval(tmp_path, cand)
+    f = [x for x in ev.findings if x.check == "harness_patch"]
+    assert ev.status == Status.REWARD_HACK and f, (ev.status, ev.findings)
+    assert named in f[0].message, f[0].message
+
+
+def test_own_connections_and_send_bytes_classes_pass(tmp_path, solbench_cache):
+    ev = _eval(tmp_path, "cand_own_connections_honest.py")
+    assert ev.status == Status.PASSED, (ev.status, ev.findings)
+    assert not [x for x in ev.findings if x.check in ("harness_patch", "interposition")], ev.findings
