@@ -51,3 +51,60 @@ def test_own_connections_and_send_bytes_classes_pass(tmp_path, solbench_cache):
     ev = _eval(tmp_path, "cand_own_connections_honest.py")
     assert ev.status == Status.PASSED, (ev.status, ev.findings)
     assert not [x for x in ev.findings if x.check in ("harness_patch", "interposition")], ev.findings
+
+
+def test_class_reads_on_this_interpreter():
+    """The parent's class reads on this interpreter's own objects (its /proc/self/mem):
+    nothing on fresh objects; ``__class__`` and ``__bases__`` reassigned and a key added to
+    the instance's class each named, and nothing once each is undone (the MRO is compared by
+    its classes, not by the tuple's address). (Run by hand under CPython 3.12.1 and 3.13.0
+    with the same result.)"""
+    import os
+    import socket
+    from multiprocessing.connection import Connection, _ConnectionBase
+
+    from solbench.harness import memguard
+
+    if not memguard.SUPPORTED:
+        pytest.skip("no CPython layout known here")
+    a, b = socket.socketpair()
+    c = Connection(os.dup(a.fileno()))
+
+    class W:
+        def __init__(self):
+            self.conn = c
+
+        def handle(self):
+            pass
+
+    w = W()
+    tab = memguard.instance_table({"worker": (w, ("conn",)), "worker.conn": (c, ())})
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+
+    class Sub(Connection):
+        pass
+
+    class Hook(_ConnectionBase):
+        pass
+
+    try:
+        assert memguard.instances_changed(fd, tab) == []
+        c.__class__ = Sub
+        assert memguard.instances_changed(fd, tab) == ["worker.conn.__class__ (reassigned)"]
+        c.__class__ = Connection
+        Connection.__bases__ = (Hook,)
+        try:
+            assert memguard.instances_changed(fd, tab) == [
+                "worker.conn: class Connection (__bases__ reassigned: its MRO changed)"]
+        finally:
+            Connection.__bases__ = (_ConnectionBase,)
+        W.conn = property(lambda self: None)
+        try:
+            (msg,) = memguard.instances_changed(fd, tab)
+            assert msg.startswith("worker: class ") and "(its dict changed: 1 key(s) added" in msg
+        finally:
+            del W.conn
+        assert memguard.instances_changed(fd, tab) == []
+    finally:
+        os.close(fd)
+        c.close(), a.close(), b.close()
