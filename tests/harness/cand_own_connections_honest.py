@@ -1,8 +1,10 @@
 """Honest (red team of issue 30, session 20b): a candidate with multiprocessing connections
 and a ``send_bytes`` class of its own. Each call sends its inputs' shape through a Pipe of
 its own (a ``Connection`` subclass wrapping one end) and a plain class with a ``send_bytes``
-method, reads them back, and computes the matmul. Nothing of the worker's is touched.
+method, encoded by a ``json.JSONEncoder`` subclass of its own, reads them back, and computes
+the matmul. Nothing of the worker's is touched.
 Expected: PASSED."""
+import json
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
@@ -25,13 +27,18 @@ class Sink:
         self.got.append(bytes(buf))
 
 
+class Enc(json.JSONEncoder):
+    def default(self, o):
+        return str(o)
+
+
 _r, _w = Pipe(duplex=False)
 _w.__class__ = Counting  # its own connection, its own class
 _sink = Sink()
 
 
 def run(a, b):
-    msg = repr(tuple(a.shape)).encode()
+    msg = json.dumps({"shape": a.shape, "dtype": a.dtype}, cls=Enc).encode()
     _w.send_bytes(msg)
     _sink.send_bytes(_r.recv_bytes())
     assert _sink.got[-1] == msg

@@ -34,6 +34,8 @@ def _eval(tmp_path, cand: str):
     ("cand_reply_getattribute.py", "Connection"),
     # a data descriptor `conn` on the Worker class, winning over the pinned instance entry
     ("cand_worker_conn_descriptor.py", "Worker"),
+    # __getattribute__ added to json.JSONEncoder: the encoder json.dumps makes per reply
+    ("cand_reply_encoder_getattribute.py", "json.JSONEncoder: class JSONEncoder"),
 ])
 def test_reply_path_rerouted_without_a_listed_entry_is_a_harness_patch(tmp_path, solbench_cache, cand, named):
     """Each hostile reroutes every reply through its own code while every dict entry the

@@ -207,7 +207,7 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------------------ instances
 def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[str, Any]]:
     """Worker side, before any candidate code: for each label -> (object, data attributes
-    whose value must stay), {"name", "obj", "ns" (its __dict__), "methods", "method_hashes", "pinned",
+    whose value must stay) (an object that is a class: only its classes, below), {"name", "obj", "ns" (its __dict__), "methods", "method_hashes", "pinned",
     "pinned_hashes", "pinned_values"}: the object's address and its ``__dict__``'s (made
     now, so every attribute set later lands there), the names and hashes of the methods of
     its class (an instance attribute of such a name shadows the method for every call made
@@ -215,6 +215,13 @@ def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[st
     connection through, with their values' addresses."""
     out = []
     for label, (obj, pinned) in objs.items():
+        if isinstance(obj, type):
+            # a class whose instances the reply path makes as it goes (json.dumps' encoder):
+            # its classes only
+            out.append({"name": label, "obj": id(obj), "ns": 0, "methods": [], "method_hashes": [],
+                        "pinned": [], "pinned_hashes": [], "pinned_values": [], "type": None,
+                        "classes": _class_entries(obj)})
+            continue
         d = getattr(obj, "__dict__", None)  # materialised: later attributes are set in this dict
         if type(d) is not dict:
             continue  # no instance dict (None, a C object): nothing can be set on it
@@ -227,18 +234,25 @@ def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[st
         # itself and every entry of the class's dict. A new key there (``__getattribute__``, a
         # data descriptor named as a pinned attribute) or a reassigned ``__class__`` /
         # ``__bases__`` reroutes the reply path without touching any listed entry
-        classes = []
-        for c in cls.__mro__[:-1][:MAX_CLASSES]:
-            cd = _type_dict(c)
-            if cd is None:
-                continue
-            classes.append({"name": c.__qualname__[:200], "cls": id(c), "meta": id(type(c)),
-                            "mro_classes": [id(m) for m in c.__mro__][:MAX_CLASSES], "ns": id(cd),
-                            "items": sorted([id(k), id(v)] for k, v in cd.items())[:MAX_CLASS_ITEMS]})
+        classes = _class_entries(cls)
         out.append({"name": label, "obj": id(obj), "ns": id(d), "methods": methods,
                     "method_hashes": [hash(n) for n in methods], "pinned": pins,
                     "pinned_hashes": [hash(a) for a in pins], "pinned_values": [id(d[a]) for a in pins],
                     "type": id(cls), "classes": classes})
+    return out
+
+
+def _class_entries(cls: type) -> list[dict[str, Any]]:
+    """Per class of ``cls.__mro__`` but ``object`` (a static type): its address, metaclass,
+    MRO's classes, type dict and that dict's (key, value) addresses."""
+    out = []
+    for c in cls.__mro__[:-1][:MAX_CLASSES]:
+        cd = _type_dict(c)
+        if cd is None:
+            continue
+        out.append({"name": c.__qualname__[:200], "cls": id(c), "meta": id(type(c)),
+                    "mro_classes": [id(m) for m in c.__mro__][:MAX_CLASSES], "ns": id(cd),
+                    "items": sorted([id(k), id(v)] for k, v in cd.items())[:MAX_CLASS_ITEMS]})
     return out
 
 
@@ -284,8 +298,8 @@ def instances_changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
     for e in entries:
         cls_changes = _classes_changed(fd, e["name"], e)
         out.extend(cls_changes)
-        if cls_changes and cls_changes[0].endswith(".__class__ (reassigned)"):
-            continue
+        if e["ns"] == 0 or (cls_changes and cls_changes[0].endswith(".__class__ (reassigned)")):
+            continue  # a class entry (no instance), or an object whose type is no longer its own
         if _u64(fd, e["obj"] + MANAGED_DICT) != e["ns"]:
             out.append(f"{e['name']}.__dict__ (replaced)")
             continue

@@ -168,8 +168,11 @@ class Worker:
         self.mem_table = memguard.table({**guards._targets(), **self._harness_fns, **reply_path})
         # the objects the reply path goes through: a method set on one of them (its instance
         # dict), or the connection rebound, reroutes every reply unseen by the class reads
+        # and the class of the encoder json.dumps makes for every reply (a key added to it,
+        # ``__getattribute__``, reroutes its ``encode``)
         self.mem_instances = memguard.instance_table({"worker": (self, ("conn",)),
-                                                      "worker.conn": (self.conn, ())})
+                                                      "worker.conn": (self.conn, ()),
+                                                      "json.JSONEncoder": (json.JSONEncoder, ())})
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         #: what the last call returned (CPU), dropped at the next request (see handle)
         self._prev_ret = None
