@@ -110,3 +110,44 @@ def test_class_reads_on_this_interpreter():
     finally:
         os.close(fd)
         c.close(), a.close(), b.close()
+
+
+def test_a_plain_tensor_carrying_the_python_key_is_a_hack(tmp_path, solbench_cache):
+    """cand_plain_python_key.py: its output is made as a subclass with ``__torch_dispatch__``
+    and moved to ``torch.Tensor`` by ``__class__`` assignment (the TensorImpl keeps the Python
+    key), and ``torch.Tensor.__torch_dispatch__`` is replaced: the harness's copy-out and
+    checks on that output run the candidate's hook. Neither dispatcher fingerprint (no
+    registration), the thread's keys nor the mode stacks show it. Before: PASSED, no finding.
+    Now the output is not plain (its keys are read) and the replaced hook is a harness_patch."""
+    from harness_helpers import relu_problem
+
+    p = relu_problem(tmp_path, (4096,))
+    src = (HERE / "cand_plain_python_key.py").read_text()
+    (t,) = evaluate(p, py_solution("plain_python_key", src, p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
+    checks = {f.check for f in ev.findings}
+    assert "non_plain_output" in checks or "harness_patch" in checks, ev.findings
+    assert any("torch.Tensor.__torch_dispatch__" in f.message for f in ev.findings
+               if f.check == "harness_patch"), ev.findings
+
+
+def test_python_keyed():
+    import torch
+
+    from solbench.harness import guards
+
+    class Sub(torch.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            with torch._C._DisableTorchDispatch():
+                return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4)
+    o = torch.Tensor._make_subclass(Sub, x)
+    o.__class__ = torch.Tensor
+    assert type(o) is torch.Tensor and guards.python_keyed(o)
+    # plain tensors, views with the conjugate / negative bits, a compiled function's output
+    assert not any(guards.python_keyed(t) for t in (x, x.t(), torch._neg_view(x), torch.randn(2, dtype=torch.cfloat).conj(),
+                                                    torch.compile(lambda v: v * 2, backend="eager")(x)))

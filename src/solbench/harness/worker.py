@@ -39,6 +39,7 @@ from pydantic import ValidationError  # noqa: E402
 from .. import paths  # noqa: E402
 from . import correctness  # noqa: E402
 from .flagread import backend_flags as _backend_flags  # noqa: E402
+from .guards import python_keyed as _python_keyed  # noqa: E402
 from .protocol import (  # noqa: E402
                        REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
                        TimeEnd, TimeIter, WarmProfiler, request_invalid)
@@ -108,7 +109,8 @@ class Worker:
         mod = sys.modules[type(self).__module__]
         self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
                              if callable(v)}
-        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags")})
+        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags",
+                                                                          "_python_keyed")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
         from . import l2, pages, shm
@@ -125,7 +127,8 @@ class Worker:
                                   **{f"guards.{n}": (guards, n) for n in (
                                       "_dump_table", "_dump", "_exec_lines", "_registrations", "_read_sentinel",
                                       "_same", "_REG_LINE", "_KEY_LINE", "REGISTRATION_KEYS", "BACKEND_KEYS",
-                                      "_ANY_BACKEND", "SENTINEL_OP")},
+                                      "_ANY_BACKEND", "SENTINEL_OP",
+                                      "python_keyed", "_tensor_keys", "_PYTHON_KEYS")},
                                   # what the snapshot's own lookups and the Worker class check
                                   # read: rebinding one would blind them
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
@@ -677,9 +680,12 @@ class Worker:
                     "count_mismatch": False}
         meta = []
         for o in outs:
+            # plain by type, and by what its TensorImpl dispatches to (guards.python_keyed)
+            keyed = isinstance(o, torch.Tensor) and _python_keyed(o)
             meta.append({
-                "type": f"{type(o).__module__}.{type(o).__qualname__}",
-                "plain": type(o) is torch.Tensor,
+                "type": f"{type(o).__module__}.{type(o).__qualname__}"
+                        + (" carrying the Python dispatch key" if keyed else ""),
+                "plain": type(o) is torch.Tensor and not keyed,
                 "shape": list(o.shape) if isinstance(o, torch.Tensor) else None,
                 "dtype": str(o.dtype).replace("torch.", "") if isinstance(o, torch.Tensor) else None,
                 "device": o.device.type if isinstance(o, torch.Tensor) else None,
