@@ -151,3 +151,57 @@ def test_python_keyed():
     # plain tensors, views with the conjugate / negative bits, a compiled function's output
     assert not any(guards.python_keyed(t) for t in (x, x.t(), torch._neg_view(x), torch.randn(2, dtype=torch.cfloat).conj(),
                                                     torch.compile(lambda v: v * 2, backend="eager")(x)))
+
+
+def test_dispatcher_acts_are_reported():
+    """Acts on the dispatcher tried in session 20b, each undone after: reported by the
+    per-call check whether or not the computed table changes (a fallthrough, a kernel at
+    ``Dense``, a CPU kernel under a site string with a newline that reprints the original's
+    line, a CompositeImplicitAutograd kernel shadowed by an explicit one), or by the thread's
+    keys and the mode count (a key excluded, an infra dispatch mode, CPU autocast on)."""
+    import re
+    import warnings
+
+    import torch
+
+    from solbench.harness.worker import Worker
+
+    w = Worker(None, "cpu")
+
+    def seen(undo):
+        try:
+            return Worker._interposition(w)
+        finally:
+            undo()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("copy_", torch.library.fallthrough_kernel, "AutogradCPU")
+        assert seen(lib._destroy)[0].startswith("dispatcher: aten::copy_ AutogradCPU kernel replaced")
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("copy_", lambda *a: None, "Dense")
+        assert any("aten::copy_ AutogradCPU kernel changed" in x for x in seen(lib._destroy))
+        site, line = re.search(r"^CompositeExplicitAutograd\[alias\]: registered at (\S+):(\d+) ",
+                               torch._C._dispatch_dump("aten::copy_"), re.M).groups()
+        m = torch._C._dispatch_library("IMPL", "aten", "", f"{site}:{line} :: (Tensor _0, Tensor _1, bool _2)"
+                                       " -> Tensor _0 [ boxed unboxed ]\nX", 1)
+        orig = torch.library.get_kernel("aten::copy_", "CPU")
+        m.impl("copy_", "CPU", lambda ks, d, s, nb=False: orig.call_boxed(ks, d, s, nb), True)
+        assert seen(m.reset)[0].startswith("dispatcher: aten::copy_ CPU kernel replaced")
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("zeros_like", lambda *a, **k: None, "CompositeImplicitAutograd")
+        assert seen(lib._destroy)[0].startswith("dispatcher: aten::zeros_like CompositeImplicitAutograd kernel added")
+    k = torch._C.DispatchKey.ADInplaceOrView
+    torch._C._dispatch_tls_set_dispatch_key_excluded(k, True)
+    assert seen(lambda: torch._C._dispatch_tls_set_dispatch_key_excluded(k, False)) == [
+        "dispatch_keys_excluded: added ['ADInplaceOrView'], removed []"]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch._C._set_dispatch_mode(FakeTensorMode())
+    assert "torch_dispatch_modes: 0 -> 1" in seen(
+        lambda: torch._C._unset_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE))
+    torch.set_autocast_enabled("cpu", True)
+    assert seen(lambda: torch.set_autocast_enabled("cpu", False)) == [
+        "dispatch_keys_excluded: added [], removed ['AutocastCPU']"]
+    assert Worker._interposition(w, full=True) == []
