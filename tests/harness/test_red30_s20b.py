@@ -205,3 +205,22 @@ def test_dispatcher_acts_are_reported():
     assert seen(lambda: torch.set_autocast_enabled("cpu", False)) == [
         "dispatch_keys_excluded: added [], removed ['AutocastCPU']"]
     assert Worker._interposition(w, full=True) == []
+
+
+def test_worker_buffers_moved_to_a_subclass_are_interposition(tmp_path, solbench_cache):
+    """cand_slot_class_swap.py: the worker's slot tensors (found through gc) get
+    ``__class__ = _Hooked``, a subclass whose Python ``copy_`` the copy-out's ``dst.copy_``
+    then runs, after the clock. Before: PASSED, no finding (no registration, key or mode; the
+    worker checked the slots' container types only). Now interposition, the copy-out
+    skipped."""
+    from harness_helpers import relu_problem
+
+    p = relu_problem(tmp_path, (4096,))
+    src = (HERE / "cand_slot_class_swap.py").read_text()
+    (t,) = evaluate(p, py_solution("slot_class_swap", src, p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
+    (f,) = [x for x in ev.findings if x.check == "interposition"]
+    assert f.message.startswith("correctness round 0: ")
+    assert any("moved to a tensor subclass (__class__ reassigned)" in h for h in f.evidence["hooks"]), f.evidence

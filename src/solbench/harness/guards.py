@@ -259,6 +259,18 @@ def python_keyed(t: torch.Tensor) -> bool:
     return any(ks.has(k) for k in _PYTHON_KEYS)
 
 
+_TENSOR = torch.Tensor
+
+
+def foreign_tensors(tensors: Sequence[Any]) -> int:
+    """How many of ``tensors`` (the worker's own buffers: slot inputs and outputs, the flush
+    buffer) are instances of a ``torch.Tensor`` subclass. ``buf.__class__ = Sub`` keeps the
+    storage and the dispatch keys but routes every method the worker calls on the buffer
+    (``dst.copy_`` of the copy-out, ``fill_`` of the flush) to the candidate's class
+    (tests/harness/cand_slot_class_swap.py)."""
+    return sum(1 for t in tensors if isinstance(t, _TENSOR) and type(t) is not _TENSOR)
+
+
 #: a class's MRO and type dict, read through type's own descriptors: a metaclass of the
 #: candidate's (or one it patched) cannot answer for them
 _MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]

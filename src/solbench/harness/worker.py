@@ -39,6 +39,7 @@ from pydantic import ValidationError  # noqa: E402
 from .. import paths  # noqa: E402
 from . import correctness  # noqa: E402
 from .flagread import backend_flags as _backend_flags  # noqa: E402
+from .guards import foreign_tensors as _foreign_tensors  # noqa: E402
 from .guards import python_keyed as _python_keyed  # noqa: E402
 from .protocol import (  # noqa: E402
                        REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
@@ -110,7 +111,7 @@ class Worker:
         self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
                              if callable(v)}
         self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags",
-                                                                          "_python_keyed")})
+                                                                          "_python_keyed", "_foreign_tensors")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
         from . import l2, pages, shm
@@ -128,7 +129,8 @@ class Worker:
                                       "_dump_table", "_dump", "_exec_lines", "_registrations", "_read_sentinel",
                                       "_same", "_REG_LINE", "_KEY_LINE", "REGISTRATION_KEYS", "BACKEND_KEYS",
                                       "_ANY_BACKEND", "SENTINEL_OP",
-                                      "python_keyed", "_tensor_keys", "_PYTHON_KEYS")},
+                                      "python_keyed", "_tensor_keys", "_PYTHON_KEYS",
+                                      "foreign_tensors", "_TENSOR")},
                                   # what the snapshot's own lookups and the Worker class check
                                   # read: rebinding one would blind them
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
@@ -430,7 +432,8 @@ class Worker:
         b = self.flush_buf
         if b is None:
             return None
-        return (id(b), b.data_ptr(), b.untyped_storage().nbytes(), b.numel())
+        # its type first: a subclass's data_ptr / untyped_storage are the candidate's to answer
+        return (id(b), type(b), b.data_ptr(), b.untyped_storage().nbytes(), b.numel())
 
     def _l2_signature(self):
         """What the persisting-L2 reset runs: the object, whether it is live, and the driver
@@ -525,6 +528,12 @@ class Worker:
                                        for d in list.__iter__(sl)):
             # read through _slot, it runs no code of the candidate's; that it is there is evidence
             out.append("the worker's slots hold a container of the candidate's (a list or dict subclass)")
+        else:
+            bufs = [t for d in list.__iter__(sl) for k in ("inputs", "outputs") for t in list.__iter__(dict.get(d, k))]
+            n = _foreign_tensors(bufs + [self.__dict__.get("flush_buf")])
+            if n:
+                out.append(f"{n} of the worker's own buffers (slot inputs and outputs, the flush "
+                           "buffer) moved to a tensor subclass (__class__ reassigned)")
         shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
         if shadow:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
