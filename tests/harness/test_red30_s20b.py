@@ -10,13 +10,15 @@ import pytest
 from solbench.harness import EvalConfig, evaluate
 from solbench.spec import Status
 
-from harness_helpers import matmul_problem, py_solution
+from harness_helpers import matmul_problem, py_solution, relu_problem
 
 HERE = Path(__file__).parent
 
 
-def _eval(tmp_path, cand: str):
-    p = matmul_problem(tmp_path, (64,), tol=1e-3)
+def _eval(tmp_path, cand: str, relu: bool = False):
+    """The candidate on a 64 x 64 matmul (or, ``relu``, a 4096-element relu), CPU, 2 rounds,
+    4 timed iterations, no reference timing; its evaluation."""
+    p = relu_problem(tmp_path, (4096,)) if relu else matmul_problem(tmp_path, (64,), tol=1e-3)
     src = (HERE / cand).read_text()
     # destination-passing when its entry point takes the output too
     sol = py_solution(cand[:-3], src, p.name, dps="def run(a, b, c)" in src)
@@ -119,13 +121,7 @@ def test_a_plain_tensor_carrying_the_python_key_is_a_hack(tmp_path, solbench_cac
     checks on that output run the candidate's hook. Neither dispatcher fingerprint (no
     registration), the thread's keys nor the mode stacks show it. Before: PASSED, no finding.
     Now the output is not plain (its keys are read) and the replaced hook is a harness_patch."""
-    from harness_helpers import relu_problem
-
-    p = relu_problem(tmp_path, (4096,))
-    src = (HERE / "cand_plain_python_key.py").read_text()
-    (t,) = evaluate(p, py_solution("plain_python_key", src, p.name),
-                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
-    ev = t.evaluation
+    ev = _eval(tmp_path, "cand_plain_python_key.py", relu=True)
     assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
     checks = {f.check for f in ev.findings}
     assert "non_plain_output" in checks or "harness_patch" in checks, ev.findings
@@ -213,13 +209,7 @@ def test_worker_buffers_moved_to_a_subclass_are_interposition(tmp_path, solbench
     then runs, after the clock. Before: PASSED, no finding (no registration, key or mode; the
     worker checked the slots' container types only). Now interposition, the copy-out
     skipped."""
-    from harness_helpers import relu_problem
-
-    p = relu_problem(tmp_path, (4096,))
-    src = (HERE / "cand_slot_class_swap.py").read_text()
-    (t,) = evaluate(p, py_solution("slot_class_swap", src, p.name),
-                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
-    ev = t.evaluation
+    ev = _eval(tmp_path, "cand_slot_class_swap.py", relu=True)
     assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
     (f,) = [x for x in ev.findings if x.check == "interposition"]
     assert f.message.startswith("correctness round 0: ")
