@@ -54,6 +54,14 @@ _MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
 
 _perf = time.perf_counter  # captured before any candidate code exists
 
+#: the Worker's attributes that are set once, in ``__init__``, and hold what its checks run
+#: through: the parent reads that each still holds its object (memguard.instance_table; a
+#: candidate that rebinds ``dispatch`` to an object whose ``changes()`` says nothing blinds the
+#: dispatcher guard: tests/harness/cand_dispatch_guard_rebound.py)
+_PINNED = ("conn", "dispatch", "guards", "snapshot", "_interp0", "_conn0", "torch", "_sync",
+           "_record_function", "_l2", "_l2_sig", "flags0", "_streams0", "_harness_fns", "_Event",
+           "_stream_ctx")
+
 
 def _cache_bytes() -> int:
     """2x the last-level CPU cache (from sysfs), capped at 256 MiB; 64 MiB if unknown."""
@@ -171,13 +179,6 @@ class Worker:
                       **{f"Connection.{n}": (Connection, n) for n in ("send_bytes", "_send_bytes", "_send",
                                                                        "recv", "_recv_bytes", "_recv")}}
         self.mem_table = memguard.table({**guards._targets(), **self._harness_fns, **reply_path})
-        # the objects the reply path goes through: a method set on one of them (its instance
-        # dict), or the connection rebound, reroutes every reply unseen by the class reads
-        # and the class of the encoder json.dumps makes for every reply (a key added to it,
-        # ``__getattribute__``, reroutes its ``encode``)
-        self.mem_instances = memguard.instance_table({"worker": (self, ("conn",)),
-                                                      "worker.conn": (self.conn, ()),
-                                                      "json.JSONEncoder": (json.JSONEncoder, ())})
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         #: what the last call returned (CPU), dropped at the next request (see handle)
         self._prev_ret = None
@@ -201,6 +202,14 @@ class Worker:
         # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
         # are done, before any candidate code exists
         self.dispatch = guards.DispatchGuard()
+        # the objects the reply path goes through, a method set on one of them (its instance
+        # dict), or one of the Worker's own guard objects rebound (its connection, dispatcher
+        # guard, snapshot, ...), reroutes every reply or blinds a check unseen by the class
+        # reads; and the class of the encoder json.dumps makes for every reply (a key added to
+        # it, ``__getattribute__``, reroutes its ``encode``). Taken last, once they all exist
+        self.mem_instances = memguard.instance_table({"worker": (self, _PINNED),
+                                                      "worker.conn": (self.conn, ()),
+                                                      "json.JSONEncoder": (json.JSONEncoder, ())})
 
     # ------------------------------------------------------------------ protocol
     def loop(self) -> None:
