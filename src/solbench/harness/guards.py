@@ -225,6 +225,11 @@ def _targets() -> dict[str, tuple[Any, str]]:
         "torch._C._dispatch_dump_table": (torch._C, "_dispatch_dump_table"),
         "torch._C._dispatch_get_all_op_names": (torch._C, "_dispatch_get_all_op_names"),
         "torch.no_grad": (torch, "no_grad"),
+        # what an output carrying the Python dispatch key asks its type, torch.Tensor, for:
+        # replaced, every operator on such a tensor runs the candidate's code
+        # (tests/harness/cand_plain_python_key.py)
+        "torch.Tensor.__torch_dispatch__": (torch.Tensor, "__torch_dispatch__"),
+        "torch.Tensor.__torch_function__": (torch.Tensor, "__torch_function__"),
     }
     # the context managers and classes the worker enters or makes right before the clock
     # starts (and leaves right after it stops): code set as one of their protocol methods,
@@ -235,6 +240,35 @@ def _targets() -> dict[str, tuple[Any, str]]:
         for attr in ("__new__", "__init__", "__enter__", "__exit__"):
             t[f"{name}.{attr}"] = (cls, attr)
     return t
+
+
+#: the dispatch keys a tensor's TensorImpl carries, bound at import; the Python keys route
+#: every operator on the tensor to its type's ``__torch_dispatch__``
+_tensor_keys = torch._C._dispatch_keys
+_PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
+
+
+def python_keyed(t: torch.Tensor) -> bool:
+    """Whether ``t``'s TensorImpl carries a Python dispatch key. A tensor made as a subclass
+    with ``__torch_dispatch__`` keeps the key after ``t.__class__ = torch.Tensor``: plain by
+    its type, yet every operator on it (the harness's copy-out, poisoning and checks
+    included) goes to ``torch.Tensor.__torch_dispatch__``, which the candidate can set. No
+    honest output carries it (torch.compile, custom ops and modes used inside the call
+    return plain tensors; a subclass is already not plain)."""
+    ks = _tensor_keys(t)
+    return any(ks.has(k) for k in _PYTHON_KEYS)
+
+
+_TENSOR = torch.Tensor
+
+
+def foreign_tensors(tensors: Sequence[Any]) -> int:
+    """How many of ``tensors`` (the worker's own buffers: slot inputs and outputs, the flush
+    buffer) are instances of a ``torch.Tensor`` subclass. ``buf.__class__ = Sub`` keeps the
+    storage and the dispatch keys but routes every method the worker calls on the buffer
+    (``dst.copy_`` of the copy-out, ``fill_`` of the flush) to the candidate's class
+    (tests/harness/cand_slot_class_swap.py)."""
+    return sum(1 for t in tensors if isinstance(t, _TENSOR) and type(t) is not _TENSOR)
 
 
 #: a class's MRO and type dict, read through type's own descriptors: a metaclass of the

@@ -25,7 +25,15 @@ the entries: (key, value) pointers for unicode-keyed tables (``dk_kind`` 1), (ha
 value) otherwise. ``PyFunctionObject`` holds ``func_code`` at offset 48 and
 ``func_defaults`` at 56 (Include/cpython/funcobject.h: globals, builtins, name, qualname,
 code, defaults after the object header). A str holds its cached hash at offset 24
-(``PyASCIIObject``: the object header, ``length``, ``hash``).
+(``PyASCIIObject``: the object header, ``length``, ``hash``). Every object's type pointer is
+at offset 8; ``PyTypeObject`` holds ``tp_mro`` at offset 344 (the same on 3.11-3.13); a
+tuple's length is at 16 and its items from 24.
+
+For the objects of the reply path (the Worker and its connection, :func:`instance_table`)
+the parent also reads what decides an attribute read on them besides their own dict: the
+object's type pointer (``__class__`` reassigned), and per class of that type's MRO its
+metaclass, the classes of its MRO (``__bases__`` reassigned) and every (key, value) of its
+dict (``__getattribute__`` added, a data descriptor named as an instance attribute).
 """
 
 from __future__ import annotations
@@ -50,6 +58,12 @@ MAX_SHADOWS = 16
 #: puts a 4-byte header, padded to 8, before them)
 MANAGED_DICT = -24
 SPLIT_VALUES = 8 if sys.version_info[:2] >= (3, 13) else 0
+#: an object's type pointer (``ob_type``, after the reference count), a type's MRO tuple
+#: (``tp_mro``, PyTypeObject of 3.11-3.13: the 42nd word), a tuple's length and first item
+#: (``ob_size`` after the object header, then ``ob_item``)
+OB_TYPE, TP_MRO, TUPLE_SIZE, TUPLE_ITEMS = 8, 344, 16, 24
+#: most classes of an instance's type listed, and most entries of one class dict
+MAX_CLASSES, MAX_CLASS_ITEMS = 16, 4096
 #: most entries of a key table scanned (a module dict holds a few thousand at most)
 MAX_ENTRIES = 1 << 16
 #: the layout above is this interpreter's (64-bit CPython 3.11-3.13 with the GIL)
@@ -193,7 +207,7 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------------------ instances
 def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[str, Any]]:
     """Worker side, before any candidate code: for each label -> (object, data attributes
-    whose value must stay), {"name", "obj", "ns" (its __dict__), "methods", "method_hashes", "pinned",
+    whose value must stay) (an object that is a class: only its classes, below), {"name", "obj", "ns" (its __dict__), "methods", "method_hashes", "pinned",
     "pinned_hashes", "pinned_values"}: the object's address and its ``__dict__``'s (made
     now, so every attribute set later lands there), the names and hashes of the methods of
     its class (an instance attribute of such a name shadows the method for every call made
@@ -201,6 +215,13 @@ def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[st
     connection through, with their values' addresses."""
     out = []
     for label, (obj, pinned) in objs.items():
+        if isinstance(obj, type):
+            # a class whose instances the reply path makes as it goes (json.dumps' encoder):
+            # its classes only
+            out.append({"name": label, "obj": id(obj), "ns": 0, "methods": [], "method_hashes": [],
+                        "pinned": [], "pinned_hashes": [], "pinned_values": [], "type": None,
+                        "classes": _class_entries(obj)})
+            continue
         d = getattr(obj, "__dict__", None)  # materialised: later attributes are set in this dict
         if type(d) is not dict:
             continue  # no instance dict (None, a C object): nothing can be set on it
@@ -208,9 +229,57 @@ def instance_table(objs: dict[str, tuple[Any, tuple[str, ...]]]) -> list[dict[st
         methods = sorted({n for c in cls.__mro__[:-1] for n, v in vars(c).items()
                           if isinstance(v, (types.FunctionType, staticmethod, classmethod))})[:MAX_METHODS]
         pins = [a for a in pinned if a in d]
+        # what decides an attribute read on the object besides its own dict: its type, and per
+        # class of that type's MRO (object, a static type, left out) the metaclass, the MRO
+        # itself and every entry of the class's dict. A new key there (``__getattribute__``, a
+        # data descriptor named as a pinned attribute) or a reassigned ``__class__`` /
+        # ``__bases__`` reroutes the reply path without touching any listed entry
+        classes = _class_entries(cls)
         out.append({"name": label, "obj": id(obj), "ns": id(d), "methods": methods,
                     "method_hashes": [hash(n) for n in methods], "pinned": pins,
-                    "pinned_hashes": [hash(a) for a in pins], "pinned_values": [id(d[a]) for a in pins]})
+                    "pinned_hashes": [hash(a) for a in pins], "pinned_values": [id(d[a]) for a in pins],
+                    "type": id(cls), "classes": classes})
+    return out
+
+
+def _class_entries(cls: type) -> list[dict[str, Any]]:
+    """Per class of ``cls.__mro__`` but ``object`` (a static type): its address, metaclass,
+    MRO's classes, type dict and that dict's (key, value) addresses."""
+    out = []
+    for c in cls.__mro__[:-1][:MAX_CLASSES]:
+        cd = _type_dict(c)
+        if cd is None:
+            continue
+        out.append({"name": c.__qualname__[:200], "cls": id(c), "meta": id(type(c)),
+                    "mro_classes": [id(m) for m in c.__mro__][:MAX_CLASSES], "ns": id(cd),
+                    "items": sorted([id(k), id(v)] for k, v in cd.items())[:MAX_CLASS_ITEMS]})
+    return out
+
+
+def _classes_changed(fd: int, label: str, e: dict[str, Any]) -> list[str]:
+    """:func:`instances_changed` for the object's type and its MRO's classes (see
+    :func:`instance_table`): the type pointer, and per class its metaclass, the classes of its
+    MRO (read through the tuple, so a new tuple at the old address is compared too) and the
+    (key, value) pointers of its dict."""
+    out = []
+    if e.get("type") is not None and _u64(fd, e["obj"] + OB_TYPE) != e["type"]:
+        return [f"{label}.__class__ (reassigned)"]
+    for c in e.get("classes") or ():
+        if _u64(fd, c["cls"] + OB_TYPE) != c["meta"]:
+            out.append(f"{label}: class {c['name']} (metaclass replaced)")
+            continue
+        mro = _u64(fd, c["cls"] + TP_MRO)
+        n = _u64(fd, mro + TUPLE_SIZE) if mro else 0
+        if n != len(c["mro_classes"]) or any(_u64(fd, mro + TUPLE_ITEMS + 8 * i) != a
+                                           for i, a in enumerate(c["mro_classes"])):
+            out.append(f"{label}: class {c['name']} (__bases__ reassigned: its MRO changed)")
+            continue
+        now = sorted([k, v] for _, k, v in _entries(fd, c["ns"]) or () if k != 0 and v != 0)
+        if now != c["items"]:
+            was = {k for k, _ in c["items"]}
+            added = sum(1 for k, _ in now if k not in was)
+            out.append(f"{label}: class {c['name']} (its dict changed: {added} key(s) added, "
+                       f"{len(now) - added} of {len(was)} kept)")
     return out
 
 
@@ -221,10 +290,16 @@ MAX_METHODS = 512
 def instances_changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
     """Parent side: for each of ``entries`` (:func:`instance_table`), what changed in the
     process behind ``fd``: its ``__dict__`` replaced, an instance attribute named as a
-    method of its class (found by hash), or a pinned attribute rebound or removed. Raises
+    method of its class (found by hash), a pinned attribute rebound or removed, its
+    ``__class__`` reassigned, or a class of its type's MRO changed (metaclass, MRO, any entry
+    of its dict). Raises
     OSError when the memory cannot be read as laid out."""
     out = []
     for e in entries:
+        cls_changes = _classes_changed(fd, e["name"], e)
+        out.extend(cls_changes)
+        if e["ns"] == 0 or (cls_changes and cls_changes[0].endswith(".__class__ (reassigned)")):
+            continue  # a class entry (no instance), or an object whose type is no longer its own
         if _u64(fd, e["obj"] + MANAGED_DICT) != e["ns"]:
             out.append(f"{e['name']}.__dict__ (replaced)")
             continue

@@ -326,6 +326,17 @@ Hash = Annotated[int, Field(ge=-(2**63), lt=2**63)]
 Name = Annotated[str, Field(max_length=500)]
 
 
+class ClassEntry(_Msg):
+    """A class of an instance's type's MRO (:func:`~.memguard.instance_table`)."""
+
+    name: Name
+    cls: Addr
+    meta: Addr
+    mro_classes: Annotated[list[Addr], Field(max_length=16)]
+    ns: Addr  # its type dict
+    items: Annotated[list[Annotated[list[Addr], Field(min_length=2, max_length=2)]], Field(max_length=4096)]
+
+
 class InstanceEntry(_Msg):
     """An object of the worker's reply path (:func:`~.memguard.instance_table`)."""
 
@@ -337,6 +348,8 @@ class InstanceEntry(_Msg):
     pinned: Annotated[list[Name], Field(max_length=16)]
     pinned_hashes: Annotated[list[Hash], Field(max_length=16)]
     pinned_values: Annotated[list[Addr], Field(max_length=16)]
+    type: Addr | None = None
+    classes: Annotated[list[ClassEntry], Field(max_length=16)] | None = None
 
 
 class GuardTableReply(_Msg):

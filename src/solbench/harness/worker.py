@@ -39,6 +39,8 @@ from pydantic import ValidationError  # noqa: E402
 from .. import paths  # noqa: E402
 from . import correctness  # noqa: E402
 from .flagread import backend_flags as _backend_flags  # noqa: E402
+from .guards import foreign_tensors as _foreign_tensors  # noqa: E402
+from .guards import python_keyed as _python_keyed  # noqa: E402
 from .protocol import (  # noqa: E402
                        REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
                        TimeEnd, TimeIter, WarmProfiler, request_invalid)
@@ -51,6 +53,14 @@ _T_IMPORTS = time.monotonic()
 _MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
 
 _perf = time.perf_counter  # captured before any candidate code exists
+
+#: the Worker's attributes that are set once, in ``__init__``, and hold what its checks run
+#: through: the parent reads that each still holds its object (memguard.instance_table; a
+#: candidate that rebinds ``dispatch`` to an object whose ``changes()`` says nothing blinds the
+#: dispatcher guard: tests/harness/cand_dispatch_guard_rebound.py)
+_PINNED = ("conn", "dispatch", "guards", "snapshot", "_interp0", "_conn0", "torch", "_sync",
+           "_record_function", "_l2", "_l2_sig", "flags0", "_streams0", "_harness_fns", "_Event",
+           "_stream_ctx")
 
 
 def _cache_bytes() -> int:
@@ -108,7 +118,8 @@ class Worker:
         mod = sys.modules[type(self).__module__]
         self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
                              if callable(v)}
-        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags")})
+        self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_cache_bytes", "_backend_flags",
+                                                                          "_python_keyed", "_foreign_tensors")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
         from . import l2, pages, shm
@@ -125,7 +136,9 @@ class Worker:
                                   **{f"guards.{n}": (guards, n) for n in (
                                       "_dump_table", "_dump", "_exec_lines", "_registrations", "_read_sentinel",
                                       "_same", "_REG_LINE", "_KEY_LINE", "REGISTRATION_KEYS", "BACKEND_KEYS",
-                                      "_ANY_BACKEND", "SENTINEL_OP")},
+                                      "_ANY_BACKEND", "SENTINEL_OP",
+                                      "python_keyed", "_tensor_keys", "_PYTHON_KEYS",
+                                      "foreign_tensors", "_TENSOR")},
                                   # what the snapshot's own lookups and the Worker class check
                                   # read: rebinding one would blind them
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
@@ -166,10 +179,6 @@ class Worker:
                       **{f"Connection.{n}": (Connection, n) for n in ("send_bytes", "_send_bytes", "_send",
                                                                        "recv", "_recv_bytes", "_recv")}}
         self.mem_table = memguard.table({**guards._targets(), **self._harness_fns, **reply_path})
-        # the objects the reply path goes through: a method set on one of them (its instance
-        # dict), or the connection rebound, reroutes every reply unseen by the class reads
-        self.mem_instances = memguard.instance_table({"worker": (self, ("conn",)),
-                                                      "worker.conn": (self.conn, ())})
         self.call_host_ms = 5.0  # host time of the last verification call (sizes the gate)
         #: what the last call returned (CPU), dropped at the next request (see handle)
         self._prev_ret = None
@@ -193,6 +202,14 @@ class Worker:
         # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
         # are done, before any candidate code exists
         self.dispatch = guards.DispatchGuard()
+        # the objects the reply path goes through, a method set on one of them (its instance
+        # dict), or one of the Worker's own guard objects rebound (its connection, dispatcher
+        # guard, snapshot, ...), reroutes every reply or blinds a check unseen by the class
+        # reads; and the class of the encoder json.dumps makes for every reply (a key added to
+        # it, ``__getattribute__``, reroutes its ``encode``). Taken last, once they all exist
+        self.mem_instances = memguard.instance_table({"worker": (self, _PINNED),
+                                                      "worker.conn": (self.conn, ()),
+                                                      "json.JSONEncoder": (json.JSONEncoder, ())})
 
     # ------------------------------------------------------------------ protocol
     def loop(self) -> None:
@@ -424,7 +441,8 @@ class Worker:
         b = self.flush_buf
         if b is None:
             return None
-        return (id(b), b.data_ptr(), b.untyped_storage().nbytes(), b.numel())
+        # its type first: a subclass's data_ptr / untyped_storage are the candidate's to answer
+        return (id(b), type(b), b.data_ptr(), b.untyped_storage().nbytes(), b.numel())
 
     def _l2_signature(self):
         """What the persisting-L2 reset runs: the object, whether it is live, and the driver
@@ -519,6 +537,12 @@ class Worker:
                                        for d in list.__iter__(sl)):
             # read through _slot, it runs no code of the candidate's; that it is there is evidence
             out.append("the worker's slots hold a container of the candidate's (a list or dict subclass)")
+        else:
+            bufs = [t for d in list.__iter__(sl) for k in ("inputs", "outputs") for t in list.__iter__(dict.get(d, k))]
+            n = _foreign_tensors(bufs + [self.__dict__.get("flush_buf")])
+            if n:
+                out.append(f"{n} of the worker's own buffers (slot inputs and outputs, the flush "
+                           "buffer) moved to a tensor subclass (__class__ reassigned)")
         shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
         if shadow:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
@@ -674,9 +698,12 @@ class Worker:
                     "count_mismatch": False}
         meta = []
         for o in outs:
+            # plain by type, and by what its TensorImpl dispatches to (guards.python_keyed)
+            keyed = isinstance(o, torch.Tensor) and _python_keyed(o)
             meta.append({
-                "type": f"{type(o).__module__}.{type(o).__qualname__}",
-                "plain": type(o) is torch.Tensor,
+                "type": f"{type(o).__module__}.{type(o).__qualname__}"
+                        + (" carrying the Python dispatch key" if keyed else ""),
+                "plain": type(o) is torch.Tensor and not keyed,
                 "shape": list(o.shape) if isinstance(o, torch.Tensor) else None,
                 "dtype": str(o.dtype).replace("torch.", "") if isinstance(o, torch.Tensor) else None,
                 "device": o.device.type if isinstance(o, torch.Tensor) else None,
