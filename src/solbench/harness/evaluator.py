@@ -351,8 +351,9 @@ class Evaluator:
             refused = mem.refusal(failure.reason) if (failure is not None and mem is not None and
                                                       failure.status is Status.RUNTIME_ERROR) else None
             if refused is not None:  # under RLIMIT_DATA the cap shows as the failed allocation
-                run.findings.append(finding("memory_limit", mem.describe_refusal(), refused))
-                failure = Failure(Status.RUNTIME_ERROR, f"{failure.reason} ({mem.describe_refusal()})")
+                why = mem.describe_refusal()
+                run.findings.append(finding("memory_limit", why, refused))
+                failure = Failure(Status.RUNTIME_ERROR, f"{failure.reason} ({why})")
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 

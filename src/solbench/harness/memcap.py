@@ -226,10 +226,12 @@ class MemCap:
         self._pids = [p for p in pids if p and _own_child(p)]
         _MONITOR.add(self)
 
-    def held(self) -> tuple[int, dict[str, int]]:
+    def held(self, proportional: bool = True) -> tuple[int, dict[str, int]]:
         """What the watched sandbox holds now, in bytes: (total, {"anon": ..., "tmpfs": ...}):
         the anonymous memory of every process of its tree and what its private /tmp and
-        /dev/shm hold (read through a process of it whose root is not ours)."""
+        /dev/shm hold (read through a process of it whose root is not ours). ``proportional``
+        False: each process's RssAnon instead of its Pss_Anon, an upper bound read without
+        walking page tables."""
         from ..proc import procfs
         from .taskcap import _own_child
 
@@ -237,7 +239,7 @@ class MemCap:
         for p in self._pids:
             if _own_child(p):
                 tree |= {p} | procfs.descendants(p)
-        anon = sum(procfs.anon_bytes(p) for p in tree)
+        anon = sum((procfs.anon_bytes if proportional else procfs.rss_anon_bytes)(p) for p in tree)
         tmpfs, mounts = 0, set()
         for p in sorted(tree):
             try:
@@ -262,6 +264,10 @@ class MemCap:
         more than the cap; it is killed then, and :meth:`hit` holds the evidence."""
         if self._watch_hit is not None or self._released:
             return self._watch_hit is not None
+        if self.held(proportional=False)[0] <= self.cap:
+            # RssAnon >= Pss_Anon: under the cap without the page-table walk of smaps_rollup,
+            # which this thread would otherwise repeat every look while candidates are timed
+            return False
         total, parts = self.held()
         if total <= self.cap:
             return False

@@ -309,15 +309,28 @@ def resident_bytes(pid: int | str = "self") -> int:
 def anon_bytes(pid: int) -> int:
     """Anonymous memory ``pid`` holds, in bytes: ``Pss_Anon`` of ``/proc/<pid>/smaps_rollup``
     (proportional: a page a forked child still shares with its parent counts half in each,
-    so a process tree's sum is what it holds), else ``RssAnon`` of ``/proc/<pid>/status``
-    (kernels before 5.9; a shared page then counts in each). 0 where unreadable (gone)."""
-    for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss_Anon:"), (f"/proc/{pid}/status", "RssAnon:")):
-        for line in (read_text(path) or "").splitlines():
-            if line.startswith(key):
-                try:
-                    return int(line.split()[1]) * 1024
-                except (IndexError, ValueError):
-                    return 0
+    so a process tree's sum is what it holds), else :func:`rss_anon_bytes` (kernels before
+    5.9; a shared page then counts in each). 0 where unreadable (gone). Reading smaps_rollup
+    walks the process's page tables; :func:`rss_anon_bytes` is a counter read."""
+    for line in (read_text(f"/proc/{pid}/smaps_rollup") or "").splitlines():
+        if line.startswith("Pss_Anon:"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (IndexError, ValueError):
+                return 0
+    return rss_anon_bytes(pid)
+
+
+def rss_anon_bytes(pid: int) -> int:
+    """``RssAnon`` of ``/proc/<pid>/status`` in bytes: the anonymous pages ``pid`` maps, a page
+    shared with a forked relative counted in each, so never less than :func:`anon_bytes`.
+    0 where unreadable (gone)."""
+    for line in (read_text(f"/proc/{pid}/status") or "").splitlines():
+        if line.startswith("RssAnon:"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (IndexError, ValueError):
+                return 0
     return 0
 
 
