@@ -252,12 +252,17 @@ def _computed(ops) -> dict[str, str]:
     return {n: guards._exec_lines(torch._C._dispatch_dump_table(n)) for n in ops}
 
 
-def test_every_registration_that_changes_a_running_kernel_is_reported():
+def _registration_sweep() -> dict:
     """For each sampled operator and every dispatch key torch accepts a kernel at (runtime,
-    per-backend functionality and alias keys), and for a backend fallback at every key: when
-    the computed table at DISPATCH_KEYS changes, the guard reports something. (The first
-    version of the registration filter missed a kernel at the ``Dense`` functionality key,
-    which changes aten::linear's AutogradCPU kernel.)"""
+    per-backend functionality and alias keys), and for a backend fallback at every key:
+    register a kernel, compare the computed table at DISPATCH_KEYS with the one before, ask the
+    guard, destroy the registration. Returns how many registrations changed a running kernel,
+    those the guard missed, and whether everything read as before at the end.
+
+    Runs in a child process (test below): ``Library._destroy`` does not undo everything torch
+    keeps per process. A Python kernel registered at ``Meta`` for ``aten::add.Tensor`` and
+    destroyed leaves fake-tensor ``add`` returning None for the rest of the process (torch
+    2.13), which broke later fake-mode tests that ran in the same pytest process."""
     import warnings
 
     g = guards.DispatchGuard(cheap=SAMPLE_OPS)
@@ -265,7 +270,7 @@ def test_every_registration_that_changes_a_running_kernel_is_reported():
     keys = [k for k in torch._C.DispatchKey.__members__ if not k.startswith(("StartOf", "EndOf"))]
     keys += ["MkldnnCPU", "Tracer", "Batched", "VmapMode"]
     base = _computed(SAMPLE_OPS)
-    changed = 0
+    changed, missed = 0, []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
         for what in [("impl", op, k) for op in SAMPLE_OPS for k in keys] + [("fallback", None, k) for k in keys]:
@@ -286,10 +291,60 @@ def test_every_registration_that_changes_a_running_kernel_is_reported():
                 lib._destroy()
             if now != base:
                 changed += 1
-                assert seen, (what, [n for n in SAMPLE_OPS if now[n] != base[n]])
-    assert g.changes(full=True) == [] and _computed(SAMPLE_OPS) == base
+                if not seen:
+                    missed.append([*what, [n for n in SAMPLE_OPS if now[n] != base[n]]])
+    restored = g.changes(full=True) == [] and _computed(SAMPLE_OPS) == base
+    return {"changed": changed, "missed": missed, "restored": restored}
+
+
+_SWEEP_IN_A_CHILD = """import json, sys
+sys.path[:0] = [sys.argv[1]]
+import test_dispatch_guard as t
+print(json.dumps(t._registration_sweep()))
+"""
+
+
+def test_every_registration_that_changes_a_running_kernel_is_reported():
+    """Every registration :func:`_registration_sweep` makes that changes the computed table is
+    reported by the guard. (The first version of the registration filter missed a kernel at
+    the ``Dense`` functionality key, which changes aten::linear's AutogradCPU kernel.)"""
+    here = str(Path(__file__).parent)
+    r = subprocess.run([sys.executable, "-c", _SWEEP_IN_A_CHILD, here], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["missed"] == [] and got["restored"], got
     # measured (torch 2.13, CPU): 522 of the registrations change a kernel that runs
-    assert changed > 100, changed
+    assert got["changed"] > 100, got["changed"]
+
+
+def test_a_meta_kernel_destroyed_leaves_fake_add_broken_in_torch():
+    """Why the sweep runs in a child: when a Meta kernel for ``aten::add.Tensor`` is registered
+    and destroyed before the process first uses fake tensors, fake-tensor ``add`` goes on calling
+    it (torch 2.13). Two children, one without the registration as the control; if a torch
+    release fixes this, the test says so and the sweep could come back in process."""
+    code = """import logging, sys, warnings, torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+warnings.simplefilter("ignore"); logging.disable(logging.CRITICAL)
+if sys.argv[1] == "register":
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("add.Tensor", lambda *a, **k: None, "Meta")
+    lib._destroy()
+try:
+    with FakeTensorMode():
+        print(list((torch.randn(4, 8) + 1e-6).shape))
+except Exception as e:
+    print(type(e).__name__)
+"""
+    got = {}
+    for arm in ("control", "register"):
+        r = subprocess.run([sys.executable, "-c", code, arm], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[arm] = r.stdout.strip().splitlines()[-1]
+    assert got["control"] == "[4, 8]", got
+    if got["register"] == "[4, 8]":
+        pytest.xfail(f"torch {torch.__version__} restores fake add after the Meta kernel is destroyed")
+    assert got["register"] == "AttributeError", got
 
 
 #: registers a kernel of its own for aten::sin (no operator the worker runs itself, so only the
