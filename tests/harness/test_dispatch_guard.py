@@ -182,16 +182,45 @@ def run(x):
 """
 
 
-def test_override_outside_the_cheap_list_is_a_hack_after_the_workload(tmp_path, solbench_cache):
+@pytest.mark.parametrize("timing", [True, False])
+def test_override_outside_the_cheap_list_is_a_hack_after_the_workload(tmp_path, solbench_cache, timing):
+    """The whole dispatcher is read at a workload's last check: after the timed blocks, or
+    after the correctness rounds when nothing is timed (the check after correctness reads
+    only the operators the worker runs itself when a full one follows)."""
     p = load_problem(write_problem(tmp_path / "p", DEF, [
         {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
     (t,) = evaluate(p, py_solution("sin_override", SIN_OVERRIDE, p.name),
-                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False))
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=False, timing=timing))
     assert t.evaluation.status == Status.REWARD_HACK
     (f,) = [f for f in t.evaluation.findings if f.check == "interposition"]
-    assert f.message.startswith("after correctness: ")
+    assert f.message.startswith("after timing: " if timing else "after correctness: ")
     assert any(h.startswith("dispatcher: aten::sin CPU kernel replaced (registered at cand.py:")
                for h in f.evidence["hooks"]), f.evidence
+
+
+def test_the_guards_request_reads_the_whole_dispatcher_only_when_asked(worker):
+    """``Guards(full=False)`` (the check after correctness when a full one follows) reads the
+    operators around a call and the backend fallbacks; ``Guards()`` every covered operator."""
+    from solbench.harness import protocol
+
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        orig = torch.library.get_kernel("aten::sin", "CPU")
+        lib.impl("sin", lambda ks, x: orig.call_boxed(ks, x), "CPU", with_keyset=True)
+        _, cheap = worker.handle("guards", protocol.Guards(full=False).model_dump())
+        _, full = worker.handle("guards", protocol.Guards().model_dump())
+        lib2 = torch.library.Library("aten", "IMPL")
+        try:  # an operator the worker runs itself is read by both
+            orig_copy = torch.library.get_kernel("aten::copy_", "CPU")
+            lib2.impl("copy_", lambda ks, *a: orig_copy.call_boxed(ks, *a), "CPU", with_keyset=True)
+            _, cheap_copy = worker.handle("guards", protocol.Guards(full=False).model_dump())
+        finally:
+            lib2._destroy()
+    finally:
+        lib._destroy()
+    assert cheap["interposition"] == []
+    assert [h for h in full["interposition"] if "aten::sin" in h], full
+    assert [h for h in cheap_copy["interposition"] if "aten::copy_ CPU kernel replaced" in h], cheap_copy
 
 
 def test_override_under_a_forged_site_is_reported(worker):

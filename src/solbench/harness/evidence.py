@@ -249,14 +249,17 @@ def memguard_findings(run: WorkloadRun, when: str) -> None:
                              f"worker's memory): {bad[:8]}", {"changed": bad[:64], "seen_by": "parent"}))
 
 
-def guard_findings(run: WorkloadRun, when: str) -> None:
+def guard_findings(run: WorkloadRun, when: str, full: bool = True) -> None:
     """The worker's own integrity checks (snapshot, interposition, backend flags), then the
     parent's process check. The reply is the candidate's data: a missing or ill-typed field,
-    or starting flags that changed between replies, are REWARD_HACK (``guard_reply_invalid``)."""
+    or starting flags that changed between replies, are REWARD_HACK (``guard_reply_invalid``).
+    ``full=False``: the worker's dispatcher check reads only the operators it runs itself
+    around a call (:class:`~.protocol.Guards`); for a check that another, full one follows in
+    the same workload."""
     h, findings = run.h, run.findings
     memguard_findings(run, when)  # first: the parent's own read, before any reply of the worker's
     try:
-        g = protocol.request(h, protocol.Guards(), timeout_s=limits.GUARDS_S)
+        g = protocol.request(h, protocol.Guards(full=full), timeout_s=limits.GUARDS_S)
     except protocol.ReplyInvalid as e:
         add_once(findings, finding("guard_reply_invalid", f"{when}: {e}", {"reason": e.reason}))
         return

@@ -153,7 +153,14 @@ class TimeEnd(Request):
 
 
 class Guards(Request):
+    """The worker's integrity checks. ``full``: the dispatcher check reads every covered
+    operator (guards.DispatchGuard, about 60 ms on an H100 host); otherwise only the operators
+    the worker itself runs around a call (POST_CLOCK_OPS, checked after every call anyway) and
+    the backend fallbacks. The evaluator asks for the full read at a workload's last check
+    (docs/integrity.md, "One full dispatcher read per workload")."""
+
     op: Literal["guards"] = "guards"
+    full: bool = True
 
 
 class Exit(Request):
