@@ -159,7 +159,8 @@ def _in_band(x: float) -> bool:
 
 
 def load_notes(path: Path) -> dict:
-    """Per-problem notes (bench/sol_official_notes.json): name -> {kind, rows, why}."""
+    """Per-problem notes (bench/sol_official_notes.json): name -> {kind, rows, why} (and
+    beyond_dev: true for a problem the dev set lacks)."""
     if not path.exists():
         return {}
     return json.loads(path.read_text()).get("problems", {})

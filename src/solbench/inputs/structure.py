@@ -10,8 +10,10 @@ dev dataset ships no blobs) gives those inputs values here, by name:
 - ``<prefix>indptr`` (1-D, n + 1 elements): offsets spread evenly, ``round(i * total / n)``
   for i = 0..n, over ``total`` = the element count of ``<prefix>indices`` when the values hold
   one, else the first dimension of the tensor named ``<prefix>`` without its trailing ``_``, or
-  of the one named by its first letter (``qo_indptr`` -> ``q``); zeros (every segment empty)
-  when neither is there.
+  of the one named by its first letter (``qo_indptr`` -> ``q``), or the one first dimension
+  shared by every floating tensor named ``<first letter>_*`` (``qo_indptr`` -> ``q_nope`` and
+  ``q_pe`` of an MLA prefill, FlashInfer-Bench 019, whose reference asserts
+  ``qo_indptr[-1] == total_q``); zeros (every segment empty) when none is there.
 - ``*indices``, ``*_idx``, ``*ids``: ``arange(numel) % bound``, ``bound`` = the smallest first
   dimension among the floating-point tensors of the values (whatever such an index reads, it
   stays in range); zeros when there is none.
@@ -33,6 +35,17 @@ import torch
 def is_index_name(name: str) -> bool:
     """An offsets (``*indptr``) or index (``*indices``, ``*_idx``, ``*ids``) input by name."""
     return name.endswith(("indptr", "indices", "_idx", "ids"))
+
+
+def _split_total(values: dict, letter: str) -> int | None:
+    """The first dimension every floating tensor named ``<letter>_*`` shares (a query split in
+    parts, ``q_nope`` + ``q_pe``), None when there is no such tensor or they disagree."""
+    if not letter:
+        return None
+    dims = {v.shape[0] for k, v in values.items()
+            if k.startswith(letter + "_") and isinstance(v, torch.Tensor)
+            and v.dtype.is_floating_point and v.dim() > 0}
+    return dims.pop() if len(dims) == 1 else None
 
 
 def synthesize_indices(values: dict, names: Iterable[str]) -> list[str]:
@@ -68,6 +81,8 @@ def synthesize_indices(values: dict, names: Iterable[str]) -> list[str]:
                     if cand and isinstance(values.get(cand), torch.Tensor) and values[cand].dim() > 0:
                         total = values[cand].shape[0]
                         break
+                else:
+                    total = _split_total(values, prefix[:1])
             if total is not None and t.dim() == 1:
                 n = t.numel() - 1
                 values[k] = torch.tensor([round(i * total / max(n, 1)) for i in range(n + 1)], dtype=t.dtype)

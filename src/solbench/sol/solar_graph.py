@@ -14,7 +14,9 @@ traced *layers* (one per top-level torch function call on a traced tensor: ``F.l
 
 Operand details reproduced here (each checked against the official figures, docs/sol-model.md):
 
-* ``x[...]`` reads what it selects, not the whole of ``x``;
+* ``x[...]`` reads what it selects, not the whole of ``x``; so does ``F.embedding(ids, table)``
+  (``table[ids]`` with the table second: n ids of a [V, D] table read n x D), while
+  ``torch.gather`` reads its whole input (L2/011's official rows count it);
 * ``F.linear`` reads only its activation: weight and bias are not traced operands (they were
   module parameters in the kernels the official table was computed from);
 * a ``F.linear`` whose activation another layer produced reads that activation in full and its
@@ -332,6 +334,15 @@ class SolarGraphMode(TorchFunctionMode):
         preds = set()
         special = name in _OPERAND_RULES
         first = flat_in[0]
+        gather = name in GATHERS and any(
+            isinstance(x, torch.Tensor) and x is not first and not x.dtype.is_floating_point
+            for x in flat_in[1:])
+        # F.embedding(ids, table) is table[ids] with the table second: it reads the rows its
+        # ids select, as indexing does (Quant/008's official rows read none of its 1.2 G-element
+        # table). torch.gather keeps reading its whole input (L2/011's official rows count it)
+        embed = name == "embedding" and not first.dtype.is_floating_point
+        if embed:
+            gather = True
         for j, (t, prod) in enumerate(traced):
             n_el = int(t.numel())
             if special:
@@ -342,12 +353,12 @@ class SolarGraphMode(TorchFunctionMode):
                 if name == "__getitem__" and j == 0 and t is first:
                     # indexing reads what it selects, not the whole tensor
                     n_el = min(n_el, out_elems)
+            elif embed and t is not first:
+                # n ids of a [V, D] table: n x D elements, never more than the table
+                n_el = min(n_el, out_elems)
             in_elems.append(n_el)
             if prod is not None:
                 preds.add(prod)
-        gather = name in GATHERS and any(
-            isinstance(x, torch.Tensor) and x is not first and not x.dtype.is_floating_point
-            for x in flat_in[1:])
         may = _MAY_HAVE_MACS.get(name)
         if may is None:
             may = _may_have_macs(name)
