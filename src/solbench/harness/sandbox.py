@@ -575,13 +575,16 @@ def limits(device: str) -> dict[str, tuple[int, int]]:
 #: system calls no honest kernel needs and an attacker would use to reach another process,
 #: the kernel or the host (they fail with EPERM). ptrace and process_vm_* already reach only
 #: the candidate's own processes (pid namespace, own uid on CPU): this is a second line.
+#: shmget: a System V segment, once detached, is held by no process, fd or mapping, only by
+#: the sandbox's IPC namespace, where neither RLIMIT_DATA nor the memory watchdog (memcap)
+#: sees it; POSIX shared memory (/dev/shm) and memfds serve every honest use.
 DENIED_SYSCALLS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "perf_event_open", "kexec_load",
     "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf", "userfaultfd",
     "keyctl", "add_key", "request_key", "mount", "umount2", "pivot_root", "swapon", "swapoff",
     "reboot", "setns", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "acct",
     "quotactl", "syslog", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
-    "io_uring_setup",
+    "io_uring_setup", "shmget",
 )
 
 
