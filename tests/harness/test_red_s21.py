@@ -141,3 +141,49 @@ def test_inputs_beyond_the_cap_and_shared_memory_of_its_own_pass(tmp_path, solbe
     assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings,
                                                   (t.evaluation.log or "")[-800:])
     assert not [x for x in t.evaluation.findings if x.check == "memory_limit"]
+
+
+def _userns(monkeypatch) -> None:
+    monkeypatch.setenv("SOLBENCH_SANDBOX", "userns")
+    mode, why = sandbox.resolve_mode("cpu")
+    if mode != "userns":
+        pytest.skip(f"no userns sandbox here: {why}")
+
+
+@pytest.mark.parametrize("where", ["/", "/dev"])
+def test_files_on_the_sandbox_root_are_refused_in_userns_mode(tmp_path, solbench_cache, monkeypatch, where):
+    """``userns`` mode (every CUDA worker's): the candidate is uid 0 of its namespace and owns
+    bwrap's root and /dev tmpfs mounts. It writes 1.5 caps of files there. Old code: PASSED
+    on the workload, ``HELD 1207959552`` (no cgroup: the watchdog reads /tmp and /dev/shm
+    only, RLIMIT_DATA binds no file). Now both are remounted read-only after the sandbox is
+    built: the first write fails (EROFS), RUNTIME_ERROR, nothing held."""
+    _userns(monkeypatch)
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM", str(CAP))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_MEM_CGROUP", "0")
+    p = matmul_problem(tmp_path, (32,), tol=1e-3)
+    s = load_solution(HERE / "cand_mem_root_tmpfs.py", p)
+    src = s.sources[0].content.replace("DIR = 1.0", f"DIR = {where!r}")
+    s = s.model_copy(update={"sources": [s.sources[0].model_copy(update={"content": src})]})
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", rounds=1, timing=False))
+    ev = t.evaluation
+    assert ev.status == Status.RUNTIME_ERROR, (ev.status, (ev.log or "")[-800:])
+    assert "HELD" not in ev.log and "Read-only file system" in ev.log, ev.log[-800:]
+
+
+def test_honest_work_in_userns_mode_with_a_read_only_root(tmp_path, solbench_cache, monkeypatch):
+    """What honest code writes in a ``userns`` sandbox still works with the root and /dev
+    read-only: a temporary file (TMPDIR), HOME, /dev/null through a subprocess, /dev/shm
+    (a multiprocessing lock), torch.compile's cache: PASSED."""
+    _userns(monkeypatch)
+    p = matmul_problem(tmp_path, (64,), tol=1e-3)
+    src = ("import os, subprocess, sys, tempfile, multiprocessing\nimport torch\n\n"
+           "_mm = torch.compile(torch.matmul)\n\n"
+           "def run(a, b):\n"
+           "    with tempfile.NamedTemporaryFile() as f:\n        f.write(b'x')\n"
+           "    with open(os.path.join(os.path.expanduser('~'), 'note'), 'w') as f:\n        f.write('x')\n"
+           "    subprocess.run([sys.executable, '-c', 'print(1)'], stdout=subprocess.DEVNULL, check=True)\n"
+           "    with multiprocessing.Lock():\n        pass\n"
+           "    return _mm(a, b)\n")
+    (t,) = evaluate(p, py_solution("mm_userns", src, "mm"),
+                    EvalConfig(device="cpu", rounds=2, iters=4, reference_timing=False))
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.status, (t.evaluation.log or "")[-1500:])

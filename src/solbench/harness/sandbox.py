@@ -350,8 +350,17 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
         a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
     if build_out:  # an ahead-of-time build: its own output directory, and nothing else, writable
         a += ["--bind", build_out, BUILD_OUT_MOUNT]
-    a += ["--perms", "0777", "--dir", f"{SCRATCH}/home",
-          "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
+    a += ["--perms", "0777", "--dir", f"{SCRATCH}/home"]
+    # bwrap's root, its /dev and the empty folders over hidden ones are tmpfs mounts (host
+    # RAM, half of it by default), owned in ``userns`` mode by the candidate's uid 0: files
+    # written there are memory neither RLIMIT_DATA nor the watchdog (which reads /tmp and
+    # /dev/shm) counts. Read-only once everything under them is made; the mounts below them
+    # (/tmp, /dev/shm, the device nodes) keep their own flags
+    a += ["--remount-ro", "/", "--remount-ro", "/dev"]
+    for d in _hidden_dirs():
+        if _under(d, shown) and d not in shown:
+            a += ["--remount-ro", d]
+    a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
     if _unshare_net(device):
         a += ["--unshare-net"]
     if mode == "userns":
