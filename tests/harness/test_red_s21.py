@@ -187,3 +187,22 @@ def test_honest_work_in_userns_mode_with_a_read_only_root(tmp_path, solbench_cac
     (t,) = evaluate(p, py_solution("mm_userns", src, "mm"),
                     EvalConfig(device="cpu", rounds=2, iters=4, reference_timing=False))
     assert t.evaluation.status == Status.PASSED, (t.evaluation.status, (t.evaluation.log or "")[-1500:])
+
+
+L1 = Path(__file__).resolve().parents[2] / "src" / "solbench" / "suites" / "data" / "l1"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_one_pass_layer_norm_fails_the_bundled_l1_problem(solbench_cache, seed):
+    """l1/layer_norm_fp32 (tolerance 1e-4), its 16 x 256 workload. Old code: PASSED 11 of 12
+    evaluations (and under --seed 1 and 2): the stress round was dropped because torch's own
+    float32 layer norm missed the fp64 truth there (gamma and beta offset by hundreds, rows
+    of offset / spread up to 10^4). Now the stress rows hold the reference to 1e-4 and the
+    round is judged: INCORRECT_NUMERICAL."""
+    from solbench.spec import load_problem
+
+    p = load_problem(L1 / "layer_norm_fp32")
+    (t,) = evaluate(p, load_solution(HERE / "cand_layernorm_one_pass_l1.py", p),
+                    EvalConfig(device="cpu", timing=False, workloads=["0"], seed=seed))
+    ev = t.evaluation
+    assert ev.status == Status.INCORRECT_NUMERICAL, (ev.status, ev.correctness.extra.get("extra_rounds"))
