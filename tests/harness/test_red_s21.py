@@ -1,4 +1,4 @@
-"""Red team of session 21 (docs/threats.md, "Red team of session 21"): memory the sandbox holds
+"""Red team of session 21 (docs/threats.md, "Red team of session 21 (CPU)"): memory the sandbox holds
 outside what the watchdog without a cgroup counted, each with its real candidate under
 tests/harness/, and the honest counterparts that must not be flagged."""
 
