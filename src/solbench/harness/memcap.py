@@ -60,8 +60,8 @@ MEM_PREFIX = f"{PREFIX}mem-"
 DEFAULT_SHARE = 0.5
 #: the default cap is never below this (torch alone needs a few hundred MiB)
 MIN_DEFAULT_BYTES = 1 << 30
-#: the watchdog reads the sandbox's maps (its shmem objects: :meth:`MemCap.held`) at every
-#: this-many-th look (every 1 s at the task monitor's 0.1 s)
+#: the watchdog reads the sandbox's fds and maps (its shmem objects: :meth:`MemCap.held`) at
+#: every this-many-th look (every 1 s at the task monitor's 0.1 s)
 MAPS_EVERY = 10
 
 #: an allocation the process's RLIMIT_DATA refused, as torch's CPU allocator, CPython and the
@@ -237,8 +237,8 @@ class MemCap:
         /dev/shm hold (read through a process of it whose root is not ours). ``proportional``
         False: each process's RssAnon instead of its Pss_Anon, an upper bound read without
         walking page tables. ``maps`` (default: ``proportional``) False: each process's
-        RssShmem in place of the shmem objects it maps, read without its maps (a bound of
-        what it has faulted in; an object's pages that no live process of the tree has
+        RssShmem in place of the shmem objects it holds, read without its fds and maps (what
+        it has faulted in: an unmapped memfd, or pages no live process of the tree has
         faulted in, such as a forked child's that exited, are seen only with ``maps``).
         ``"shmem"``: the memfds, shared anonymous mappings and System V segments of the tree
         (:func:`solbench.proc.procfs.shmem_objects`), the harness's own buffers
@@ -254,8 +254,8 @@ class MemCap:
         # memfds, shared anonymous mappings and System V segments: neither anonymous nor in
         # the two tmpfs, nor bound by RLIMIT_DATA (a shared mapping, or none at all); each
         # object once, the harness's own buffers (which a cgroup charges to the parent) left
-        # out. Not proportional: each process's RssShmem (the shmem pages it maps, the
-        # harness's buffers included) bounds the mapped objects without reading its maps
+        # out. Without ``maps``: each process's RssShmem (the shmem pages it has faulted in,
+        # the harness's buffers included) stands for them, read without its fds or maps
         read_maps = proportional if maps is None else maps
         anon = shmem = 0
         objects: dict[int, int] = {}
@@ -268,7 +268,8 @@ class MemCap:
                 anon += rss["RssAnon"]
                 if not read_maps:
                     shmem += rss["RssShmem"]
-            objects.update(procfs.shmem_objects(p, shm_dev, maps=read_maps))
+            if read_maps:
+                objects.update(procfs.shmem_objects(p, shm_dev))
         own = shm.OWN_INODES
         shmem += sum(v for k, v in objects.items() if k not in own)
         tmpfs, mounts = 0, set()
@@ -297,10 +298,11 @@ class MemCap:
             return self._watch_hit is not None
         # RssAnon >= Pss_Anon: under the cap without the page-table walk of smaps_rollup,
         # which this thread would otherwise repeat every look while candidates are timed. The
-        # shmem objects are read through the maps at every MAPS_EVERY-th look (a maps read
-        # costs about 0.5 ms for a worker with torch, and a candidate can make it longer
-        # with more mappings), and in between bounded by what the processes have faulted in
-        # (RssShmem, the harness's mapped buffers included: past the cap, the maps decide)
+        # shmem objects are read through the fds and maps at every MAPS_EVERY-th look (a
+        # maps read costs about 0.5 ms for a worker with torch, and a candidate can make
+        # both longer with more mappings, fds and processes), and in between stood for by
+        # what the processes have faulted in (RssShmem, the harness's mapped buffers
+        # included: past the cap, the fds and maps decide)
         look, self._looks = self._looks, self._looks + 1
         if look % MAPS_EVERY and self.held(proportional=False, maps=False)[0] <= self.cap:
             return False

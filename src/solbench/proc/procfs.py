@@ -362,16 +362,15 @@ def shm_dev() -> int | None:
     return _SHM_DEV[0]
 
 
-def shmem_objects(pid: int, dev: int | None = None, maps: bool = True) -> dict[int, int]:
+def shmem_objects(pid: int, dev: int | None = None) -> dict[int, int]:
     """The objects of the internal shmem mount (:func:`shm_dev`) that ``pid`` holds, by inode:
     ``{inode: bytes allocated to it}``, through its open fds (a memfd written and never
     mapped) and its mappings (a shared anonymous mapping, a mapped memfd, an attached
     System V segment). An object's bytes are its ``st_blocks`` x 512 (its pages, wherever
     they are mapped), read with ``stat`` through ``/proc/<pid>/fd/N`` or
     ``/proc/<pid>/map_files/<range>`` (proc(5); the second needs CAP_SYS_ADMIN: a mapping it
-    cannot read is not counted). Reads the fd table and (``maps``) the maps file, never the
-    page tables; ``maps`` False: the objects held through fds only. Empty where unreadable
-    (gone)."""
+    cannot read is not counted). Reads the fd table and the maps file, never the page
+    tables. Empty where unreadable (gone)."""
     dev = shm_dev() if dev is None else dev
     out: dict[int, int] = {}
     if dev is None:
@@ -388,8 +387,6 @@ def shmem_objects(pid: int, dev: int | None = None, maps: bool = True) -> dict[i
             continue
         if st.st_dev == dev:
             out[st.st_ino] = st.st_blocks * 512
-    if not maps:
-        return out
     # "start-end perms offset major:minor inode path", the device in hex (proc(5)); found
     # with str.find (a line-anchored regex over a worker's maps costs more than reading them)
     text = read_text(f"{base}/maps") or ""
