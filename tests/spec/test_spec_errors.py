@@ -281,3 +281,18 @@ def test_all_bad_workload_lines_are_named_at_once(tmp_path):
     assert e.field.startswith("line 1") and "also bad: line 3" in e.message
     r = CliRunner().invoke(app, ["validate", str(d)])
     assert r.exit_code == 1 and len(_invalid_lines(r)) == 1  # still one line per problem
+
+
+def test_a_candidate_py_without_an_entry_point_names_what_it_defines(tmp_path):
+    """A candidate .py with neither ``ModelNew`` nor ``run``: one line naming the file, the
+    field (entry point) and the top-level classes and functions it does define (before:
+    "ModelNew: candidate file must define class ModelNew or def run", a field named after a
+    class the file does not have)."""
+    p = load_problem(write_problem(tmp_path / "p"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("import torch\n\nclass Helper:\n    pass\n\ndef forward(x, y):\n    return x + y\n")
+    with pytest.raises(SpecError) as e:
+        load_solution(cand, p)
+    msg = str(e.value)
+    assert "cand.py" in msg and "entry point" in msg and "Helper, forward" in msg, msg
+    assert "\n" not in msg

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from ..spec.kernelbench import missing_entry
 from .common import clean_message, console, err_console, escape_markup
 
 
@@ -135,7 +136,7 @@ def kernelbench_static(path: Path, text: str, candidate: bool) -> str:
         elif "run" in top:
             entry = "run"
         else:
-            raise ValueError("ModelNew: candidate file must define class ModelNew or def run")
+            raise ValueError(f"entry point: {missing_entry(top)}")
         lang = "triton" if "triton" in text else "pytorch"
         return f"OK solution {path.stem} for {path.stem} ({lang}; KernelBench candidate, entry {entry})"
     for need in ("Model", "get_inputs", "get_init_inputs"):

@@ -25,10 +25,11 @@ Mechanisms, strongest first (:func:`probe` says which one this host gets; every 
   together before this was watched), so the parent's watchdog (the task monitor's thread,
   :data:`~solbench.harness.taskcap.WATCHDOG_INTERVAL_S`) sums the sandbox's anonymous
   memory (proportional set size, :func:`solbench.proc.procfs.anon_bytes`, over the worker's
-  process tree) and what its private /tmp and /dev/shm hold, and kills the sandbox past the
-  cap (``memory_limit``, mechanism ``watchdog``). Not counted there: memfd and shared
-  mappings outside those two tmpfs (the harness's own buffers are such), which only a
-  memory cgroup charges.
+  process tree), the memfds and shared anonymous mappings the tree holds (each object once,
+  the harness's own buffers left out: :meth:`MemCap.held`) and what its private /tmp and
+  /dev/shm hold, and kills the sandbox past the cap (``memory_limit``, mechanism
+  ``watchdog``). A System V segment, once detached, is held by nothing the watchdog can read:
+  the sandbox's seccomp filter refuses ``shmget`` (``sandbox.DENIED_SYSCALLS``).
 
 The status is decided by :mod:`solbench.harness.verdict` from the failure this causes (the
 worker died: RUNTIME_ERROR, its reason naming the cap), with the advisory finding
@@ -59,6 +60,9 @@ MEM_PREFIX = f"{PREFIX}mem-"
 DEFAULT_SHARE = 0.5
 #: the default cap is never below this (torch alone needs a few hundred MiB)
 MIN_DEFAULT_BYTES = 1 << 30
+#: the watchdog reads the sandbox's fds and maps (its shmem objects: :meth:`MemCap.held`) at
+#: every this-many-th look (every 1 s at the task monitor's 0.1 s)
+MAPS_EVERY = 10
 
 #: an allocation the process's RLIMIT_DATA refused, as torch's CPU allocator, CPython and the
 #: C library word it (ENOMEM); a CUDA allocator's "out of memory" is device memory, not this cap
@@ -186,6 +190,7 @@ class MemCap:
         self._final: dict[str, Any] | None = None
         self._pids: list[int] = []  # watched launchers (rlimit only)
         self._watch_hit: dict[str, Any] | None = None
+        self._looks = 0
         if not self.cap:
             self.mechanism = "none"
             return
@@ -226,20 +231,47 @@ class MemCap:
         self._pids = [p for p in pids if p and _own_child(p)]
         _MONITOR.add(self)
 
-    def held(self, proportional: bool = True) -> tuple[int, dict[str, int]]:
-        """What the watched sandbox holds now, in bytes: (total, {"anon": ..., "tmpfs": ...}):
+    def held(self, proportional: bool = True, maps: bool | None = None) -> tuple[int, dict[str, int]]:
+        """What the watched sandbox holds now, in bytes: (total, {"anon", "shmem", "tmpfs"}):
         the anonymous memory of every process of its tree and what its private /tmp and
         /dev/shm hold (read through a process of it whose root is not ours). ``proportional``
         False: each process's RssAnon instead of its Pss_Anon, an upper bound read without
-        walking page tables."""
+        walking page tables. ``maps`` (default: ``proportional``) False: each process's
+        RssShmem in place of the shmem objects it holds, read without its fds and maps (what
+        it has faulted in: an unmapped memfd, or pages no live process of the tree has
+        faulted in, such as a forked child's that exited, are seen only with ``maps``).
+        ``"shmem"``: the memfds, shared anonymous mappings and System V segments of the tree
+        (:func:`solbench.proc.procfs.shmem_objects`), the harness's own buffers
+        (:data:`solbench.harness.shm.OWN_INODES`) left out."""
         from ..proc import procfs
+        from . import shm
         from .taskcap import _own_child
 
         tree: set[int] = set()
         for p in self._pids:
             if _own_child(p):
                 tree |= {p} | procfs.descendants(p)
-        anon = sum((procfs.anon_bytes if proportional else procfs.rss_anon_bytes)(p) for p in tree)
+        # memfds, shared anonymous mappings and System V segments: neither anonymous nor in
+        # the two tmpfs, nor bound by RLIMIT_DATA (a shared mapping, or none at all); each
+        # object once, the harness's own buffers (which a cgroup charges to the parent) left
+        # out. Without ``maps``: each process's RssShmem (the shmem pages it has faulted in,
+        # the harness's buffers included) stands for them, read without its fds or maps
+        read_maps = proportional if maps is None else maps
+        anon = shmem = 0
+        objects: dict[int, int] = {}
+        shm_dev = procfs.shm_dev()
+        for p in tree:
+            if proportional:
+                anon += procfs.anon_bytes(p)
+            else:
+                rss = procfs.status_bytes(p, ("RssAnon", "RssShmem"))
+                anon += rss["RssAnon"]
+                if not read_maps:
+                    shmem += rss["RssShmem"]
+            if read_maps:
+                objects.update(procfs.shmem_objects(p, shm_dev))
+        own = shm.OWN_INODES
+        shmem += sum(v for k, v in objects.items() if k not in own)
         tmpfs, mounts = 0, set()
         for p in sorted(tree):
             try:
@@ -257,16 +289,24 @@ class MemCap:
                     mounts.add(dev)
                     tmpfs += procfs.tmpfs_used_bytes(path)
             break  # one process of the sandbox shows its mounts
-        return anon + tmpfs, {"anon": anon, "tmpfs": tmpfs}
+        return anon + shmem + tmpfs, {"anon": anon, "shmem": shmem, "tmpfs": tmpfs}
 
     def check(self) -> bool:
         """One look of the watchdog (the task monitor's thread): True when the sandbox held
         more than the cap; it is killed then, and :meth:`hit` holds the evidence."""
         if self._watch_hit is not None or self._released:
             return self._watch_hit is not None
-        if self.held(proportional=False)[0] <= self.cap:
-            # RssAnon >= Pss_Anon: under the cap without the page-table walk of smaps_rollup,
-            # which this thread would otherwise repeat every look while candidates are timed
+        # RssAnon >= Pss_Anon: under the cap without the page-table walk of smaps_rollup,
+        # which this thread would otherwise repeat every look while candidates are timed. The
+        # shmem objects are read through the fds and maps at every MAPS_EVERY-th look (a
+        # maps read costs about 0.5 ms for a worker with torch, and a candidate can make
+        # both longer with more mappings, fds and processes), and in between stood for by
+        # what the processes have faulted in (RssShmem, the harness's mapped buffers
+        # included: past the cap, the fds and maps decide)
+        look, self._looks = self._looks, self._looks + 1
+        if look % MAPS_EVERY and self.held(proportional=False, maps=False)[0] <= self.cap:
+            return False
+        if self.held(proportional=False, maps=True)[0] <= self.cap:
             return False
         total, parts = self.held()
         if total <= self.cap:
@@ -345,6 +385,7 @@ class MemCap:
         if ev["mechanism"] == "watchdog":
             return (f"the sandbox exceeded its memory cap of {gib(self.cap)} (the parent's watchdog saw "
                     f"{gib(ev['held_bytes'])}: {gib(ev['anon_bytes'])} anonymous over its processes, "
+                    f"{gib(ev.get('shmem_bytes', 0))} in memfds and shared mappings, "
                     f"{gib(ev['tmpfs_bytes'])} in its /tmp and /dev/shm) and killed it")
         # "the sandbox": the process the kernel ended may be a child of the worker's
         return (f"the sandbox exceeded its memory cap of {gib(self.cap)} (the kernel's OOM killer "

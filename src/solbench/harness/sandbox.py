@@ -350,8 +350,17 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
         a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
     if build_out:  # an ahead-of-time build: its own output directory, and nothing else, writable
         a += ["--bind", build_out, BUILD_OUT_MOUNT]
-    a += ["--perms", "0777", "--dir", f"{SCRATCH}/home",
-          "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
+    a += ["--perms", "0777", "--dir", f"{SCRATCH}/home"]
+    # bwrap's root, its /dev and the empty folders over hidden ones are tmpfs mounts (host
+    # RAM, half of it by default), owned in ``userns`` mode by the candidate's uid 0: files
+    # written there are memory neither RLIMIT_DATA nor the watchdog (which reads /tmp and
+    # /dev/shm) counts. Read-only once everything under them is made; the mounts below them
+    # (/tmp, /dev/shm, the device nodes) keep their own flags
+    a += ["--remount-ro", "/", "--remount-ro", "/dev"]
+    for d in _hidden_dirs():
+        if _under(d, shown) and d not in shown:
+            a += ["--remount-ro", d]
+    a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
     if _unshare_net(device):
         a += ["--unshare-net"]
     if mode == "userns":
@@ -575,13 +584,16 @@ def limits(device: str) -> dict[str, tuple[int, int]]:
 #: system calls no honest kernel needs and an attacker would use to reach another process,
 #: the kernel or the host (they fail with EPERM). ptrace and process_vm_* already reach only
 #: the candidate's own processes (pid namespace, own uid on CPU): this is a second line.
+#: shmget: a System V segment, once detached, is held by no process, fd or mapping, only by
+#: the sandbox's IPC namespace, where neither RLIMIT_DATA nor the memory watchdog (memcap)
+#: sees it; POSIX shared memory (/dev/shm) and memfds serve every honest use.
 DENIED_SYSCALLS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "perf_event_open", "kexec_load",
     "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf", "userfaultfd",
     "keyctl", "add_key", "request_key", "mount", "umount2", "pivot_root", "swapon", "swapoff",
     "reboot", "setns", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "acct",
     "quotactl", "syslog", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
-    "io_uring_setup",
+    "io_uring_setup", "shmget",
 )
 
 

@@ -45,6 +45,9 @@ def _storage_bytes(shape, stride, elem: int) -> int:
 
 #: parent side: memfd of every live buffer by id (what WorkerHandle sends a worker)
 MEMFDS: dict[str, int] = {}
+#: inodes of the memfds this process made for buffers (:class:`ShmArena`): the harness's own
+#: memory, which the memory watchdog leaves out of a worker's share (``memcap.MemCap.held``)
+OWN_INODES: set[int] = set()
 _ids = itertools.count(1)
 _ids_lock = threading.Lock()
 
@@ -149,6 +152,7 @@ class ShmArena:
             os.ftruncate(fd, nbytes)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             self.fds.append(fd)
+            OWN_INODES.add(os.fstat(fd).st_ino)
             with _ids_lock:
                 buf_id = f"{os.getpid()}-{next(_ids)}"
             MEMFDS[buf_id] = fd
@@ -166,6 +170,7 @@ class ShmArena:
             MEMFDS.pop(k, None)
         for fd in self.fds:
             try:
+                OWN_INODES.discard(os.fstat(fd).st_ino)
                 os.close(fd)
             except OSError:
                 pass

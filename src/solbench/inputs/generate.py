@@ -215,6 +215,15 @@ def _row_kinds(nrows: int, required: tuple[int, ...], probs: tuple[float, ...], 
     return kind
 
 
+#: range of offset / spread of a normalisation stress row (``_stress_values``). Measured
+#: against an fp64 layer norm over 200 stress sets each of 32 x 256, 16 x 256, 4 x 1024 and
+#: 64 x 4096 (99% of the elements within the tolerance): torch's float32 layer norm misses
+#: 1e-4 on 0, 0, 1 and 0 sets; a one-pass E[x^2] - E[x]^2 one passes 1e-3 on none and 1e-2
+#: on 0, 3, 40 and 0 (a set of few rows holds few offset rows). Above about 750 torch's own
+#: error nears 1e-4; below about 500 the one-pass error falls under 1e-2
+NORM_RATIO = (550.0, 720.0)
+
+
 def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
     """float32 stress values of one data input of a definition of op class ``cls``.
 
@@ -237,6 +246,12 @@ def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
     def signed(n):
         return torch.where(torch.rand(n, generator=g, device=dev) < 0.5, -1.0, 1.0) * mag(n)
 
+    if cls == "norm" and len(shape) < 2:
+        # a normalisation's vector input is its affine weight or bias over the normalised
+        # dimension (its data has rows): offset by hundreds it only scaled the output past
+        # the problem's absolute tolerance, the float32 reference then missed the fp64 truth
+        # and the stress round was dropped (l1/layer_norm_fp32's gamma and beta)
+        return randn()
     if cls in ("softmax", "norm"):
         lead = tuple(shape[:-1]) if len(shape) > 1 else (1,)
         cols = shape[-1] if len(shape) else 1
@@ -265,15 +280,16 @@ def _stress_values(cls: str, shape, g, dev) -> torch.Tensor:
             # exact in any summation order
             kind = _row_kinds(nrows, (1, 2, 3), (0.2, 0.2, 0.125), g, dev)
             off = mag(nrows)
-            spread = 0.1 + 2.9 * torch.rand(nrows, generator=g, device=dev)
-            # one offset row at least is ill-conditioned for certain: the shifted row of the
-            # largest offset gets its spread scaled into 0.1..0.16 (its own draw, no new one, so
-            # the rest of the stream is unchanged); a uniform spread alone left about 2% of
-            # draws on which a one-pass variance still passed
-            moved = (kind == 1) | (kind == 2)
-            if bool(moved.any()):
-                r = int(torch.argmax(torch.where(moved, off, torch.full_like(off, -1.0))))
-                spread[r] = 0.1 + 0.02 * (spread[r] - 0.1)
+            # every offset row's spread is its offset over a ratio R in NORM_RATIO: a one-pass
+            # variance's error grows as R^2 x 2^-24 (0.02-0.03 of the variance here), a float32
+            # two-pass one's as R x 2^-24 (4e-5): the first misses 1e-3, the second holds 1e-4.
+            # A spread drawn apart from the offset gave rows of R up to 10^4, which no float32
+            # layer norm (torch's included) normalises to 1e-4: the reference then missed the
+            # fp64 truth and the whole stress round was dropped (62 of 100 sets of
+            # l1/layer_norm_fp32's 16 x 256 workload), while rows of R below 300 let a one-pass
+            # variance pass
+            ratio = NORM_RATIO[0] + (NORM_RATIO[1] - NORM_RATIO[0]) * torch.rand(nrows, generator=g, device=dev)
+            spread = off / ratio
             sign = torch.where(kind == 2, -1.0, 1.0)
             level = torch.floor(5.0 * torch.rand(nrows, generator=g, device=dev)) - 2.0
             shifted = (sign * off)[:, None] + spread[:, None] * x

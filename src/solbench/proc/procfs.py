@@ -321,17 +321,95 @@ def anon_bytes(pid: int) -> int:
     return rss_anon_bytes(pid)
 
 
+def status_bytes(pid: int, names: tuple[str, ...]) -> dict[str, int]:
+    """The ``kB`` fields ``names`` of ``/proc/<pid>/status`` (one read), in bytes; a field
+    missing or unreadable (the process gone) is 0."""
+    out = dict.fromkeys(names, 0)
+    for line in (read_text(f"/proc/{pid}/status") or "").splitlines():
+        key, _, rest = line.partition(":")
+        if key in out:
+            try:
+                out[key] = int(rest.split()[0]) * 1024
+            except (IndexError, ValueError):
+                pass
+    return out
+
+
 def rss_anon_bytes(pid: int) -> int:
     """``RssAnon`` of ``/proc/<pid>/status`` in bytes: the anonymous pages ``pid`` maps, a page
     shared with a forked relative counted in each, so never less than :func:`anon_bytes`.
     0 where unreadable (gone)."""
-    for line in (read_text(f"/proc/{pid}/status") or "").splitlines():
-        if line.startswith("RssAnon:"):
-            try:
-                return int(line.split()[1]) * 1024
-            except (IndexError, ValueError):
-                return 0
-    return 0
+    return status_bytes(pid, ("RssAnon",))["RssAnon"]
+
+
+_SHM_DEV: list[int] = []
+
+
+def shm_dev() -> int | None:
+    """The device number of the kernel's internal shmem mount, where every memfd, shared
+    anonymous mapping (``mmap(-1, n, MAP_SHARED)``) and System V segment keeps its pages
+    (mm/shmem.c: ``shmem_file_setup``, ``shmem_zero_setup``, ``shmem_kernel_file_setup``):
+    read once from a memfd of this process's own. None where memfds do not exist."""
+    if not _SHM_DEV:
+        try:
+            fd = os.memfd_create("solbench-shm-dev", os.MFD_CLOEXEC)
+        except (AttributeError, OSError):
+            return None
+        try:
+            _SHM_DEV.append(os.fstat(fd).st_dev)
+        finally:
+            os.close(fd)
+    return _SHM_DEV[0]
+
+
+def shmem_objects(pid: int, dev: int | None = None) -> dict[int, int]:
+    """The objects of the internal shmem mount (:func:`shm_dev`) that ``pid`` holds, by inode:
+    ``{inode: bytes allocated to it}``, through its open fds (a memfd written and never
+    mapped) and its mappings (a shared anonymous mapping, a mapped memfd, an attached
+    System V segment). An object's bytes are its ``st_blocks`` x 512 (its pages, wherever
+    they are mapped), read with ``stat`` through ``/proc/<pid>/fd/N`` or
+    ``/proc/<pid>/map_files/<range>`` (proc(5); the second needs CAP_SYS_ADMIN: a mapping it
+    cannot read is not counted). Reads the fd table and the maps file, never the page
+    tables. Empty where unreadable (gone)."""
+    dev = shm_dev() if dev is None else dev
+    out: dict[int, int] = {}
+    if dev is None:
+        return out
+    base = f"/proc/{pid}"
+    try:
+        fds = os.listdir(f"{base}/fd")
+    except OSError:
+        fds = []
+    for n in fds:
+        try:
+            st = os.stat(f"{base}/fd/{n}")
+        except OSError:
+            continue
+        if st.st_dev == dev:
+            out[st.st_ino] = st.st_blocks * 512
+    # "start-end perms offset major:minor inode path", the device in hex (proc(5)); found
+    # with str.find (a line-anchored regex over a worker's maps costs more than reading them)
+    text = read_text(f"{base}/maps") or ""
+    tag = f" {os.major(dev):02x}:{os.minor(dev):02x} "
+    at = text.find(tag)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        fields = text[start:end if end >= 0 else len(text)].split(None, 5)
+        at = text.find(tag, at + len(tag))
+        try:
+            ino = int(fields[4])
+        except (IndexError, ValueError):
+            continue
+        if ino in out:
+            continue
+        try:
+            st = os.stat(f"{base}/map_files/{fields[0]}")
+        except OSError:
+            continue
+        if st.st_dev == dev:
+            out[st.st_ino] = st.st_blocks * 512
+    return out
 
 
 def tmpfs_used_bytes(path: str) -> int:

@@ -35,6 +35,13 @@ def _solbench_get_inputs(axes_and_scalars, device):
 KB_SEED = 42
 
 
+def missing_entry(names) -> str:
+    """The error of a candidate .py that defines neither entry point, naming what it defines
+    at top level instead (``names``: class and function names)."""
+    found = ", ".join(sorted(names)[:8]) + (", ..." if len(names) > 8 else "") if names else "none"
+    return f"defines neither class ModelNew nor def run (top-level classes and functions: {found})"
+
+
 def _defines(tree: ast.Module) -> set[str]:
     return {
         n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))
@@ -143,7 +150,7 @@ def solution_from_py(path: Path, problem: Problem | None) -> Solution:
     elif "run" in names:
         entry = "run"
     else:
-        raise SpecError(path, "ModelNew", "candidate file must define class ModelNew or def run")
+        raise SpecError(path, "entry point", missing_entry(names))
     lang = "triton" if "triton" in text else "pytorch"
     return Solution(
         name=path.stem,
