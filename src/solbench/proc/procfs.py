@@ -376,17 +376,22 @@ def shmem_objects(pid: int, dev: int | None = None) -> dict[int, int]:
     if dev is None:
         return out
     base = f"/proc/{pid}"
+
+    def held(path: str) -> None:
+        # the object behind an fd or a mapping, when it lives on the shmem mount
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        if st.st_dev == dev:
+            out[st.st_ino] = st.st_blocks * 512
+
     try:
         fds = os.listdir(f"{base}/fd")
     except OSError:
         fds = []
     for n in fds:
-        try:
-            st = os.stat(f"{base}/fd/{n}")
-        except OSError:
-            continue
-        if st.st_dev == dev:
-            out[st.st_ino] = st.st_blocks * 512
+        held(f"{base}/fd/{n}")
     # "start-end perms offset major:minor inode path", the device in hex (proc(5)); found
     # with str.find (a line-anchored regex over a worker's maps costs more than reading them)
     text = read_text(f"{base}/maps") or ""
@@ -401,14 +406,8 @@ def shmem_objects(pid: int, dev: int | None = None) -> dict[int, int]:
             ino = int(fields[4])
         except (IndexError, ValueError):
             continue
-        if ino in out:
-            continue
-        try:
-            st = os.stat(f"{base}/map_files/{fields[0]}")
-        except OSError:
-            continue
-        if st.st_dev == dev:
-            out[st.st_ino] = st.st_blocks * 512
+        if ino not in out:
+            held(f"{base}/map_files/{fields[0]}")
     return out
 
 
