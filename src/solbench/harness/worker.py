@@ -427,7 +427,7 @@ class Worker:
 
     def _on_guards(self, req: Guards) -> tuple[str, dict]:
         changed = self.guards.verify_snapshot(self.snapshot, self._harness_fns)
-        interp = Worker._interposition(self, full=req.full is not False)
+        interp = Worker._interposition(self, full=req.full)
         flags = _backend_flags()
         if self.is_cuda and self.torch.cuda.current_stream().cuda_stream != self.stream0:
             changed = changed + ["torch.cuda.current_stream (set_stream outside a context)"]
