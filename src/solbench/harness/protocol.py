@@ -344,6 +344,10 @@ class ClassEntry(_Msg):
     items: Annotated[list[Annotated[list[Addr], Field(min_length=2, max_length=2)]], Field(max_length=4096)]
 
 
+#: most pinned attributes one reply-path object lists (the worker's: worker._PINNED)
+MAX_PINNED = 32
+
+
 class InstanceEntry(_Msg):
     """An object of the worker's reply path (:func:`~.memguard.instance_table`)."""
 
@@ -352,9 +356,9 @@ class InstanceEntry(_Msg):
     ns: Addr  # its __dict__
     methods: Annotated[list[Name], Field(max_length=512)]
     method_hashes: Annotated[list[Hash], Field(max_length=512)]
-    pinned: Annotated[list[Name], Field(max_length=16)]
-    pinned_hashes: Annotated[list[Hash], Field(max_length=16)]
-    pinned_values: Annotated[list[Addr], Field(max_length=16)]
+    pinned: Annotated[list[Name], Field(max_length=MAX_PINNED)]
+    pinned_hashes: Annotated[list[Hash], Field(max_length=MAX_PINNED)]
+    pinned_values: Annotated[list[Addr], Field(max_length=MAX_PINNED)]
     type: Addr | None = None
     classes: Annotated[list[ClassEntry], Field(max_length=16)] | None = None
 

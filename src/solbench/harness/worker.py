@@ -60,7 +60,11 @@ _perf = time.perf_counter  # captured before any candidate code exists
 #: dispatcher guard: tests/harness/cand_dispatch_guard_rebound.py)
 _PINNED = ("conn", "dispatch", "guards", "snapshot", "_interp0", "_conn0", "torch", "_sync",
            "_record_function", "_l2", "_l2_sig", "flags0", "_streams0", "_harness_fns", "_Event",
-           "_stream_ctx")
+           "_stream_ctx", "_acts")
+#: the CUPTI recorder's attributes that hold what its sessions run through (bound at its
+#: creation, before any candidate code)
+_ACTS_PINNED = ("_enable", "_disable", "_flush_all", "_stream_id", "_raw", "_demangle", "_kinds",
+                "_k_kernel", "_k_memset", "_cb")
 
 
 def _cache_bytes() -> int:
@@ -199,6 +203,18 @@ class Worker:
         except ValueError:
             self._preroll_s = 0.0
         self._mstreams = None
+        #: CUDA: the CUPTI activity recorder of the "streams" sessions (harness/cupti_activity.py:
+        #: the same device records as a CUDA-only torch.profiler session, without Kineto's
+        #: seconds-long first session); None without cupti-python, and torch.profiler times
+        self._acts = None
+        self._acts_note: str | None = None
+        if self.is_cuda:
+            try:
+                from .cupti_activity import open_session
+
+                self._acts = open_session()
+            except Exception as e:  # noqa: BLE001 - any failure means: torch.profiler, as before
+                self._acts_note = f"cupti-python unavailable ({type(e).__name__}: {str(e)[:200]})"
         # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
         # are done, before any candidate code exists
         self.dispatch = guards.DispatchGuard()
@@ -209,7 +225,9 @@ class Worker:
         # it, ``__getattribute__``, reroutes its ``encode``). Taken last, once they all exist
         self.mem_instances = memguard.instance_table({"worker": (self, _PINNED),
                                                       "worker.conn": (self.conn, ()),
-                                                      "json.JSONEncoder": (json.JSONEncoder, ())})
+                                                      "json.JSONEncoder": (json.JSONEncoder, ()),
+                                                      **({"worker._acts": (self._acts, _ACTS_PINNED)}
+                                                         if self._acts is not None else {})})
 
     # ------------------------------------------------------------------ protocol
     def loop(self) -> None:
@@ -290,7 +308,15 @@ class Worker:
         # on the H200, bench/results/suites_device phases_s timing.profiler); the reference worker pays it
         # here, while the candidate's worker starts, not inside reference_timing
         t0 = _perf()
-        if self.is_cuda:
+        if self.is_cuda and self._acts is not None:
+            # the "streams" sessions' recorder: its first session, with one kernel
+            self._acts.start()
+            try:
+                self.torch.ones(1, device=self.device).add_(1)
+                self.torch.cuda.synchronize()
+            finally:
+                self._acts.stop()
+        elif self.is_cuda:
             from torch.profiler import ProfilerActivity, profile
 
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
@@ -404,6 +430,10 @@ class Worker:
                 acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
                 if req.markers == "streams":
                     why = self._marker_streams()
+                    if why is None and self._acts is not None:
+                        self._acts.start()
+                        self.prof, self.markers = self._acts, "streams"
+                        return "ok", {"cupti": True, "l2_reset": l2}
                     if why is None:
                         # the profiler's CPU-side recording of every op widens the
                         # host's launch gaps inside the span (bench/cupti_cuda_only.py)
@@ -645,22 +675,28 @@ class Worker:
         torch = self.torch
         try:
             cu = ctypes.CDLL("libcuda.so.1")
-            path = next((ln.split()[-1] for ln in open("/proc/self/maps") if "libcupti" in ln), None)
-            cupti = ctypes.CDLL(path or "libcupti.so")
             cu.cuStreamCreate.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint)
-            get_id = cupti.cuptiGetStreamIdEx
-            get_id.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint8, ctypes.POINTER(ctypes.c_uint32))
+            if self._acts is None:
+                # the ids Kineto's records carry: its own libcupti's
+                path = next((ln.split()[-1] for ln in open("/proc/self/maps") if "libcupti" in ln), None)
+                get_id = ctypes.CDLL(path or "libcupti.so").cuptiGetStreamIdEx
+                get_id.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint8,
+                                   ctypes.POINTER(ctypes.c_uint32))
             out = []
             for _ in range(2):
                 h = ctypes.c_void_p()
                 rc = cu.cuStreamCreate(ctypes.byref(h), 1)  # CU_STREAM_NON_BLOCKING
                 if rc != 0:
                     return f"cuStreamCreate returned {rc}"
-                sid = ctypes.c_uint32()
-                rc = get_id(None, h, 0, ctypes.byref(sid))
-                if rc != 0:
-                    return f"cuptiGetStreamIdEx returned {rc}"
-                out.append((torch.cuda.ExternalStream(h.value, device=self.device), int(sid.value)))
+                if self._acts is not None:
+                    sid_v = self._acts.stream_id(h.value)
+                else:
+                    sid = ctypes.c_uint32()
+                    rc = get_id(None, h, 0, ctypes.byref(sid))
+                    if rc != 0:
+                        return f"cuptiGetStreamIdEx returned {rc}"
+                    sid_v = int(sid.value)
+                out.append((torch.cuda.ExternalStream(h.value, device=self.device), sid_v))
         except Exception as e:  # noqa: BLE001 - any failure here means: ranges, as before
             return f"{type(e).__name__}: {e}"
         self._mstreams = out
@@ -809,14 +845,25 @@ class Worker:
     def _time_end(self) -> dict:
         if self.prof is None:
             return {"cupti": False}
-        from .timing import kineto_segmentation, kineto_stream_segmentation
+        from .timing import kineto_segmentation, kineto_stream_segmentation, stream_segmentation
 
         self._flush(10**6)  # closing flush: ends the last iteration's window
-        self.prof.__exit__(None, None, None)
+        own = self.prof is self._acts
+        recs = None
+        if own:
+            try:
+                recs = self._acts.stop()
+            except Exception as e:  # noqa: BLE001 - the block falls back to events
+                self.prof, self.markers = None, "ranges"
+                return {"cupti": False, "reason": f"CUPTI records lost: {type(e).__name__}: {str(e)[:300]}"}
+        else:
+            self.prof.__exit__(None, None, None)
         streams = self.markers == "streams"
         self.markers = "ranges"
         try:
-            if streams:
+            if own:
+                seg, _ = stream_segmentation(recs, self.timed_n, self._mstreams[0][1], self._mstreams[1][1])
+            elif streams:
                 seg, _ = kineto_stream_segmentation(self.prof, self.timed_n, self._mstreams[0][1],
                                                     self._mstreams[1][1])
             else:
@@ -827,7 +874,11 @@ class Worker:
             self.prof = None
         if not seg.ok:
             return {"cupti": False, "reason": seg.reason}
-        note = "; ".join(x for x in ("markers: streams (CUDA activity only)" if streams else None,
+        note = "; ".join(x for x in (f"markers: streams (CUDA activity only, records through "
+                                      f"{'cupti-python' if own else 'torch.profiler'})" if streams else None,
+                                      f"{self._acts.early_buffers} activity buffer(s) delivered during the block"
+                                      if own and self._acts.early_buffers else None,
+                                      self._acts_note if streams and not own else None,
                                        self._markers_note, seg.reason) if x)
         return {"cupti": True, "note": note or None, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
                 "n_activities": seg.n_activities, "kernel_sets": [list(s) for s in seg.kernel_sets],
