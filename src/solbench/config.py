@@ -75,7 +75,8 @@ class EvalConfig:
             reference; ``verify_fraction`` (0-1) of them when that is more. Which ones is
             drawn from the OS's secure random source after nothing of the sample was announced.
         timing / reference_timing: measure the candidate / the eager reference.
-        cupti: use torch.profiler (Kineto/CUPTI) device activity on CUDA.
+        cupti: time with CUPTI device activity on CUDA (cupti-python's activity records in
+            the "streams" method when installed, else torch.profiler's).
         cupti_markers: how the timed sessions find the flush and end markers
             (``harness.timing.MARKER_METHODS``): "streams" (default; CUDA activity only,
             the worker's own marker and copy streams: the profiler records no op on the

@@ -50,3 +50,25 @@ def test_a_missing_device_ends_with_one_line_and_no_worker_left():
     assert len(lines) == 1 and "--device" in lines[0] and "cuda:3" in lines[0], r.stderr
     time.sleep(0.5)  # a killed tree's last processes are reaped and gone
     assert _my_workers() - before == set()
+
+
+@pytest.mark.slow
+def test_a_counting_child_started_early_counts_the_bound_and_none_is_left(tmp_path):
+    """With early workers and a named hardware, ``solbench eval`` starts its SOL counting child
+    at process start too. Cold counts cache: the child counts the bound (refined: relu over
+    8,000 fp32 elements reads 32,000 bytes and writes 32,000, at the H200's 4.8 TB/s 13.3 ns);
+    filled cache: the child is not needed and is ended. Either way no counting child outlives
+    the command."""
+    _subreaper()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    sols = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-m", "solbench", "eval", "l1/relu_fp32", "-w", "0", "--device", "cpu",
+                            "--rounds", "1", "--iters", "4", "--seed", "7", "--json", "--spare-workers", "2",
+                            "--hardware", "H200"], capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        [t] = json.loads(r.stdout)
+        sols.append(t["evaluation"]["sol"])
+        time.sleep(0.5)
+        assert _my_workers(b"solbench.sol.isolated") == set()
+    assert sols[0]["sol_ms"] == sols[1]["sol_ms"] == pytest.approx(64_000 / 4.8e12 * 1e3, rel=1e-9)

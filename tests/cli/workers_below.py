@@ -17,9 +17,10 @@ def _ppid(pid: int) -> int | None:
     return int(stat[stat.rfind(")") + 2:].split()[1])
 
 
-def my_workers() -> set[int]:
+def my_workers(marker: bytes = b"solbench.harness.worker") -> set[int]:
     """Worker processes below this test process (other processes' workers, e.g. tests run
-    beside this one, are not ours)."""
+    beside this one, are not ours); ``marker``: what their command line holds (SOL counting
+    children: ``b"solbench.sol.isolated"``)."""
     me, out = os.getpid(), set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -28,7 +29,7 @@ def my_workers() -> set[int]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"solbench.harness.worker" not in cmd:
+        if marker not in cmd:
             continue
         p = int(pid)
         while p not in (None, 0, 1):

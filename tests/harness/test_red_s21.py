@@ -95,7 +95,7 @@ def test_shmem_past_the_cap_is_killed_without_a_cgroup(tmp_path, solbench_cache,
         ev = t.evaluation
         assert ev.status == Status.RUNTIME_ERROR, (ev.status, (ev.log or "")[-800:])
         f = [x for x in ev.findings if x.check == "memory_limit"]
-        assert f and f[0].evidence["mechanism"] == "watchdog", ev.findings
+        assert f and f[0].evidence["mechanism"] == "watchdog", (ev.findings, (ev.log or "")[-1500:])
         assert f[0].evidence["cap_bytes"] == CAP < f[0].evidence["held_bytes"]
         assert f[0].evidence["shmem_bytes"] > CAP // 2, f[0].evidence
         assert f"exceeded its memory cap of {memcap.gib(CAP)}" in ev.log

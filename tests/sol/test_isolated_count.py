@@ -411,3 +411,33 @@ def test_a_process_that_keeps_the_reply_pipe_and_clears_its_environment_does_not
                 pass
     assert "died of SIGKILL while counting" in str(got["w1"])
     assert got["w2"]["refined"].sol_ms == pytest.approx(_sol_ms(4096))
+
+
+def test_a_prestarted_child_is_taken_by_the_next_count_and_a_spare_nobody_takes_is_ended(tmp_path):
+    """``prestart`` spawns the child before the hardware is known; the next CountingChild of the
+    same registry sends it the header and counts with it (the same pid), with the bounds of a
+    fresh child: y = 2 x is 8 n bytes at the H200's 4.8 TB/s. A spare of another registry is
+    not taken, and ``discard_spare`` ends it (its process gone)."""
+    from solbench.proc.registry import OwnProcesses
+    from solbench.sol import isolated
+
+    p = _problem(tmp_path, "")
+    reg = OwnProcesses()
+    isolated.prestart(registry=reg)
+    pid = isolated._SPARE[0].pid
+    assert pid in reg.helpers()
+    with isolated.CountingChild("H200", registry=reg) as child:
+        got = child.count(0, str(p.path), p.workloads)
+        assert child._proc.pid == pid and isolated._SPARE is None
+    for w, n in zip(p.workloads, SIZES):
+        assert got[w.uuid]["refined"].sol_ms == pytest.approx(_sol_ms(n), rel=1e-9)
+    assert pid not in reg.helpers()
+
+    isolated.prestart(registry=reg)
+    spare = isolated._SPARE[0]
+    with isolated.CountingChild("H200", registry=OwnProcesses()) as other:
+        other.count(0, str(p.path), p.workloads[:1])
+        assert other._proc.pid != spare.pid
+    assert isolated._SPARE is not None
+    isolated.discard_spare()
+    assert spare.poll() is not None and isolated._SPARE is None and spare.pid not in reg.helpers()

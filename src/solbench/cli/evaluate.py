@@ -79,6 +79,7 @@ def register(app: typer.Typer) -> None:
             # the problem's loading and its inputs. Only a named device is started before it
             # is checked here (a bad one: the workers are killed on the way out)
             early = _early_workers(settings, check_device_name(device))
+            _early_counter(early, hardware, check_device_name(device))
         try:
             dev = check_device_name(device) if server else check_device(device)
             if not server and early is None:
@@ -89,6 +90,9 @@ def register(app: typer.Typer) -> None:
         finally:
             if early is not None:
                 early.close()
+                from ..sol.isolated import discard_spare
+
+                discard_spare()
 
 
 def _early_workers(settings, dev: str | None):
@@ -106,6 +110,26 @@ def _early_workers(settings, dev: str | None):
     pool = SparePool(dev, 2 if cfg.timing and cfg.reference_timing else 1, refill=False)
     pool.fill()
     return pool
+
+
+def _early_counter(early, hardware: str | None, dev: str | None) -> None:
+    """With workers started early, a SOL counting child too (its interpreter and torch's
+    import, seconds, then overlap the parent's own start; a bound the counts cache lacks is
+    then counted that much sooner, and the first verdict, which waits for its bound, waits
+    less); ended unused when the cache holds every bound. Only where a bound will be counted:
+    on CUDA (the hardware from the GPU's name) or with ``--hardware`` named; not when SOL is
+    off or counted in this process."""
+    hw = (hardware or "").strip().lower()
+    if early is None or hw == "none" or not (hw or (dev or "").startswith("cuda")):
+        return
+    from ..proc.registry import OWN
+    from ..sol.isolated import counting_in_process, prestart
+
+    if not counting_in_process():
+        try:
+            prestart(registry=OWN)
+        except OSError:
+            pass  # the count spawns its own child when it needs one
 
 
 def _eval_body(problem, path, solution, workloads, limit, mb, settings, dev, server, hardware, sol_model,

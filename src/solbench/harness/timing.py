@@ -5,11 +5,14 @@ Protocol (both devices): before each timed iteration the worker flushes the cach
 writes a buffer of at least 2x the device's L2; CPU: 2x the last-level cache, capped at
 256 MiB), then times one call on a fresh input slot.
 
-- CUDA: the whole timed loop runs under ``torch.profiler`` (Kineto over CUPTI). Each flush
-  is a ``record_function("solbench::l2_flush")`` range, and right after each call (once the
-  device is synchronised) a one-element fill in a ``solbench::call_end`` range marks the end;
-  the marker kernels found through those ranges delimit the iterations on the device
-  timeline, and iteration *i*'s time is the span from the first to the last device activity
+- CUDA: the whole timed loop records CUPTI's device activity: through cupti-python
+  (harness/cupti_activity.py) in the default "streams" method when it is installed, else
+  through ``torch.profiler`` (Kineto over CUPTI). In the "streams" method the flush and the
+  end marker are fills on a marker stream of the worker's own (:func:`stream_segmentation`);
+  in the "ranges" method each flush is a ``record_function("solbench::l2_flush")`` range, and
+  right after each call (once the device is synchronised) a one-element fill in a
+  ``solbench::call_end`` range marks the end. Either way the marker kernels delimit the
+  iterations on the device timeline, and iteration *i*'s time is the span from the first to the last device activity
   (kernel, memcpy, memset; every stream) between flush *i* and end marker *i*. What the
   harness does after the call (copying returned outputs to the parent's buffers) falls after
   the end marker and is not timed. The sum of kernel durations is kept beside it. CUDA events around

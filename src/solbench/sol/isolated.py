@@ -131,6 +131,81 @@ def bounds_isolated_many(items: list, hardware: str, timeout_s: float | None = N
     return out
 
 
+#: a counting child spawned ahead of need (:func:`prestart`): (process, reply reader, stderr
+#: file, token, registry), taken by the next :meth:`CountingChild._start` of this process
+_SPARE: tuple | None = None
+
+
+def _spawn(token: str, err, registry):
+    """A counting child (its header not yet sent) and its reply reader."""
+    # a session of its own: what a reference forks is killed with it (killpg) at the end;
+    # -P: the caller's working directory is not on the child's import path (a secrets.py
+    # or json.py there would be imported in place of the standard module)
+    with registry.lock if registry is not None else contextlib.nullcontext():
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, env=_child_env(token),
+                                start_new_session=True)
+        if registry is not None:
+            registry.add(proc.pid)
+    # the raw pipe, polled (solbench.proc.lines): the reading thread stops when told
+    # although a process the child forked keeps the pipe open; a line is at most MAX_LINE
+    # bytes, a longer one is no reply and is dropped as it comes
+    lines = LineReader(proc.stdout, max_line=MAX_LINE, max_queued=QUEUED_LINES, overlong="drop",
+                       name="solbench-counting-replies")
+    return proc, lines
+
+
+def prestart(registry=None) -> None:
+    """Spawn a counting child now, before the hardware it prices is known: its interpreter
+    and imports (torch's included: seconds) run while the caller imports, loads the problem
+    and starts its workers. The child waits for its header; the next :class:`CountingChild`
+    of this process with the same ``registry`` takes it (a count then starts without that
+    wait), and :func:`discard_spare` ends it when none did. A second call while one waits
+    does nothing. Raises OSError when the process cannot be spawned."""
+    global _SPARE
+    if _SPARE is not None:
+        return
+    token = secrets.token_hex(16)
+    err = tempfile.TemporaryFile(mode="w+b")
+    proc, lines = _spawn(token, err, registry)
+    _SPARE = (proc, lines, err, token, registry)
+
+
+def discard_spare() -> None:
+    """End the child :func:`prestart` spawned if no count took it (its session and every
+    process carrying its token)."""
+    global _SPARE
+    spare, _SPARE = _SPARE, None
+    if spare is None:
+        return
+    proc, lines, err, token, registry = spare
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    signals.send_group(proc.pid, signal.SIGKILL)
+    signals.kill_marked(TOKEN_ENV, token)
+    signals.reap(proc, timeout_s=limits.SOL_CHILD_EXIT_S, tries=2)
+    if registry is not None:
+        registry.discard(proc.pid)
+    lines.stop()
+    err.close()
+
+
+def _take_spare(registry):
+    """The pre-started child when there is one for ``registry`` and it is still running."""
+    global _SPARE
+    spare = _SPARE
+    if spare is None or spare[4] is not registry:
+        return None
+    _SPARE = None
+    if spare[0].poll() is not None:  # it died waiting: ended as a spare would be
+        _SPARE = spare
+        discard_spare()
+        return None
+    return spare
+
+
 class CountingChild:
     """One counting process (``python -m solbench.sol.isolated``) that counts problems one at a
     time, as :meth:`count` hands them over, and is replaced by a fresh one when it dies or
@@ -247,22 +322,13 @@ class CountingChild:
             signals.send_group(proc.pid, signal.SIGKILL)
 
     def _start(self) -> None:
-        self._err = tempfile.TemporaryFile(mode="w+b")
-        self._token = secrets.token_hex(16)
-        # a session of its own: what a reference forks is killed with it (killpg) at the end;
-        # -P: the caller's working directory is not on the child's import path (a secrets.py
-        # or json.py there would be imported in place of the standard module)
-        with self.registry.lock if self.registry is not None else contextlib.nullcontext():
-            proc = subprocess.Popen([sys.executable, "-P", "-m", "solbench.sol.isolated"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=self._err, env=_child_env(self._token),
-                                    start_new_session=True)
-            if self.registry is not None:
-                self.registry.add(proc.pid)
-        # the raw pipe, polled (solbench.proc.lines): the reading thread stops when told
-        # although a process the child forked keeps the pipe open; a line is at most MAX_LINE
-        # bytes, a longer one is no reply and is dropped as it comes
-        lines = LineReader(proc.stdout, max_line=MAX_LINE, max_queued=QUEUED_LINES, overlong="drop",
-                           name="solbench-counting-replies")
+        spare = _take_spare(self.registry)
+        if spare is not None:  # spawned ahead of need (prestart): its header goes now
+            proc, lines, self._err, self._token, _ = spare
+        else:
+            self._err = tempfile.TemporaryFile(mode="w+b")
+            self._token = secrets.token_hex(16)
+            proc, lines = _spawn(self._token, self._err, self.registry)
         self._proc, self._lines, self._fresh = proc, lines, True
         self._send({"hardware": self.hardware, "cache": self.cache, "threads": self.threads,
                     "cache_key": self.cache_key.hex() if self.cache_key else None})
