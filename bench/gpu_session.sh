@@ -73,7 +73,7 @@ PY
       ;;
     evalcold)  # issue 29 items 1 and 4: cold single evaluations with the SOL counts cache empty
       # (the bound counted alongside) and then filled, process start to exit
-      P="$(ls -d $DATA/L1/013_*)"
+      P="$(ls -d $DATA/L1/013_*)"; prev=""
       for rep in 1 2; do
         for args in "-w 0" "-w 0" "--limit 4"; do
           [ "$args" = "--limit 4" ] || [ "$prev" = "-w 0" ] || rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/solbench"
