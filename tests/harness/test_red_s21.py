@@ -114,7 +114,7 @@ def test_a_detached_system_v_segment_is_refused(tmp_path, solbench_cache, monkey
     p = matmul_problem(tmp_path, (32,), tol=1e-3)
     (t,) = evaluate(p, _mode(p, "sysv"), EvalConfig(device="cpu", rounds=1, timing=False))
     ev = t.evaluation
-    assert ev.status == Status.RUNTIME_ERROR, (ev.status, (ev.log or "")[-800:])
+    assert ev.status == Status.RUNTIME_ERROR, (ev.status, (ev.log or "")[-800:], ev.findings, ev.environment.sandbox)
     assert "HELD" not in (ev.log or "") and "shmget" in (ev.log or ""), ev.log
 
 

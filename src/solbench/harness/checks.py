@@ -243,6 +243,11 @@ register("first_call_outlier", A, """The first call of every timed block (two or
 register("not_sandboxed", A, """The candidate's worker ran without OS isolation (bubblewrap
     missing, namespaces refused, or SOLBENCH_SANDBOX=off): it had the harness user's rights and
     could tamper with the harness; the trace's environment.sandbox says why.""")
+register("seccomp_missing", A, """The sandbox's system-call filter (seccomp: ptrace, bpf,
+    shmget, mount and the other calls harness/sandbox.py denies) was asked for but is not in
+    force in the candidate's worker: it did not load there, or a call it should refuse went
+    through; the worker said so before any candidate code ran. The other layers (namespaces,
+    uid, limits, the watchdogs) still held; environment.sandbox.seccomp_failure says why.""")
 register("timing_unstable", A, """IQR above half the median: the machine was not quiet; rerun
     before trusting the time.""")
 register("throttled", A, """NVML clock throttle reasons were set during timing.""")

@@ -152,6 +152,7 @@ class Evaluator:
         (:func:`.verdict.judge`), so no trace's status changes after it is made."""
         cfg = self.cfg
         self._ctx = context
+        self._cand_box: dict | None = None  # the candidate worker's own sandbox report
         self.refs.cfg = cfg
         self.oracle.device = cfg.device
         emit = on_trace or cfg.on_trace
@@ -210,6 +211,7 @@ class Evaluator:
                         add(self._trace(solution, w, None, fail))
                         handle = None
                         continue
+                self._cand_box = getattr(handle, "sandbox", None)
                 self._phases = {"worker_start": round(pending_start_s, 3)}
                 if pending_start_s and getattr(handle, "build_s", None) is not None:
                     self._phases["build"] = round(handle.build_s, 3)  # part of worker_start
@@ -255,6 +257,16 @@ class Evaluator:
         if box.get("warning") and not any(f.check == "not_sandboxed" for f in findings):
             # never silently: every trace of an unisolated worker says so (and its table row)
             findings.append(finding("not_sandboxed", box["warning"], {"mode": box.get("mode")}))
+        env = self.env
+        cbox = getattr(self, "_cand_box", None) or {}
+        if box.get("seccomp") and cbox.get("seccomp") is False:
+            # the worker said, before the candidate existed, that its filter is not in force:
+            # the trace says what the candidate ran under, not what this host should give
+            why = cbox.get("seccomp_failure") or "not loaded"
+            env = env.model_copy(update={"sandbox": {**box, "seccomp": False, "seccomp_failure": why}})
+            if not any(f.check == "seccomp_missing" for f in findings):
+                findings.append(finding("seccomp_missing", f"the sandbox's system-call filter is not in force in "
+                                        f"the candidate's worker: {why}", {"why": why}))
         ctx = self._ctx
         if failure is not None and failure.reason:
             # the worker's output first, the verdict's reason last: the cap keeps the tail
@@ -285,7 +297,7 @@ class Evaluator:
             definition=self.problem.name, solution=solution.name, workload=w,
             evaluation=Evaluation(
                 status=status, log=log[-self.cfg.log_cap:], correctness=correctness,
-                performance=perf, environment=self.env, timing=timing,
+                performance=perf, environment=env, timing=timing,
                 reference_timing=ref_timing, findings=findings, telemetry=telemetry or None,
                 speedup_bound=SpeedupBound(op=bound[0], value=bound[1]) if bound else None,
                 speedup_resolution=resolution if status == Status.PASSED and ref_timing is not None else None,

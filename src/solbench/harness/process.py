@@ -476,6 +476,13 @@ class WorkerHandle:
             raise WorkerDied(self._exitcode(), f"start: {hello.get('message')}")
         self.flush_default = hello.get("flush_default", 0)
         self.start_phases = start_phases(t_spawn, hello.get("start_stamps"), time.monotonic())
+        sc = hello.get("seccomp")
+        if isinstance(sc, dict) and self.sandbox.get("seccomp"):
+            # the worker's own word, sent before any candidate code existed: the parent could
+            # only tell that pyseccomp imports here
+            if sc.get("ok") is not True:
+                self.sandbox["seccomp"] = False
+                self.sandbox["seccomp_failure"] = str(sc.get("why") or "not loaded")[:400]
 
     def outside_worker_tree(self) -> list[int]:
         """Processes in this worker's sandbox that are not the worker or its descendants: the

@@ -597,10 +597,34 @@ DENIED_SYSCALLS = (
 )
 
 
+#: why this process's seccomp filter is not in force (None: it is, or none was asked for);
+#: set by :func:`seccomp_filter`
+SECCOMP_FAILURE: str | None = None
+
+
+def _seccomp_in_force() -> str | None:
+    """None when the loaded filter refuses a denied call, else what happened: ``setns(-1, 0)``
+    fails with EBADF (a bad fd) where nothing filters it and with EPERM where the filter
+    does, and changes nothing either way."""
+    import ctypes
+    import errno
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctypes.set_errno(0)
+    rc = libc.setns(-1, 0)
+    err = ctypes.get_errno()
+    if rc == -1 and err == errno.EPERM:
+        return None
+    return f"a denied call went through the filter (setns(-1, 0) returned {rc}, errno {errno.errorcode.get(err, err)})"
+
+
 def seccomp_filter() -> bool:
     """Load a seccomp filter denying :data:`DENIED_SYSCALLS` (EPERM) on this process and
-    everything it starts; False when pyseccomp or libseccomp is missing (the sandbox's other
-    layers still hold). Needs no_new_privs (set before)."""
+    everything it starts, and check that it refuses one of them; False when pyseccomp or
+    libseccomp is missing, the filter does not load or the check's call goes through
+    (:data:`SECCOMP_FAILURE` says which; the sandbox's other layers still hold). Needs
+    no_new_privs (set before)."""
+    global SECCOMP_FAILURE
     try:
         import errno
 
@@ -618,22 +642,28 @@ def seccomp_filter() -> bool:
                 f.set_attr(sc.Attr.CTL_SSB, 1)
             except Exception:  # noqa: BLE001 - libseccomp before 2.5: the filter still loads
                 pass
+        skipped = []
         for name in DENIED_SYSCALLS:
             try:
                 f.add_rule(sc.ERRNO(errno.EPERM), name)
             except Exception:  # noqa: BLE001 - a call this architecture does not have
-                continue
+                skipped.append(name)
         f.load()
-        return True
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
+        SECCOMP_FAILURE = f"the filter did not load ({type(e).__name__}: {str(e)[:200]})"
         return False
+    SECCOMP_FAILURE = _seccomp_in_force()
+    if SECCOMP_FAILURE is not None and skipped:
+        SECCOMP_FAILURE += f"; rules not added: {', '.join(skipped)[:200]}"
+    return SECCOMP_FAILURE is None
 
 
 def enter_in_worker(device: str) -> None:
     """Run first in the worker (worker.main), before any candidate code: drop to the uid
-    the parent chose (``uid`` mode), set the resource limits, and ask the kernel to SIGKILL
-    this process when its parent dies (a credential change clears an earlier PDEATHSIG, so
-    it is set after the uid drop). Raises OSError if the uid drop does not hold."""
+    the parent chose (``uid`` mode), ask the kernel to SIGKILL this process when its parent
+    dies (a credential change clears an earlier PDEATHSIG, so it is set after the uid drop),
+    load the seccomp filter, then set the resource limits. Raises OSError if the uid drop does
+    not hold."""
     import ctypes
     import resource
     import signal
@@ -645,12 +675,6 @@ def enter_in_worker(device: str) -> None:
         os.setresuid(u, u, u)
         if os.getresuid() != (u, u, u) or os.getresgid() != (u, u, u) or os.getgroups():
             raise OSError(f"sandbox: could not drop to uid {u}")
-    if paths.sandbox_mode_in_worker() != "none":
-        for name, (soft, hard) in limits(device).items():
-            try:
-                resource.setrlimit(getattr(resource, name), (soft, hard))
-            except (ValueError, OSError):
-                pass
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -658,8 +682,18 @@ def enter_in_worker(device: str) -> None:
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (bwrap sets it; unsandboxed too)
     except Exception:  # noqa: BLE001
         pass
+    # the filter before the resource limits: loading it maps libseccomp, and RLIMIT_DATA (the
+    # memory cap without a cgroup) can already be below what the process has mapped (torch's
+    # CUDA libraries), so that no new mapping succeeds: the filter then failed to load and
+    # every call it denies went through (a System V segment on an H100 host, session 22)
     if paths.sandbox_mode_in_worker() != "none" and paths.sandbox_seccomp():
         os.environ[paths.SANDBOX_SECCOMP_LOADED] = "1" if seccomp_filter() else "0"
+    if paths.sandbox_mode_in_worker() != "none":
+        for name, (soft, hard) in limits(device).items():
+            try:
+                resource.setrlimit(getattr(resource, name), (soft, hard))
+            except (ValueError, OSError):
+                pass
     for d in ("cache", "data", "config"):
         try:
             os.makedirs(os.path.join(os.environ.get("TMPDIR", SCRATCH), d), exist_ok=True)

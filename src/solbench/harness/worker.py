@@ -1004,8 +1004,11 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             os._exit(3)
     w.start_stamps["ready"] = time.monotonic()
+    loaded = os.environ.get(paths.SANDBOX_SECCOMP_LOADED)
+    # whether the system-call filter is in force here (None: none was asked for), and why not
+    seccomp = None if loaded is None else {"ok": loaded == "1", "why": sandbox.SECCOMP_FAILURE}
     conn.send_bytes(json.dumps([0, "ok", {"pid": os.getpid(), "flush_default": _cache_bytes(),
-                                          "start_stamps": w.start_stamps}]).encode())
+                                          "start_stamps": w.start_stamps, "seccomp": seccomp}]).encode())
     w.loop()
     try:
         sys.stdout.flush()
