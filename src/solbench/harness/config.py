@@ -29,7 +29,10 @@ def environment(device: str) -> Environment:
         libs["cuda"] = str(torch.version.cuda)
         hw = torch.cuda.get_device_name(torch.device(device))
     else:
-        hw = f"CPU {platform.machine()} ({platform.processor() or 'unknown'})"
+        from ..proc.procfs import cpu_model
+
+        # platform.processor() is empty on Linux: the model comes from /proc/cpuinfo
+        hw = f"CPU {platform.machine()} ({cpu_model() or platform.processor() or 'unknown'})"
     from .sandbox import sandbox_status
 
     st = sandbox_status(device)

@@ -284,6 +284,19 @@ def process_wait_ms(pid: int | None) -> float | None:
     return total if seen else None
 
 
+def cpu_model(text: str | None = None) -> str | None:
+    """The CPU's model name (the first ``model name`` line of /proc/cpuinfo, x86; ``Model`` or
+    ``CPU part`` lines elsewhere), or None where it is not given. ``text``: cpuinfo's content
+    (None: read it)."""
+    text = read_text("/proc/cpuinfo") if text is None else text
+    for key in ("model name", "Model", "Hardware", "cpu model"):
+        for line in (text or "").splitlines():
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key and value.strip():
+                return " ".join(value.split())
+    return None
+
+
 def mem_available() -> int | None:
     """``MemAvailable`` of /proc/meminfo in bytes (the kernel's estimate of memory a new
     workload can take without swapping; proc(5)); None when unreadable."""

@@ -381,7 +381,9 @@ def _device_name(device: str) -> str:
         return torch.cuda.get_device_name(torch.device(device))
     import platform
 
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    from ..proc.procfs import cpu_model
+
+    return f"CPU ({cpu_model() or platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def profile_workload(built: BuiltWorkload, *, warmup: int = 3, wall_steps: int = MIN_WALL_STEPS,
