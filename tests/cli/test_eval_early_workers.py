@@ -72,3 +72,37 @@ def test_a_counting_child_started_early_counts_the_bound_and_none_is_left(tmp_pa
         time.sleep(0.5)
         assert _my_workers(b"solbench.sol.isolated") == set()
     assert sols[0]["sol_ms"] == sols[1]["sol_ms"] == pytest.approx(64_000 / 4.8e12 * 1e3, rel=1e-9)
+
+
+def test_the_counting_child_is_started_early_only_when_a_count_will_be_needed(tmp_path, monkeypatch):
+    """``_early_counter`` spawns no child when the counts cache covers every selected workload
+    (a child for nothing imports torch beside the parent and the workers), nor with SOL off,
+    nor on the CPU without ``--hardware``; ``_cached_counts_cover`` is true once the counts of
+    the selected workloads are in the default cache, and only for those."""
+    from solbench.cli import evaluate as ev
+    from solbench.run.sol_cache import counts_cache
+    from solbench.sol import count_workload, isolated
+    from solbench.spec import load_problem
+    from solbench.suites import resolve_problem
+
+    calls = []
+    monkeypatch.setattr(isolated, "prestart", lambda registry=None: calls.append(registry))
+    pool = object()
+    ev._early_counter(pool, "H200", "cpu", lambda: True)
+    ev._early_counter(pool, "none", "cuda", lambda: False)
+    ev._early_counter(pool, None, "cpu", lambda: False)
+    ev._early_counter(None, "H200", "cuda", lambda: False)
+    assert calls == []
+    ev._early_counter(pool, None, "cuda:0", lambda: False)
+    ev._early_counter(pool, "H200", "cpu", lambda: False)
+    assert len(calls) == 2
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("SOLBENCH_SOL_CACHE", raising=False)
+    path = resolve_problem("l1/relu_fp32")
+    assert not ev._cached_counts_cover(path, "0", None, None)
+    p = load_problem(path)
+    counts_cache().put(p, p.workloads[0], count_workload(p, p.workloads[0]))
+    assert ev._cached_counts_cover(path, "0", None, None)
+    if len(p.workloads) > 1:
+        assert not ev._cached_counts_cover(path, None, None, None)  # the others are not cached

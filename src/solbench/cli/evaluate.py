@@ -79,7 +79,8 @@ def register(app: typer.Typer) -> None:
             # the problem's loading and its inputs. Only a named device is started before it
             # is checked here (a bad one: the workers are killed on the way out)
             early = _early_workers(settings, check_device_name(device))
-            _early_counter(early, hardware, check_device_name(device))
+            _early_counter(early, hardware, check_device_name(device),
+                           lambda: _cached_counts_cover(path, workloads, limit, mb))
         try:
             dev = check_device_name(device) if server else check_device(device)
             if not server and early is None:
@@ -112,20 +113,40 @@ def _early_workers(settings, dev: str | None):
     return pool
 
 
-def _early_counter(early, hardware: str | None, dev: str | None) -> None:
+def _cached_counts_cover(path, workloads, limit, mb) -> bool:
+    """Whether the default counts cache already holds the counts of every workload this
+    evaluation selects (then nothing will be counted). Counts do not depend on the hardware,
+    so this needs neither torch nor the device. False on any doubt (a selection error is the
+    evaluation's to report)."""
+    try:
+        from ..run.sol_cache import counts_cache
+        from ..spec import load_problem
+
+        cache = counts_cache()
+        if cache is None:
+            return False
+        prob = load_problem(path)
+        chosen = choose_workloads(prob, workloads, limit, mb)
+        return all(cache.get(prob, w) is not None for w in chosen)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _early_counter(early, hardware: str | None, dev: str | None, cached=lambda: False) -> None:
     """With workers started early, a SOL counting child too (its interpreter and torch's
     import, seconds, then overlap the parent's own start; a bound the counts cache lacks is
     then counted that much sooner, and the first verdict, which waits for its bound, waits
-    less); ended unused when the cache holds every bound. Only where a bound will be counted:
-    on CUDA (the hardware from the GPU's name) or with ``--hardware`` named; not when SOL is
-    off or counted in this process."""
+    less). Only where a bound will be counted: on CUDA (the hardware from the GPU's name) or
+    with ``--hardware`` named, and not when ``cached()`` says the counts cache holds every
+    count (a child started for nothing imports torch beside the parent's and the workers'
+    own imports); not when SOL is off or counted in this process."""
     hw = (hardware or "").strip().lower()
     if early is None or hw == "none" or not (hw or (dev or "").startswith("cuda")):
         return
     from ..proc.registry import OWN
     from ..sol.isolated import counting_in_process, prestart
 
-    if not counting_in_process():
+    if not counting_in_process() and not cached():
         try:
             prestart(registry=OWN)
         except OSError:
