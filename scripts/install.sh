@@ -16,4 +16,10 @@ from solbench.harness import sandbox
 st = sandbox.sandbox_status("cpu")
 print(f"solbench sandbox: mode={st['mode']} namespaces={','.join(st['namespaces']) or '-'}"
       + (f"  WARNING: {st['warning']}" if st["warning"] else ""))
+import importlib.util, torch
+if torch.cuda.is_available() and importlib.util.find_spec("cupti") is None:
+    # docs/harness.md, "Where the records come from"
+    print("solbench timing: cupti-python is not installed, so each worker's first timed session "
+          "pays torch.profiler's set-up (about 4 s); pip install 'solbench[cupti]' (a cupti-python "
+          f"for CUDA {torch.version.cuda}) records through CUPTI directly")
 PY
