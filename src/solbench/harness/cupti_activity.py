@@ -1,7 +1,7 @@
 """CUPTI's activity API through cupti-python: the device records of a timed block without
 torch.profiler (Kineto).
 
-Why: a process's first ``torch.profiler`` session costs about 4 s (3.8-4.3 s on the H100,
+Why: a process's first ``torch.profiler`` session costs about 4 s (3.8-4.6 s on the H100,
 torch 2.11, ``bench/cupti_first.py``, ``bench/results/device_s22_h100``), every worker pays it
 once, and it sits on the path of a cold evaluation. The same records straight from CUPTI's
 activity API cost about 20 ms the first time in the same process (enable kernel, memcpy and
