@@ -128,9 +128,9 @@ class Worker:
                                                                           "_python_keyed", "_foreign_tensors")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
-        from . import l2, pages, shm
+        from . import cupti_activity, l2, pages, shm, timing
 
-        self._harness_fns.update(_builtins_used(mod, guards, correctness, shm, pages, l2))
+        self._harness_fns.update(_builtins_used(mod, guards, correctness, shm, pages, l2, timing, cupti_activity))
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
                                   "json.JSONEncoder.iterencode": (json.JSONEncoder, "iterencode"),
@@ -954,7 +954,7 @@ def _timeline_guards() -> dict[str, tuple[Any, str]]:
         "stream_segmentation", "kineto_stream_segmentation", "kineto_segmentation", "segment",
         "late_activity", "is_harness_activity", "_merge_close", "DeviceActivity", "Segmentation")}
     out.update({f"cupti_activity.ActivitySession.{n}": (cupti_activity.ActivitySession, n)
-                for n in ("start", "stop", "stream_id", "_requested", "_completed", "_records")})
+                for n in ("start", "stop", "stream_id", "_requested", "_completed", "_own_flush", "_records")})
     out.update({"cupti_activity._Demangler.__call__": (cupti_activity._Demangler, "__call__"),
                 "cupti_activity.DeviceActivity": (cupti_activity, "DeviceActivity")})
     return out
