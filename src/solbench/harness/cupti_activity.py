@@ -22,8 +22,10 @@ Buffers: CUPTI asks for a buffer (32 MiB here, about 100k kernel records) when i
 and hands it back full or at the forced flush that ends the session; the records are turned
 into tuples at that point. An honest timed block (at most 2 x 50 + 1 harness fills and the
 calls' own work) fills no buffer, so its records are delivered at the flush, with no
-candidate code running; a block that fills one is delivered from CUPTI's thread while the
-candidate may run (:attr:`ActivitySession.early_buffers` counts them).
+candidate code running. Records delivered earlier (a block that filled a buffer, whose
+records CUPTI hands over while the candidate may run, or a flush of the candidate's) cannot
+be told from records the candidate edited or made up: that block is timed by its CUDA
+events instead (:class:`RecordsNotTrusted`).
 
 Errors: :func:`open_session` raises ImportError when cupti-python is not installed and
 whatever cupti-python raises when CUPTI cannot start (the caller then uses torch.profiler).
@@ -48,11 +50,12 @@ _lock = threading.Lock()
 
 
 class _Demangler:
-    """``abi::__cxa_demangle`` from the process's libstdc++ (what Kineto calls), cached per
-    name; a name it rejects (a C symbol, a Triton kernel's Python name) is returned as is."""
+    """``abi::__cxa_demangle`` from the process's libstdc++ (what Kineto calls); a name it
+    rejects (a C symbol, a Triton kernel's Python name) is returned as is. It keeps no cache:
+    a cache that lives across sessions is the candidate's to fill (a TF32 GEMM's name mapped
+    to a plain SGEMM's); :meth:`ActivitySession.stop` caches per session."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, str] = {}
         try:
             lib = ctypes.CDLL("libstdc++.so.6")
             f = getattr(lib, "__cxa_demangle")  # not lib.__cxa_...: a class body mangles that name
@@ -66,9 +69,6 @@ class _Demangler:
             self._f = self._free = None
 
     def __call__(self, name: str) -> str:
-        out = self._cache.get(name)
-        if out is not None:
-            return out
         out = name
         if self._f is not None and name.startswith("_Z"):
             status = ctypes.c_int(1)
@@ -79,8 +79,13 @@ class _Demangler:
                         out = ctypes.string_at(p).decode(errors="replace")
                 finally:
                     self._free(p)
-        self._cache[name] = out
         return out
+
+
+class RecordsNotTrusted(RuntimeError):
+    """Activity records reached the recorder before its own closing flush: a buffer CUPTI
+    filled during the block, or records the candidate flushed, edited or made up. The block's
+    CUDA-event times stand in for its device spans."""
 
 
 class ActivitySession:
@@ -88,7 +93,18 @@ class ActivitySession:
     there is one: :func:`open_session`). ``start()`` enables the device kinds, ``stop()``
     flushes, disables them and returns the records of the session as
     :class:`~harness.timing.DeviceActivity`. Not re-entrant: a worker runs one timed block at
-    a time."""
+    a time.
+
+    What a candidate running inside the block can do and what answers it: CUPTI's buffer
+    callbacks are process-wide, and cupti-python is importable in the worker, so a candidate
+    can register its own (``activity_register_callbacks``) and edit the records before it
+    hands them on, or force a flush and edit what was delivered. ``start()`` and ``stop()``
+    therefore register the recorder's own callbacks again (bound methods: their function and
+    object are read-only) right before their flush, and ``stop()`` keeps only what that
+    closing flush delivers: anything delivered before it (a full buffer, or a flush that is
+    not the recorder's) raises :class:`RecordsNotTrusted`. Records the candidate withheld
+    leave the marker stream short, and the segmentation fails (CUDA events, as for any
+    failed session)."""
 
     def __init__(self) -> None:
         from cupti import cupti
@@ -104,29 +120,33 @@ class ActivitySession:
         # changes nothing here
         self._enable, self._disable = c.activity_enable, c.activity_disable
         self._flush_all, self._stream_id = c.activity_flush_all, c.get_stream_id_ex
+        self._register = c.activity_register_callbacks
         self._demangle = _Demangler()
         self._raw: list[tuple[int, str, int, int, int, int]] = []
-        self._open = False
-        self.early_buffers = 0
+        self._cb = (self._requested, self._completed)  # CUPTI holds them: keep them alive
+        self._register(*self._cb)
 
-        def requested():
-            return BUFFER_BYTES, 0
+    def _requested(self):
+        return BUFFER_BYTES, 0
 
-        def completed(activities):
-            rows = []
-            kk, km = self._k_kernel, self._k_memset
-            for a in activities:
-                k = int(a.kind)
-                if k == kk:
-                    rows.append((k, a.name, a.start, a.end, a.stream_id, 0))
-                elif k in self._kinds:
-                    rows.append((k, "", a.start, a.end, a.stream_id, 0 if k == km else int(a.copy_kind)))
-            self._raw.extend(rows)
-            if self._open:
-                self.early_buffers += 1
+    def _completed(self, activities) -> None:
+        rows = []
+        kk, km = self._k_kernel, self._k_memset
+        for a in activities:
+            k = int(a.kind)
+            if k == kk:
+                rows.append((k, a.name, a.start, a.end, a.stream_id, 0))
+            elif k in self._kinds:
+                rows.append((k, "", a.start, a.end, a.stream_id, 0 if k == km else int(a.copy_kind)))
+        self._raw.extend(rows)
 
-        c.activity_register_callbacks(requested, completed)
-        self._cb = (requested, completed)  # CUPTI holds them: keep them alive
+    def _own_flush(self) -> None:
+        """A forced flush into the recorder's own callbacks, whatever was registered since."""
+        try:
+            self._register(*self._cb)
+        except Exception:  # noqa: BLE001 - a CUPTI that refuses a second registration refuses a candidate's too
+            pass
+        self._flush_all(1)
 
     def stream_id(self, handle: int) -> int:
         """CUPTI's id of the stream ``handle`` (a ``CUstream`` address): the ``stream_id`` its
@@ -135,31 +155,42 @@ class ActivitySession:
 
     def start(self) -> None:
         """Drop what is left of an earlier session and enable the device kinds."""
-        self._flush_all(1)
+        self._own_flush()
         self._raw.clear()
-        self.early_buffers = 0
-        self._open = True
         for k in self._kinds:
             self._enable(k)
 
     def stop(self) -> list[DeviceActivity]:
         """Flush (forced: every record of the session is delivered before this returns),
-        disable the kinds and return the session's records, sorted by start."""
-        self._open = False  # what the forced flush delivers is not early
+        disable the kinds and return the session's records, sorted by start. Raises
+        :class:`RecordsNotTrusted` when records arrived before this flush."""
+        early = len(self._raw)  # delivered while the block ran
+        self._raw.clear()
         try:
-            self._flush_all(1)
+            self._own_flush()
         finally:
             for k in self._kinds:
                 self._disable(k)
+        raw = list(self._raw)
+        self._raw.clear()
+        if early:
+            raise RecordsNotTrusted(f"{early} activity record(s) were delivered before the recorder's closing "
+                                    "flush (a full buffer, or a flush or records that are not the recorder's)")
+        return self._records(raw)
+
+    def _records(self, raw: list) -> list[DeviceActivity]:
+        names: dict[str, str] = {}  # this session's demangled names (no cache outlives it)
         out = []
-        for k, name, s, e, sid, ck in self._raw:
+        for k, name, s, e, sid, ck in raw:
             if k == self._k_kernel:
-                out.append(DeviceActivity(self._demangle(name), s, e, sid, "kernel"))
+                d = names.get(name)
+                if d is None:
+                    d = names[name] = self._demangle(name)
+                out.append(DeviceActivity(d, s, e, sid, "kernel"))
             elif k == self._k_memset:
                 out.append(DeviceActivity("Memset", s, e, sid, "memset"))
             else:
                 out.append(DeviceActivity(f"Memcpy {_MEMCPY_KINDS.get(ck, 'UNKNOWN')}", s, e, sid, "memcpy"))
-        self._raw.clear()
         out.sort(key=lambda a: a.start_ns)
         return out
 

@@ -201,7 +201,11 @@ class Evaluator:
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
                     self.refs.prestart()
-                    handle, fail = start_candidate(self.problem, solution, cfg, self.spares)
+                    started: dict = {}
+                    handle, fail = start_candidate(self.problem, solution, cfg, self.spares, started=started)
+                    # the worker's own sandbox report, its build failed or not: a candidate's
+                    # import runs in the build, so its trace says what that ran under
+                    self._cand_box = started.get("sandbox")
                     pending_start_s = time.perf_counter() - t_start
                     if self.spares is not None:  # the next pair's workers start meanwhile
                         self.spares.fill()

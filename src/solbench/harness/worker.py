@@ -63,8 +63,10 @@ _PINNED = ("conn", "dispatch", "guards", "snapshot", "_interp0", "_conn0", "torc
            "_stream_ctx", "_acts")
 #: the CUPTI recorder's attributes that hold what its sessions run through (bound at its
 #: creation, before any candidate code)
-_ACTS_PINNED = ("_enable", "_disable", "_flush_all", "_stream_id", "_raw", "_demangle", "_kinds",
-                "_k_kernel", "_k_memset", "_cb")
+_ACTS_PINNED = ("_enable", "_disable", "_flush_all", "_stream_id", "_register", "_raw", "_demangle",
+                "_kinds", "_k_kernel", "_k_memset", "_cb")
+#: its demangler's: the libstdc++ and libc functions it calls
+_DEMANGLER_PINNED = ("_f", "_free")
 
 
 def _cache_bytes() -> int:
@@ -126,9 +128,9 @@ class Worker:
                                                                           "_python_keyed", "_foreign_tensors")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
-        from . import l2, pages, shm
+        from . import cupti_activity, l2, pages, shm, timing
 
-        self._harness_fns.update(_builtins_used(mod, guards, correctness, shm, pages, l2))
+        self._harness_fns.update(_builtins_used(mod, guards, correctness, shm, pages, l2, timing, cupti_activity))
         self._harness_fns.update({"json.dumps": (json, "dumps"),
                                   "json.JSONEncoder.encode": (json.JSONEncoder, "encode"),
                                   "json.JSONEncoder.iterencode": (json.JSONEncoder, "iterencode"),
@@ -148,6 +150,7 @@ class Worker:
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
                                   **{f"worker.{n}": (mod, n) for n in ("_MRO", "_TYPE_DICT", "_WORKER_KEYS",
                                                                        "_WORKER_MRO")}})
+        self._harness_fns.update(_timeline_guards())
         self._conn0 = conn
         try:  # torch's default-device mode, as bound now (see _function_modes)
             import torch.utils._device as _dev
@@ -226,7 +229,9 @@ class Worker:
         self.mem_instances = memguard.instance_table({"worker": (self, _PINNED),
                                                       "worker.conn": (self.conn, ()),
                                                       "json.JSONEncoder": (json.JSONEncoder, ()),
-                                                      **({"worker._acts": (self._acts, _ACTS_PINNED)}
+                                                      **({"worker._acts": (self._acts, _ACTS_PINNED),
+                                                          "worker._acts._demangle": (self._acts._demangle,
+                                                                                     _DEMANGLER_PINNED)}
                                                          if self._acts is not None else {})})
 
     # ------------------------------------------------------------------ protocol
@@ -862,7 +867,7 @@ class Worker:
                 recs = self._acts.stop()
             except Exception as e:  # noqa: BLE001 - the block falls back to events
                 self.prof, self.markers = None, "ranges"
-                return {"cupti": False, "reason": f"CUPTI records lost: {type(e).__name__}: {str(e)[:300]}"}
+                return {"cupti": False, "reason": f"CUPTI records not used: {type(e).__name__}: {str(e)[:300]}"}
         else:
             self.prof.__exit__(None, None, None)
         streams = self.markers == "streams"
@@ -883,8 +888,6 @@ class Worker:
             return {"cupti": False, "reason": seg.reason}
         note = "; ".join(x for x in (f"markers: streams (CUDA activity only, records through "
                                       f"{'cupti-python' if own else 'torch.profiler'})" if streams else None,
-                                      f"{self._acts.early_buffers} activity buffer(s) delivered during the block"
-                                      if own and self._acts.early_buffers else None,
                                       self._acts_note if streams and not own else None,
                                        self._markers_note, seg.reason) if x)
         return {"cupti": True, "note": note or None, "span_ms": seg.span_ms, "kernel_sum_ms": seg.kernel_sum_ms,
@@ -942,6 +945,25 @@ def _request_guards(mod) -> dict[str, tuple[Any, str]]:
         for attr in ("__new__", "__getattribute__", "__dict__", "__pydantic_fields_set__",
                      "__pydantic_extra__", "__pydantic_private__", *model.model_fields):
             out[f"protocol.{model.__name__}.{attr}"] = (model, attr)
+    return out
+
+
+def _timeline_guards() -> dict[str, tuple[Any, str]]:
+    """Guarded names: what turns a timed block's device records into spans. ``_time_end``
+    looks the segmentations up by name in harness/timing.py at every block, and the CUPTI
+    recorder's methods and its demangler run on every record; a rebound name, or code changed
+    in place behind the same function object, forges every span or kernel name without
+    touching the recorder's pinned attributes (tests/harness/cand_segmentation_rebound.py,
+    cand_cupti_recorder_code.py). Guarded on every device: the CPU worker imports them too."""
+    from . import cupti_activity, timing
+
+    out: dict[str, tuple[Any, str]] = {f"timing.{n}": (timing, n) for n in (
+        "stream_segmentation", "kineto_stream_segmentation", "kineto_segmentation", "segment",
+        "late_activity", "is_harness_activity", "_merge_close", "DeviceActivity", "Segmentation")}
+    out.update({f"cupti_activity.ActivitySession.{n}": (cupti_activity.ActivitySession, n)
+                for n in ("start", "stop", "stream_id", "_requested", "_completed", "_own_flush", "_records")})
+    out.update({"cupti_activity._Demangler.__call__": (cupti_activity._Demangler, "__call__"),
+                "cupti_activity.DeviceActivity": (cupti_activity, "DeviceActivity")})
     return out
 
 

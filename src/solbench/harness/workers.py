@@ -324,11 +324,14 @@ def _warm_profiler(h: WorkerHandle) -> None:
 
 
 def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
-                    spares: SparePool | None = None) -> tuple[WorkerHandle | None, Failure | None]:
+                    spares: SparePool | None = None,
+                    started: dict | None = None) -> tuple[WorkerHandle | None, Failure | None]:
     """Start a worker (or take one of ``spares``) and build ``solution`` in it. Returns
     (handle, None) or (None, failure): RUNTIME_ERROR when the worker did not start or replied
     garbage, COMPILE_ERROR when the build failed, timed out or the worker died while building
-    (with the log tail)."""
+    (with the log tail). ``started``: filled with ``"sandbox"``, the worker's sandbox report
+    (its hello's word on the seccomp filter included), as soon as a worker started, so that
+    a build that fails is still recorded under what the candidate's import ran in."""
     from ..spec.trace import Status
     from .verdict import Failure
 
@@ -336,6 +339,8 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
         h = new_worker(cfg.device, spares)
     except (WorkerDied, WorkerTimeout, ProtocolError) as e:
         return None, Failure(Status.RUNTIME_ERROR, f"worker failed to start: {e}")
+    if started is not None:
+        started["sandbox"] = getattr(h, "sandbox", None)
     from .evidence import memguard_baseline
 
     memguard_baseline(h)  # before the build: nothing of the candidate's has run
