@@ -657,3 +657,15 @@ def test_demo_counts_a_hostile_caught_only_by_its_check():
     assert not hostile.as_expected([])
     honest = DemoJob(problem=None, solution=None, expect="PASSED", workloads=[])
     assert honest.as_expected(["PASSED"]) and not honest.as_expected(["PASSED", "TIMEOUT"])
+
+
+def test_4_a_hardware_typo_fails_before_torch_is_imported(tmp_path):
+    """``--hardware`` is checked before the device (whose check imports torch, seconds beside
+    the early workers' own imports): a typo is one line and no torch import."""
+    code = ("import sys\nfrom solbench.cli import main\n"
+            "sys.argv = ['solbench', 'eval', 'l1/relu_fp32', '--device', 'cpu', '--hardware', 'Z9000']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert r.stdout.split() == ["exit", "2", "False"], (r.stdout, r.stderr[-500:])
+    assert "--hardware: unknown hardware 'Z9000'" in r.stderr

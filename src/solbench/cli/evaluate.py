@@ -75,17 +75,18 @@ def register(app: typer.Typer) -> None:
         early = None
         if not server:
             # the workers first: a worker's start (interpreter, torch, CUDA context, the first
-            # CUPTI session: about 7 s on an H100) then overlaps this process's own imports,
+            # CUPTI session: 2-4 s on an H100) then overlaps this process's own imports,
             # the problem's loading and its inputs. Only a named device is started before it
             # is checked here (a bad one: the workers are killed on the way out)
             early = _early_workers(settings, check_device_name(device))
             _early_counter(early, hardware, check_device_name(device),
                            lambda: _cached_counts_cover(path, workloads, limit, mb))
         try:
+            # before the device's check, which imports torch: a typo fails in a second
+            check_hardware(hardware)
             dev = check_device_name(device) if server else check_device(device)
             if not server and early is None:
                 early = _early_workers(settings, dev)
-            check_hardware(hardware)
             _eval_body(problem, path, solution, workloads, limit, mb, settings, dev, server, hardware, sol_model,
                        output, quiet, as_json, early)
         finally:
