@@ -89,6 +89,38 @@ print(json.dumps({"variant": variant, "steps": stamps, "kernel_records": n}))
 VARIANTS = ("kineto", "kineto-pre", "kineto-eager", "cupti", "cupti-pre")
 
 
+def run_variants(child: str, variants, reps: int, timeout_s: float = 120.0, env_of=None,
+                 out: str | None = None) -> list[dict]:
+    """Run ``child`` (Python source printing one JSON line) once per variant and repetition,
+    each in a fresh process (``env_of(variant)``: its environment changes); print each row as
+    it comes and then the median of every step per variant; write the rows to ``out`` (JSON)
+    when given. Returns the rows."""
+    rows = []
+    for _ in range(reps):
+        for v in variants:
+            env = {**os.environ, **(env_of(v) if env_of else {})}
+            try:
+                r = subprocess.run([sys.executable, "-c", child, v], capture_output=True, text=True,
+                                   timeout=timeout_s, env=env)
+                line = (r.stdout.strip().splitlines() or [""])[-1]
+                row = json.loads(line) if line.startswith("{") else {"variant": v, "error": r.stderr[-600:]}
+            except subprocess.TimeoutExpired:
+                row = {"variant": v, "error": f"timed out after {timeout_s:.0f} s"}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print("| variant | step | median s |\n|---|---|---|")
+    for v in variants:
+        steps = [r["steps"] for r in rows if r.get("variant") == v and "steps" in r]
+        for k in (steps[0] if steps else {}):
+            vals = [x[k] for x in steps if isinstance(x.get(k), (int, float))]
+            if vals:
+                print(f"| {v} | {k} | {statistics.median(vals):.3f} |")
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=2)
@@ -96,31 +128,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v]
-    rows = []
-    for _ in range(a.reps):
-        for v in variants:
-            env = dict(os.environ)
-            if v == "kineto-eager":
-                env["CUDA_MODULE_LOADING"] = "EAGER"
-            try:
-                r = subprocess.run([sys.executable, "-c", CHILD, v], capture_output=True, text=True,
-                                   timeout=120, env=env)
-                line = (r.stdout.strip().splitlines() or [""])[-1]
-                row = json.loads(line) if line.startswith("{") else {"variant": v, "error": r.stderr[-600:]}
-            except subprocess.TimeoutExpired:
-                row = {"variant": v, "error": "timed out after 120 s"}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    print("| variant | step | median s |\n|---|---|---|")
-    for v in variants:
-        steps = [r["steps"] for r in rows if r.get("variant") == v and "steps" in r]
-        for k in (steps[0] if steps else {}):
-            vals = [s[k] for s in steps if isinstance(s.get(k), (int, float))]
-            if vals:
-                print(f"| {v} | {k} | {statistics.median(vals):.3f} |")
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(rows, f, indent=1)
+    run_variants(CHILD, variants, a.reps, out=a.out,
+                 env_of=lambda v: {"CUDA_MODULE_LOADING": "EAGER"} if v == "kineto-eager" else {})
     return 0
 
 

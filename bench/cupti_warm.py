@@ -12,9 +12,7 @@ Prints one line per process (seconds per step) and a median table. CUDA only."""
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import subprocess
+import os
 import sys
 
 CHILD = r"""
@@ -41,29 +39,14 @@ print(json.dumps({"variant": variant, "steps": stamps, "cuda_events": n}))
 
 
 def main() -> int:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from cupti_first import run_variants
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    rows = []
-    for _ in range(a.reps):
-        for v in ("cpu+cuda", "cuda", "none"):
-            try:
-                r = subprocess.run([sys.executable, "-c", CHILD, v], capture_output=True, text=True, timeout=90)
-                line = (r.stdout.strip().splitlines() or [""])[-1]
-                row = json.loads(line) if line.startswith("{") else {"variant": v, "error": r.stderr[-400:]}
-            except subprocess.TimeoutExpired:
-                row = {"variant": v, "error": "timed out after 90 s"}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    print("| variant | step | median s |\n|---|---|---|")
-    for v in ("cpu+cuda", "cuda", "none"):
-        steps = [r["steps"] for r in rows if r.get("variant") == v and "steps" in r]
-        for k in (steps[0] if steps else {}):
-            print(f"| {v} | {k} | {statistics.median(s[k] for s in steps):.3f} |")
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(rows, f, indent=1)
+    run_variants(CHILD, ("cpu+cuda", "cuda", "none"), a.reps, timeout_s=90, out=a.out)
     return 0
 
 
