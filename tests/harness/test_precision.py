@@ -180,7 +180,8 @@ def test_wrong_constant_is_incorrect_not_a_hack(tmp_path, solbench_cache):
     (t,) = evaluate(p, load_solution(Path(__file__).with_name("cand_kb_wrong_constant.py"), p),
                     EvalConfig(device="cpu", iters=4, rounds=3, reference_timing=False))
     ev = t.evaluation
-    assert ev.status == Status.INCORRECT_NUMERICAL, (ev.status, ev.findings)
+    assert ev.status == Status.INCORRECT_NUMERICAL, (ev.status, [(x.check, x.severity, x.message[:400])
+                                                                for x in ev.findings], t.evaluation.input_seed)
     f = [x for x in ev.findings if x.check == "precision_error"]
     assert f and f[0].evidence["candidate_rel_l2_vs_fp64"] > f[0].evidence["limit"]
     assert not any(x.check == "precision_downgrade" for x in ev.findings)
