@@ -183,13 +183,22 @@ def discard_spare() -> None:
         proc.stdin.close()
     except OSError:
         pass
-    signals.send_group(proc.pid, signal.SIGKILL)
+    _end(proc, lines, token, registry)
+    err.close()
+
+
+def _end(proc, lines, token: str, registry) -> int | None:
+    """Kill a counting child's session and every process that carries its token, reap the
+    child (its exit status, or None when not reaped), tell ``registry`` and stop its reader."""
+    signals.send_group(proc.pid, signal.SIGKILL)  # the child and whatever it left running
+    # what left the session (setsid) or the subreaper (a double fork after the child died)
     signals.kill_marked(TOKEN_ENV, token)
-    signals.reap(proc, timeout_s=limits.SOL_CHILD_EXIT_S, tries=2)
+    # a tracer (ptrace) that never waits would hold the wait: killed after 5 s
+    rc = signals.reap(proc, timeout_s=limits.SOL_CHILD_EXIT_S, tries=2)
     if registry is not None:
         registry.discard(proc.pid)
     lines.stop()
-    err.close()
+    return rc
 
 
 def _take_spare(registry):
@@ -410,14 +419,7 @@ class CountingChild:
                 proc.wait(timeout=limits.SOL_CHILD_EXIT_S)
             except subprocess.TimeoutExpired:
                 pass
-        signals.send_group(proc.pid, signal.SIGKILL)  # the child and whatever it left running
-        # what left the session (setsid) or the subreaper (a double fork after the child died)
-        signals.kill_marked(TOKEN_ENV, self._token)
-        # a tracer (ptrace) that never waits would hold the wait: killed after 5 s
-        rc = signals.reap(proc, timeout_s=limits.SOL_CHILD_EXIT_S, tries=2)
-        if self.registry is not None:
-            self.registry.discard(proc.pid)
-        self._lines.stop()
+        rc = _end(proc, self._lines, self._token, self.registry)
         err = self._err
         err.seek(0, 2)
         err.seek(max(0, err.tell() - 4000))  # the tail only: a reference may print gigabytes
