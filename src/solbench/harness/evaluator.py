@@ -215,7 +215,6 @@ class Evaluator:
                         add(self._trace(solution, w, None, fail))
                         handle = None
                         continue
-                self._cand_box = getattr(handle, "sandbox", None)
                 self._phases = {"worker_start": round(pending_start_s, 3)}
                 if pending_start_s and getattr(handle, "build_s", None) is not None:
                     self._phases["build"] = round(handle.build_s, 3)  # part of worker_start
