@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any
 
 from .timing import DeviceActivity
 
@@ -203,8 +202,3 @@ def open_session() -> ActivitySession:
         if _session is None:
             _session = ActivitySession()
         return _session
-
-
-def describe(session: Any) -> str:
-    """How a session's records were taken, for the trace's notes."""
-    return "cupti-python" if isinstance(session, ActivitySession) else "torch.profiler"
