@@ -481,3 +481,35 @@ def test_noncontiguous_packed_fp4_is_compared_by_its_bytes(monkeypatch):
         monkeypatch.setattr(correctness, "COMPARE_CHUNK", chunk)
         oc = check_output("o", ref, want, Tolerance(max_atol=0.0, max_rtol=0.0), poisoned=True)
         assert oc.ok and oc.matched_ratio == 1.0 and oc.rel_l2 == 0.0
+
+
+def test_misses_say_where_the_failing_elements_lie(monkeypatch):
+    """A [4, 8] output (32 elements, one slice each) wrong at rows 1 and 2 from column 6 of
+    row 1 to column 1 of row 2 (flat 14..17), by 1, 2, 3, 4; compared 5 elements at a time,
+    so the misses straddle chunks 10..14 and 15..19. Worked by hand: 4 misses, the first at
+    [1, 6], the last at [2, 1], the largest error (4) at [2, 1] (flat 17) with 17 + 4 against 17."""
+    from solbench.harness import correctness
+
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", 5)
+    ref = torch.arange(32.0).reshape(4, 8)
+    out = ref.clone()
+    out.view(-1)[14:18] += torch.tensor([1.0, 2.0, 3.0, 4.0])
+    oc = check_output("y", out, ref, Tolerance(max_atol=0.5, max_rtol=0.0, required_matched_ratio=0.99))
+    assert oc.failed_check == "tolerance" and oc.matched_ratio == 28 / 32
+    m = oc.misses
+    assert m["elements"] == 4 and m["of"] == 32
+    assert m["first"] == [1, 6] and m["last"] == [2, 1]
+    assert m["slice_elements"] == 1 and m["by_slice"] == [0] * 14 + [1] * 4 + [0] * 14
+    assert m["largest_error"] == {"index": [2, 1], "candidate": 17.0 + 4.0, "reference": 17.0}
+    # 64 slices of a [2, 100] output: slice_len ceil(200/64) = 4; misses at 0 and 199
+    ref = torch.zeros(2, 100)
+    out = ref.clone()
+    out[0, 0], out[1, 99] = 1.0, -3.0
+    m = check_output("y", out, ref, Tolerance(max_atol=0.5, max_rtol=0.0)).misses
+    assert m["first"] == [0, 0] and m["last"] == [1, 99] and m["slice_elements"] == 4
+    assert m["by_slice"][0] == 1 and m["by_slice"][199 // 4] == 1 and sum(m["by_slice"]) == 2
+    assert m["largest_error"] == {"index": [1, 99], "candidate": -3.0, "reference": 0.0}
+    # a passing output records none
+    assert check_output("y", ref, ref, Tolerance(max_atol=0.5, max_rtol=0.0)).misses is None
+    oc = check_output("y", out, ref, Tolerance(max_atol=0.5, max_rtol=0.0, required_matched_ratio=1.0))
+    assert oc.detail.endswith("; largest error at [1, 99]: -3 against 0"), oc.detail

@@ -76,6 +76,18 @@ def gelu_run(tmp_path_factory):
     return wd, env, r.stdout, json.loads(j.stdout)
 
 
+def _evidence(wd, label: str) -> str:
+    """What the run recorded of ``label``'s trace (status, log, correctness with the misses'
+    record, findings, input seeds, phases): the message of an assertion that it passed, so a
+    flagged honest candidate is diagnosed from CI's output alone."""
+    for line in (wd / "r.jsonl").read_text().splitlines():
+        ev = json.loads(line)["evaluation"]
+        if ev.get("label") == label or json.loads(line)["solution"] == label:
+            keep = ("status", "log", "correctness", "findings", "input_seeds", "phases_s", "environment")
+            return json.dumps({k: ev.get(k) for k in keep}, indent=1, default=str)[:20000]
+    return f"no trace of {label}"
+
+
 @pytest.fixture
 def keys(gelu_run, monkeypatch):
     """This test reads the run's results with the run's key."""
@@ -133,7 +145,8 @@ def test_failures_never_rank_above_correct_candidates(gelu_run, keys):
     cands = data["leaderboards"][0]["candidates"]
     order = [c["label"] for c in cands]
     # no SOL score on the CPU: correct ones first, by correct count then speedup
-    assert set(order[:4]) == CORRECT and set(order[4:]) == {"gelu_cache", "gelu_wrong"}
+    assert set(order[:4]) == CORRECT and set(order[4:]) == {"gelu_cache", "gelu_wrong"}, \
+        "\n".join(_evidence(wd, x) for x in CORRECT - set(order[:4]))
     assert all(c["mean_sol_score"] is None for c in cands[:4])
     sp = [c["geomean_speedup"] for c in cands[:4]]
     known = [x for x in sp if x is not None]  # None: both sides below the CPU timer's resolution
@@ -156,7 +169,8 @@ def test_failure_reason_in_run_summary_table_and_html(gelu_run, keys):
     # the cache returns its first call's tensor again: named as such (harness/replay.py)
     assert why["gelu_cache"].startswith("REWARD_HACK: cached_output: "), why["gelu_cache"]
     assert why["gelu_wrong"].startswith("INCORRECT_NUMERICAL: tolerance: y: matched ")
-    assert why["gelu_honest"] == ""
+    assert why["gelu_honest"] == "", _evidence(wd, "gelu_honest")
+    assert why["honest[v2]"] == "", _evidence(wd, "honest[v2]")
     # the run's per-problem table shows it (folded in its "why" column)
     assert "REWARD_HACK: cached_output" in next(ln for ln in out.splitlines() if "gelu_cache" in ln)
     assert "INCORRECT_NUMERICAL: tolerance" in next(ln for ln in out.splitlines() if "gelu_wrong" in ln)

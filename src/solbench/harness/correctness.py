@@ -201,6 +201,11 @@ class OutputCheck:
     #: a declared set semantics ("set", "topk") decides alone: ``upstream_ok`` then only
     #: records what the elementwise rule would have said
     semantics: str | None = None
+    #: where the elements outside the elementwise tolerance lie, when any are
+    #: (:func:`_misses`): their count, the first and last one's index, the count in each of
+    #: up to 64 equal slices of the flattened output, and the element of the largest
+    #: absolute error with both values
+    misses: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -358,6 +363,8 @@ def check_output(
     oc.rel_l2 = (0.0 if num == 0.0 else math.inf) if oc.ref_norm == 0.0 else num / oc.ref_norm
     oc.norm_max_error = oc.max_abs_error / b_max if b_max > 0 else (0.0 if oc.max_abs_error == 0 else math.inf)
     oc.worst_slice_rel_l2 = _worst_of_slices(st.slice_d, st.slice_b)
+    if st.matched < st.n:
+        oc.misses = _misses(st, tuple(ref.shape), ref.dtype == torch.float4_e2m1fn_x2)
 
     # ---- upstream rule ----
     eps = dtype_eps(ref.dtype)
@@ -369,7 +376,7 @@ def check_output(
         oc.upstream_ok = False
         oc.failed_check = "tolerance"
         oc.detail = (f"matched {oc.matched_ratio:.4%} < required {tol.required_matched_ratio:.2%} "
-                     f"(atol={tol.max_atol}, rtol={tol.max_rtol})")
+                     f"(atol={tol.max_atol}, rtol={tol.max_rtol})" + _largest_error_text(oc.misses))
     elif tol.max_error_cap is not None and oc.max_abs_error > tol.max_error_cap:
         oc.upstream_ok = False
         oc.failed_check = "error_cap"
@@ -482,6 +489,13 @@ class _Stats:
     n_diff: int = 0
     d_norms: list = field(default_factory=list)
     b_norms: list = field(default_factory=list)
+    #: flat indices of the first and last element outside the tolerance (-1: none), misses
+    #: per slice (the same 64 slices as the norms), and the element of the largest absolute
+    #: error: (flat index, candidate value, reference value)
+    first_miss: int = -1
+    last_miss: int = -1
+    miss_slices: list = field(default_factory=list)
+    worst: tuple | None = None
     #: per slice of the flattened output (up to 64 contiguous ones), the norms of its pieces
     slice_d: list = field(default_factory=list)
     slice_b: list = field(default_factory=list)
@@ -521,6 +535,7 @@ def _compare_chunked(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, poiso
     slice_len = -(-n // k) if n else 1
     st.slice_d = [[] for _ in range(k)]
     st.slice_b = [[] for _ in range(k)]
+    st.miss_slices = [0] * k
     exact = is_exact_dtype(ref.dtype)
     pb = _poison_bits(out.dtype) if poisoned else None
     for s, e in _spans(n, slice_len, fp4, chunk):
@@ -569,7 +584,11 @@ def _compare_piece(st: _Stats, a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
     diff.abs_()
     absb = bf.abs()
     if diff.numel():
-        st.max_abs = max(st.max_abs, float(diff.max().item()))
+        j = int(diff.argmax().item())
+        top = float(diff[j].item())
+        if st.worst is None or top > st.max_abs:
+            st.worst = (start + j, float(a[j].item()), float(b[j].item()))
+        st.max_abs = max(st.max_abs, top)
     rel = absb.clamp_min(1e-12)
     torch.div(diff, rel, out=rel)
     if rel.numel():
@@ -583,7 +602,10 @@ def _compare_piece(st: _Stats, a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
         matched = matched & finite
         if both_neg_inf is not None:
             matched = matched | both_neg_inf
-    st.matched += int(matched.sum().item())
+    hits = int(matched.sum().item())
+    st.matched += hits
+    if hits < matched.numel():
+        _record_misses(st, ~matched, start, slice_len)
     del matched
     if absb.numel():
         st.b_max = max(st.b_max, float(absb.max().item()))
@@ -616,6 +638,56 @@ def _compare_piece(st: _Stats, a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
             st.slice_d[i].append(float(torch.linalg.vector_norm(d64[lo:hi]).item()))
             st.slice_b[i].append(float(torch.linalg.vector_norm(b64[lo:hi]).item()))
             i += 1
+
+
+def _misses(st: _Stats, shape: tuple, fp4: bool) -> dict[str, Any]:
+    """The ``misses`` record of an output (:attr:`OutputCheck.misses`). Indices are the
+    output's own (row-major) for every dtype but packed fp4, whose are flat over the
+    unpacked values."""
+    def at(flat: int) -> list[int]:
+        if fp4 or not shape:
+            return [flat]
+        idx = []
+        for d in reversed(shape):
+            idx.append(flat % d)
+            flat //= d
+        return idx[::-1]
+
+    rec: dict[str, Any] = {"elements": st.n - st.matched, "of": st.n,
+                           "first": at(st.first_miss), "last": at(st.last_miss),
+                           "slice_elements": -(-st.n // max(len(st.miss_slices), 1)),
+                           "by_slice": list(st.miss_slices)}
+    if st.worst is not None:
+        j, a, b = st.worst
+        rec["largest_error"] = {"index": at(j), "candidate": a, "reference": b}
+    return rec
+
+
+def _largest_error_text(misses: dict | None) -> str:
+    """``; largest error at [2, 1]: 21 against 17`` (empty without a record)."""
+    big = (misses or {}).get("largest_error")
+    if not big:
+        return ""
+    return f"; largest error at {big['index']}: {big['candidate']:.6g} against {big['reference']:.6g}"
+
+
+def _record_misses(st: _Stats, miss: torch.Tensor, start: int, slice_len: int) -> None:
+    """Where the elements outside the tolerance lie (``miss``: bool, elements start.. of the
+    flattened output): the first and last one and a count per slice, so a failure says
+    whether its misses are everywhere, in one block or in a region of values."""
+    m = miss.numel()
+    as_u8 = miss.to(torch.uint8)
+    # argmax of a 0/1 vector is the first 1 (torch returns the first of equal maxima)
+    first = start + int(as_u8.argmax().item())
+    last = start + m - 1 - int(as_u8.flip(0).argmax().item())
+    if st.first_miss < 0:
+        st.first_miss = first
+    st.last_miss = max(st.last_miss, last)
+    i = start // slice_len
+    while i * slice_len < start + m:
+        lo, hi = max(start, i * slice_len) - start, min(start + m, (i + 1) * slice_len) - start
+        st.miss_slices[i] += int(as_u8[lo:hi].sum().item())
+        i += 1
 
 
 def _worst_of_slices(slice_d: list, slice_b: list) -> float:
