@@ -155,7 +155,8 @@ def test_failures_never_rank_above_correct_candidates(gelu_run, keys):
     rows = [ln for ln in text.splitlines() if ln.startswith("│")]
     assert [ln.split("│")[2].strip() for ln in rows] == order
     html = (wd / "rep" / "index.html").read_text()
-    assert f"<td>{order[0]} (1/1 correct, geomean speedup" in html
+    # the speedup is named only when it was resolved (on a loaded host it may not be)
+    assert f"<td>{order[0]} (1/1 correct" + (", geomean speedup" if sp[0] is not None else ")</td>") in html
     assert "gelu_cache (" not in html.split("<h2>headline</h2>")[1].split("</table>")[0]
 
 

@@ -134,6 +134,11 @@ register("strict_round_failed", I, """The candidate passed every upstream-compat
     failed the strict round (random norm weights and biases where upstream's inputs are exactly
     1 and 0, -inf in a causal mask described so): it is correct only with the default values.
     Decides INCORRECT_STRICT; SOL-ExecBench's own verdict would be PASSED.""")
+register("nondeterministic_output", A, """A call that failed a correctness round numerically, made
+    once more at once on the same inputs, gave other outputs: a race in the kernel (an
+    unsynchronised reduction, a missing barrier) or a fault outside it. The first call's
+    failure stays the verdict; the finding says the failure does not repeat bit for bit, and
+    whether the repeat passed.""")
 register("stress_exact_mismatch", A, """On the stress round only integer/bool outputs differed
     from the reference's (every float output passed): ties in the stress inputs (exact zeros,
     bf16 near-ties) let an honest kernel pick other indices, so it decides nothing (the

@@ -677,6 +677,8 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
             if spec.profile == "upstream":
                 # upstream's own verdict; an extra round's failure held before does not count
                 corr.extra["upstream_rounds_passed"] = False
+                if report.status == Status.INCORRECT_NUMERICAL:
+                    corr.extra["repeat_call"] = repeat_call(run, oracle, values, outs, ref_out, where, r)
                 return Failure(report.status, reason), corr
             strict_f = None
             if spec.profile == "strict" and report.status == Status.INCORRECT_NUMERICAL:
@@ -713,6 +715,48 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
         return Failure(Status.INVALID_REFERENCE, f"{upstream_judged} of {n_upstream} planned upstream "
                                                  "correctness rounds were judged"), c
     return None, c
+
+
+def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch.Tensor],
+                ref_out: list[torch.Tensor], where: str, r: int) -> dict[str, Any]:
+    """The call of a numerically failing upstream round made once more, at once, on the same
+    input set in the same slot, so the failure says whether it repeats. A kernel with a race
+    (an unsynchronised reduction, a missing barrier) or a fault outside the kernel gives
+    another answer on identical inputs; a wrong kernel gives the same one. The verdict is
+    the first call's whatever this one gives: a repeat that passes proves nothing about the
+    call that failed. Returns the ``repeat_call`` record of the correctness figures:
+    ``{"outputs": "bit-identical" | "different", "passed": bool, "matched_ratio": float}``,
+    or ``{"error": ...}`` when the call did not complete (the worker is then stopped:
+    nothing more is asked of it). Outputs that differ add the advisory finding
+    ``nondeterministic_output``; an interposition the worker reports is a finding as in any
+    call."""
+    slots = run.slots
+    first = [o.clone() for o in outs]  # the slot is filled (and its outputs poisoned) again
+    scalars = slots.fill(0, values)
+    try:
+        rep = protocol.request(run.h, protocol.Call(slot=0, scalars=scalars),
+                               timeout_s=run.cfg.later_call_timeout(run.reference_call_s))
+    except (WorkerTimeout, protocol.ReplyInvalid, WorkerDied, ProtocolError) as e:
+        run.h.kill()
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    if isinstance(rep, protocol.ErrorReply):
+        return {"error": f"{rep.type}: {rep.message}"[:300]}
+    if rep.interposition:
+        add_once(run.findings, interposition_finding(list(rep.interposition), f"{where} (repeated)"))
+        return {"error": "interposition"}
+    again = slots.outputs(0)
+    same = len(again) == len(first) and all(bits_equal(a, b) for a, b in zip(again, first))
+    rep2, _ = oracle.judge(again, ref_out, values, run.tol, slots, False, precision_evidence=False)
+    rec = {"outputs": "bit-identical" if same else "different", "passed": rep2.passed,
+           "matched_ratio": rep2.summary()["matched_ratio"]}
+    if not same:
+        add_once(run.findings, finding(
+            "nondeterministic_output",
+            f"{where}: the same call on the same inputs, made again at once, gave other outputs "
+            f"({'which pass' if rep2.passed else 'which fail too'}: matched "
+            f"{rec['matched_ratio']:.4%}); the first call's failure is the verdict",
+            {"round": r, **rec}))
+    return rec
 
 
 def _exact_only(report: CheckReport, slots: SlotPool) -> bool:
