@@ -94,7 +94,7 @@ class TraceRow:
     raw_reference_ms: float | None
     raw_speedup: float | None
     raw_sol_score: float | None
-    #: ``unresolved (below the CPU timer's resolution: X ms)`` when a side's CPU time is not
+    #: ``unresolved (not above this run's noise floor: X ms)`` when a side's CPU time is not
     #: resolved (``report.tables.unresolved_text``); its latency, speedup and SOL figures are None
     unresolved: str | None
     #: which side's CPU time is unresolved: "candidate", "reference", "both", or None
