@@ -34,7 +34,8 @@ from ..spec.trace import Status, Trace
 from ..store import StoreRead, read_store, warn_unverified
 from ..store.blocks import BlockError, sol_of
 from .summary import speedup_low, trace_speedup
-from .tables import bound_text, error_figures, failure_reason, unresolved_side, unresolved_text
+from .tables import (bound_text, error_figures, failure_reason, no_sol_score_reason, unresolved_side,
+                     unresolved_text)
 
 @lru_cache(maxsize=1)
 def _bundled_suites() -> dict[str, str]:
@@ -131,6 +132,10 @@ class TraceRow:
     #: the deciding check, finding or log line of a trace that did not pass
     #: (``report.tables.failure_reason``); "" for a PASSED trace
     reason: str = ""
+    #: why a PASSED trace has no ``sol_score`` (``report.tables.no_sol_score_reason``: a side's
+    #: CPU time unresolved, no SOL on CPU, no hardware spec, SOL error); "" when it has one or
+    #: did not pass
+    no_sol_score: str = ""
     #: the log of a trace that did not pass (the HTML problem page shows it), else ""
     log: str = field(default="", repr=False)
     #: raw timing samples of candidate and reference (not exported to tables)
@@ -312,6 +317,8 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             timestamp=ev.timestamp,
             speedup_low=low, raw_speedup_low=raw_low,
             reason="" if ev.status == Status.PASSED else failure_reason(t),
+            no_sol_score=((no_sol_score_reason(t) or "no score in the SOL block")
+                          if ev.status == Status.PASSED and score is None else ""),
             log="" if ev.status == Status.PASSED else ev.log,
             samples_ms=[x for x in (ev.timing.samples_ms if ev.timing else []) if x is not None],
             ref_samples_ms=[x for x in (ev.reference_timing.samples_ms if ev.reference_timing else [])

@@ -265,6 +265,29 @@ def _sol_cell(trace: Trace) -> str:
     return "no hardware spec"
 
 
+def no_sol_score_reason(trace: Trace) -> str | None:
+    """Why a PASSED trace has no SOL score, in a few words: ``no SOL on CPU`` / ``no hardware
+    spec`` (no SOL block), ``SOL error`` (the bound could not be counted), a side's CPU time
+    unresolved (not above the run's noise floor: no time to score), else ``no score in the SOL
+    block``; None for a trace that did not pass or has a score."""
+    ev = trace.evaluation
+    if ev.status != Status.PASSED:
+        return None
+    sol = ev.sol
+    score = getattr(sol, "score", None)
+    if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+        return None
+    if sol is None:
+        return _sol_cell(trace)  # no SOL on CPU / no hardware spec
+    if getattr(sol, "error", None):
+        return "SOL error"
+    side = unresolved_side(trace)
+    if side is not None:
+        return {"candidate": "candidate's CPU time unresolved", "reference": "reference's CPU time unresolved",
+                "both": "both sides' CPU times unresolved"}[side]
+    return "no score in the SOL block"
+
+
 def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:
     """One row per trace: workload (full uuid), axes, status, latency (ms, median), reference
     latency, speedup (noise-marked), max abs error, relative L2 error, SOL score (or why
