@@ -12,7 +12,9 @@ Definitions (docs/reports.md gives the sources):
   ``raw_speedup`` against its reference timing and ``raw_sol_score`` against the T_SOL of
   the same workload on the same hardware (taken from any trace that has one). For a PASSED
   trace raw = adjusted.
-* ``suite``: the bundled suite holding the definition (l1, dlrm, ...), else the name of the
+* ``suite``: the one the trace recorded (``evaluation.suite``: the problem's ``suite:`` tag,
+  else the folder holding the problem, e.g. SOL-ExecBench's ``L1``); for traces written
+  before it, the bundled suite holding the definition (l1, dlrm, ...), else the name of the
   folder of the results file.
 * ``label``: the candidate family (``labels.json`` beside the results file, a legacy side
   file of bench/suites_device.py; else the solution name's suffix after ``__``; else the
@@ -52,7 +54,12 @@ def _bundled_suites() -> dict[str, str]:
     return out
 
 
-def suite_of(definition: str, results_path: Path | None = None) -> str:
+def suite_of(definition: str, results_path: Path | None = None, recorded: str | None = None) -> str:
+    """The suite a trace is grouped under (module docstring): ``recorded`` (its
+    ``evaluation.suite``), else the bundled suite of ``definition``, else the results file's
+    folder name up to its first ``_``, else "other"."""
+    if recorded:
+        return recorded
     s = _bundled_suites().get(definition)
     if s:
         return s
@@ -291,7 +298,7 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             raw_low = min(iv[0], raw_sp) if iv else None
         hacks = [f for f in ev.findings if f.severity == "hack"]
         rows.append(TraceRow(
-            file=str(path), line=ln, provenance=pv, suite=suite_of(t.definition, path),
+            file=str(path), line=ln, provenance=pv, suite=suite_of(t.definition, path, ev.suite),
             hardware=_hardware(t), definition=t.definition, solution=t.solution, label=label,
             solution_hash=ev.solution_hash, workload=t.workload.uuid,
             axes=",".join(f"{k}={v}" for k, v in t.workload.axes.items()), status=ev.status.value,

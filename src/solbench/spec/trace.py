@@ -284,6 +284,11 @@ class Evaluation(_Model):
     #: solutions folder, ``eager``, ``compile``, ...): the name report and compare show; None
     #: for a single evaluation (``solbench.report.records.label_for`` then names it)
     label: str | None = None
+    #: the suite of the evaluated problem (``spec.Problem.suite``: its ``suite:`` tag, else the
+    #: folder holding it, e.g. SOL-ExecBench's ``L1``): the group report and compare show it
+    #: under; None in traces written before it (the report then falls back on the results
+    #: file's folder, ``solbench.report.records.suite_of``)
+    suite: str | None = None
     device: str | None = None
     #: wall seconds of the evaluation's phases for this workload (worker_start: spawn + build
     #: of the worker that served it, charged to the first workload it served; inputs;
