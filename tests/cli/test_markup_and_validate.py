@@ -152,3 +152,17 @@ def test_readme_names_every_command():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [c for c in sorted(command().commands) if not re.search(rf"solbench {re.escape(c)}\b", readme)]
     assert missing == []
+
+
+def test_readme_eval_line_lists_hardware_and_spare_workers():
+    """README's usage line for ``solbench eval`` names the options a new user needs to choose
+    the SOL hardware (``--hardware``: without a GPU name there is no SOL score) and the
+    workers started ahead (``--spare-workers``); both are options of ``solbench eval``."""
+    from solbench.cli import command
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("solbench eval PROBLEM"))
+    opts = {o for p in command().commands["eval"].params for o in p.opts}
+    for opt in ("--hardware", "--spare-workers"):
+        assert opt in opts
+        assert f"[{opt} " in line, (opt, line)

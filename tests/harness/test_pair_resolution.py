@@ -252,7 +252,7 @@ def test_a_refused_bound_is_not_worked_out_again_by_reports():
 def test_the_harness_times_four_abba_block_pairs_on_the_cpu(tmp_path):
     """The evaluator records the rule's evidence: 16 calls a side in 4 blocks of 4, timed
     C R R C C R R C, a ratio per pair, the load shares and both no-op medians; an unresolved
-    pair claims no bound. (A relu of 4096 elements is below the CPU timer's resolution on
+    pair claims no bound. (A relu of 4096 elements is below the run's noise floor on
     either side, so both enter at their resolution and every ratio is 1.)"""
     from harness_helpers import relu_problem
 

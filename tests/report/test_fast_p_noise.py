@@ -42,7 +42,7 @@ def test_fast_p_counts_only_speedups_beyond_the_noise():
 
 def test_fast0_is_the_correct_share_when_times_are_unresolved():
     ts = _traces()
-    for t in ts:  # both sides below the CPU timer's resolution: correct, no speedup
+    for t in ts:  # both sides not above the run's noise floor: correct, no speedup
         for ts_ in (t.evaluation.timing, t.evaluation.reference_timing):
             ts_.resolved, ts_.resolution_ms = False, 40.0
     s = summarize(ts, label_of=lambda t: "k")["k"]

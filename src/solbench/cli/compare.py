@@ -85,8 +85,8 @@ def register(app: typer.Typer) -> None:
               f" (Mann-Whitney U two-sided at alpha {alpha} and |B/A - 1| > {threshold:g} with samples; "
               f"ratio of medians against noise {noise:g} without)")
         if any(c.statistic == "resolution" for c in cs):
-            print("unresolved in A/B: that run recorded the candidate's CPU time as below the timer's "
-                  "resolution (docs/harness.md, Resolution of CPU times); no verdict, left out of the statistics")
+            print("unresolved in A/B: that run recorded the candidate's CPU time as not above its noise "
+                  "floor (docs/harness.md, Resolution of CPU times); no verdict, left out of the statistics")
 
 
 def _f(v, spec=".4g") -> str:

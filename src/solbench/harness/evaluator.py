@@ -306,7 +306,7 @@ class Evaluator:
                 speedup_resolution=resolution if status == Status.PASSED and ref_timing is not None else None,
                 solution_hash=(ctx.solution_hash if ctx is not None and ctx.solution_hash
                                else solution.content_hash()),
-                label=ctx.label if ctx is not None else None,
+                label=ctx.label if ctx is not None else None, suite=self.problem.suite,
                 executor=ctx.executor if ctx is not None else None,
                 sol=sol, device=self.cfg.device,
                 phases_s=dict(self._phases) if self._phases else None,

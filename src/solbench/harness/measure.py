@@ -171,9 +171,10 @@ RESOLVE_K = 3.0
 class Resolution:
     """Whether a CPU side's time is above what the held-timing path can resolve.
 
-    ``resolution_ms``: the median (ms) of the no-op windows plus RESOLVE_K x their IQR, or
-    twice their median when fewer than 4 windows give no IQR; ``median_ms``: the side's sample median (ms);
-    ``reason``: why not resolved (None when resolved)."""
+    ``resolution_ms``: the run's noise floor (ms): the median of the no-op windows plus
+    RESOLVE_K x their IQR, or twice their median when fewer than 4 windows give no IQR (what
+    subtracting the no-op baseline can get wrong; the clock itself resolves far finer);
+    ``median_ms``: the side's sample median (ms); ``reason``: why not resolved (None when resolved)."""
 
     resolved: bool
     resolution_ms: float
@@ -207,7 +208,7 @@ def cpu_resolution(samples: list[float], noop_windows: list[float]) -> Resolutio
     med = _q(xs, 0.5)
     if med <= MIN_SAMPLE_MS or med <= res:
         return Resolution(False, res, med, f"sample median {med:.4g} ms is not above {res:.4g} ms "
-                                           f"({what}): below the CPU timer's resolution")
+                                           f"({what}, this run's noise floor)")
     return Resolution(True, res, med, None)
 
 

@@ -17,7 +17,7 @@ A speedup (a ratio outside the noise, or a bound with one CPU side unresolved) i
 
 1. at least :data:`MIN_PAIRS_CPU` (CPU) / :data:`MIN_PAIRS_CUDA` (CUDA) block pairs;
 2. every pair's ratio (reference block median / candidate block median; a side below the
-   CPU timer's resolution enters at its resolution, the largest time it may have) lies on
+   run's noise floor enters at the noise floor, the largest time it may have) lies on
    the same side of 1, beyond ``1 +- margin`` (:data:`MARGIN_CPU` 5%, :data:`MARGIN_CUDA`
    2%, the A/A goal band; on the CPU widened to ``(1 + margin) / (1 - s) - 1`` where ``s``
    is the larger share of its windows a side spent waiting for a CPU, the most that

@@ -216,7 +216,7 @@ def _trace_speedup(ev: dict[str, Any]) -> float | None:
         return None
     perf = ev.get("performance") or {}
     if any((ev.get(k) or {}).get("resolved") is False for k in ("timing", "reference_timing")):
-        # a time below the CPU timer's resolution gives no ratio, only the bound the other side
+        # a time not above the run's noise floor gives no ratio, only the bound the other side
         # proves, counted as in the suite summaries (report.summary.counted_bound)
         from ..report.summary import counted_bound
         from ..spec.trace import TimingStats, speedup_bound

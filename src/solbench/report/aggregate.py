@@ -6,7 +6,9 @@ when any workload is REWARD_HACK, otherwise *incorrect* (some workload failed a 
 not build, crashed or timed out). Per unit:
 
 * ``sol_score``: mean of its workloads' SOL scores when correct; 0 when not correct (a wrong
-  or hacked kernel closes none of the gap); None for a correct unit without SOL figures.
+  or hacked kernel closes none of the gap); None for a correct unit of which any workload has
+  no SOL score. ``unscored`` counts those workloads by the reason (records ``no_sol_score``),
+  which the report prints where the score would be (:func:`unscored_text`).
 * ``raw_sol_score``: the same as the candidate's own timings claim (records ``raw_*``): a
   hacked workload that was timed is scored as if it had passed. raw - adjusted is what the
   hack verdicts took away.
@@ -15,7 +17,8 @@ not build, crashed or timed out). Per unit:
 
 Per candidate: ``mean_sol_score`` = mean unit ``sol_score`` over units that have one (the
 ranking key); ``mean_sol_score_correct`` = the same over correct units only (what
-``solbench run`` prints); fast_p (KernelBench) over all units, adjusted and raw; mean
+``solbench run`` prints); ``unscored_problems``: correct units without a score, left out of
+both means, and ``unscored_workloads`` their workloads without one by reason; fast_p (KernelBench) over all units, adjusted and raw; mean
 headroom reclaimed over correct units' workloads.
 """
 
@@ -69,6 +72,25 @@ class Unit:
     #: low ends of the speedups' noise intervals (``report.summary.unit_low``)
     speedup_low: float | None = None
     raw_speedup_low: float | None = None
+    #: reason -> PASSED workloads without a SOL score (records ``TraceRow.no_sol_score``)
+    unscored: dict[str, int] = field(default_factory=dict)
+
+
+def _reasons(counts: dict[str, int], unit: str = "") -> str:
+    """``a`` for one reason; ``a: 2, b: 1`` (``unit`` after each count) for several."""
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{k}: {v}{unit}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def unscored_text(u: Unit) -> str:
+    """Why a correct unit has no SOL score: ``no SOL score for 1 of 3 workloads: candidate's
+    CPU time unresolved`` (several reasons: ``..., reason: count, ...``); "" when it has a
+    score or is not correct (then it scores 0)."""
+    if not u.correct or u.sol_score is not None or not u.unscored:
+        return ""
+    n = sum(u.unscored.values())
+    return f"no SOL score for {n} of {u.workloads} workloads: {_reasons(u.unscored)}"
 
 
 def units(rows: Iterable[TraceRow]) -> list[Unit]:
@@ -101,7 +123,8 @@ def units(rows: Iterable[TraceRow]) -> list[Unit]:
                         speed, raw_speed, score, raw_score,
                         headroom=[r.headroom for r in rs if correct and r.headroom is not None],
                         speedup_low=unit_low([r.speedup_low for r in rs]) if speed is not None else None,
-                        raw_speedup_low=unit_low([r.raw_speedup_low for r in rs]) if raw_speed is not None else None))
+                        raw_speedup_low=unit_low([r.raw_speedup_low for r in rs]) if raw_speed is not None else None,
+                        unscored=dict(Counter(r.no_sol_score for r in rs if r.status == "PASSED" and r.no_sol_score))))
     return out
 
 
@@ -133,6 +156,10 @@ class CandidateRow:
     fast_p_left_out: dict[str, int] = field(default_factory=dict)
     #: problems attempted / problems of the (suite, hardware) group (the means are over attempted)
     coverage: float | None = None
+    #: correct problems without a SOL score (left out of the means) and, over them, reason ->
+    #: workloads without one (:func:`unscored_text`)
+    unscored_problems: int = 0
+    unscored_workloads: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -152,6 +179,10 @@ def candidate_row(us: Sequence[Unit], label: str, ps: Sequence[float] = DEFAULT_
     good = [u.speedup for u in us if u.correct and u.speedup is not None]
     raw_ok = [u.raw_speedup is not None for u in us]
     hr = [h for u in us for h in u.headroom]
+    unscored = [u for u in us if unscored_text(u)]
+    why: Counter = Counter()
+    for u in unscored:
+        why.update(u.unscored)
     return CandidateRow(
         rank=0, label=label, problems=len(us), correct=sum(corr), incorrect=sum(1 for u in us if not u.correct and not u.hack),
         hack=sum(1 for u in us if u.hack), workloads=sum(u.workloads for u in us),
@@ -166,7 +197,23 @@ def candidate_row(us: Sequence[Unit], label: str, ps: Sequence[float] = DEFAULT_
         raw_fast_p={f"{p:g}": fast_p(raw_ok, raw_sp, p, raw_lows) for p in ps},
         mean_headroom=(sum(hr) / len(hr)) if hr else None,
         fast_p_left_out={f"{p:g}": fast_p_left_out(corr, sp, p, lows) for p in ps},
+        unscored_problems=len(unscored), unscored_workloads=dict(why),
     )
+
+
+def unscored_note(cands: Sequence[CandidateRow]) -> str:
+    """One sentence per candidate with correct problems that have no SOL score, saying how
+    many are left out of its mean SOL score and why: ``eager: 2 correct problems have no SOL
+    score, left out of its mean SOL score (2 workloads without one: no SOL on CPU)``; "" when every
+    correct problem has a score."""
+    parts = []
+    for c in cands:
+        if c.unscored_problems:
+            n, w = c.unscored_problems, sum(c.unscored_workloads.values())
+            parts.append(f"{c.label}: {n} correct problem{'s' if n != 1 else ''} ha{'ve' if n != 1 else 's'} "
+                         f"no SOL score, left out of its mean SOL score ({w} workload{'s' if w != 1 else ''} "
+                         f"without one: {_reasons(c.unscored_workloads)})")
+    return "; ".join(parts)
 
 
 #: how a leaderboard is ordered, for table titles and the report's text

@@ -15,7 +15,7 @@ ratio. Two rules, the first that applies:
 
 A pair where either side did not PASS gets the verdict ``status`` (``PASSED -> REWARD_HACK``
 and so on) instead of a timing verdict. A pair where either run recorded the candidate's CPU
-time as unresolved (``timing.resolved`` false: below the timer's resolution in that run,
+time as unresolved (``timing.resolved`` false: not above that run's noise floor,
 docs/harness.md "Resolution of CPU times") gets ``unresolved in A`` / ``unresolved in B`` /
 ``unresolved in A and B``, no ratio and no test: such samples are noise of the subtracted
 no-op baseline (an A/A pair of them read "slower" 28.9x at p = 0.0073). The reference's

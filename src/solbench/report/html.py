@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import figures as F
-from .aggregate import RANKING, CandidateRow, leaderboards, units
+from .aggregate import RANKING, CandidateRow, leaderboards, units, unscored_note, unscored_text
 from .records import ResultSet, TraceRow
 from .tables import UNRESOLVED_LEGEND
 
@@ -134,6 +134,8 @@ def render_terminal(rs: ResultSet, fmt: str) -> str | Any:
             out.append("|" + "---|" * len(LEADER_COLS))
             for c in cs:
                 out.append("| " + " | ".join(str(x) for x in leader_cells(c)) + " |")
+            if note := unscored_note(cs):
+                out.append(f"\nNo SOL score: {note}.")
             out.append("")
         if lbs:
             out.append(f"Ranked: {RANKING}. {NOISE_NOTE}.")
@@ -143,8 +145,9 @@ def render_terminal(rs: ResultSet, fmt: str) -> str | Any:
     tables = []
     keep = [LEADER_COLS.index(c) for c in TERMINAL_COLS]
     for (s, hw), cs in lbs.items():
-        t = Table(title=f"{s} on {hw}", caption=f"ranked: {RANKING}. {NOISE_NOTE}. All columns: "
-                  "--format markdown|json or the HTML report")
+        note = unscored_note(cs)
+        t = Table(title=f"{s} on {hw}", caption=(f"No SOL score: {note}. " if note else "") + f"ranked: {RANKING}. "
+                  f"{NOISE_NOTE}. All columns: --format markdown|json or the HTML report")
         width = max([len(c.label) for c in cs] + [9])
         for col in TERMINAL_COLS:
             t.add_column(_SHORT.get(col, col), justify="left" if col == "candidate" else "right", overflow="fold",
@@ -226,8 +229,9 @@ def _problem_page(definition: str, rows: list[TraceRow], finds_by: dict) -> str:
     us = sorted(units(rows), key=lambda u: (not u.correct, -(u.sol_score or 0.0), u.speedup is None,
                                             -(u.speedup or 0.0), u.label))
     summ = _table(["candidate", "workloads", "passed", "incorrect", "hack", "SOL score", "raw SOL score", "speedup (geomean)"],
-                  [[u.label, u.workloads, u.passed, u.failed, u.hacked, _f(u.sol_score), _f(u.raw_sol_score), _f(u.speedup)]
-                   for u in us])
+                  [[u.label, u.workloads, u.passed, u.failed, u.hacked,
+                    f"- ({unscored_text(u)})" if unscored_text(u) else _f(u.sol_score), _f(u.raw_sol_score),
+                    _f(u.speedup)] for u in us])
     hw = sorted({r.hardware for r in rows})
     return _page(definition, f"<h1>{escape(definition)}</h1><p class=muted>suite {escape(rows[0].suite)}; hardware "
                  f"{escape(', '.join(hw))}; {len({r.workload for r in rows})} workloads; reference = the problem's "
@@ -292,7 +296,8 @@ def build_report(rs: ResultSet, out_dir: str | Path, title: str = "solbench repo
                      "candidate attempted (coverage: attempted / all problems of the suite here); raw = as "
                      "the candidates' own timings claim, before reward-hack verdicts; p/i/h = passed / incorrect / "
                      f"hack workloads. {escape(NOISE_NOTE)}. Definitions: docs/reports.md.</p>"
-                     + _table(LEADER_COLS, [leader_cells(c) for c in cs], left=2))
+                     + _table(LEADER_COLS, [leader_cells(c) for c in cs], left=2)
+                     + (f"<p class=muted>No SOL score: {escape(note)}.</p>" if (note := unscored_note(cs)) else ""))
     parts.append("<h2>figures</h2><div class=figs>")
     parts.append("<img src='figures/speedup_vs_sol_distance.png' alt='speedup vs SOL distance'>"
                  "<img src='figures/score_vs_headroom.png' alt='SOL score vs headroom reclaimed'>")

@@ -12,7 +12,9 @@ Definitions (docs/reports.md gives the sources):
   ``raw_speedup`` against its reference timing and ``raw_sol_score`` against the T_SOL of
   the same workload on the same hardware (taken from any trace that has one). For a PASSED
   trace raw = adjusted.
-* ``suite``: the bundled suite holding the definition (l1, dlrm, ...), else the name of the
+* ``suite``: the one the trace recorded (``evaluation.suite``: the problem's ``suite:`` tag,
+  else the folder holding the problem, e.g. SOL-ExecBench's ``L1``); for traces written
+  before it, the bundled suite holding the definition (l1, dlrm, ...), else the name of the
   folder of the results file.
 * ``label``: the candidate family (``labels.json`` beside the results file, a legacy side
   file of bench/suites_device.py; else the solution name's suffix after ``__``; else the
@@ -34,7 +36,8 @@ from ..spec.trace import Status, Trace
 from ..store import StoreRead, read_store, warn_unverified
 from ..store.blocks import BlockError, sol_of
 from .summary import speedup_low, trace_speedup
-from .tables import bound_text, error_figures, failure_reason, unresolved_side, unresolved_text
+from .tables import (bound_text, error_figures, failure_reason, no_sol_score_reason, unresolved_side,
+                     unresolved_text)
 
 @lru_cache(maxsize=1)
 def _bundled_suites() -> dict[str, str]:
@@ -51,7 +54,12 @@ def _bundled_suites() -> dict[str, str]:
     return out
 
 
-def suite_of(definition: str, results_path: Path | None = None) -> str:
+def suite_of(definition: str, results_path: Path | None = None, recorded: str | None = None) -> str:
+    """The suite a trace is grouped under (module docstring): ``recorded`` (its
+    ``evaluation.suite``), else the bundled suite of ``definition``, else the results file's
+    folder name up to its first ``_``, else "other"."""
+    if recorded:
+        return recorded
     s = _bundled_suites().get(definition)
     if s:
         return s
@@ -94,7 +102,7 @@ class TraceRow:
     raw_reference_ms: float | None
     raw_speedup: float | None
     raw_sol_score: float | None
-    #: ``unresolved (below the CPU timer's resolution: X ms)`` when a side's CPU time is not
+    #: ``unresolved (not above this run's noise floor: X ms)`` when a side's CPU time is not
     #: resolved (``report.tables.unresolved_text``); its latency, speedup and SOL figures are None
     unresolved: str | None
     #: which side's CPU time is unresolved: "candidate", "reference", "both", or None
@@ -131,6 +139,10 @@ class TraceRow:
     #: the deciding check, finding or log line of a trace that did not pass
     #: (``report.tables.failure_reason``); "" for a PASSED trace
     reason: str = ""
+    #: why a PASSED trace has no ``sol_score`` (``report.tables.no_sol_score_reason``: a side's
+    #: CPU time unresolved, no SOL on CPU, no hardware spec, SOL error); "" when it has one or
+    #: did not pass
+    no_sol_score: str = ""
     #: the log of a trace that did not pass (the HTML problem page shows it), else ""
     log: str = field(default="", repr=False)
     #: raw timing samples of candidate and reference (not exported to tables)
@@ -286,7 +298,7 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             raw_low = min(iv[0], raw_sp) if iv else None
         hacks = [f for f in ev.findings if f.severity == "hack"]
         rows.append(TraceRow(
-            file=str(path), line=ln, provenance=pv, suite=suite_of(t.definition, path),
+            file=str(path), line=ln, provenance=pv, suite=suite_of(t.definition, path, ev.suite),
             hardware=_hardware(t), definition=t.definition, solution=t.solution, label=label,
             solution_hash=ev.solution_hash, workload=t.workload.uuid,
             axes=",".join(f"{k}={v}" for k, v in t.workload.axes.items()), status=ev.status.value,
@@ -312,6 +324,8 @@ def rows_from_traces(traces: Sequence[Trace], path: Path, read: StoreRead | None
             timestamp=ev.timestamp,
             speedup_low=low, raw_speedup_low=raw_low,
             reason="" if ev.status == Status.PASSED else failure_reason(t),
+            no_sol_score=((no_sol_score_reason(t) or "no score in the SOL block")
+                          if ev.status == Status.PASSED and score is None else ""),
             log="" if ev.status == Status.PASSED else ev.log,
             samples_ms=[x for x in (ev.timing.samples_ms if ev.timing else []) if x is not None],
             ref_samples_ms=[x for x in (ev.reference_timing.samples_ms if ev.reference_timing else [])

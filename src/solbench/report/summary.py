@@ -7,7 +7,7 @@ out by hand):
 * speedup of a PASSED trace = ``performance.speedup_factor`` (the eager reference's time over
   the candidate's, both measured in the same session), or ``reference_latency_ms /
   latency_ms`` when the factor is absent. Non-PASSED traces have no speedup, nor do traces
-  with both sides' times below the CPU timer's resolution (``timing.resolved`` false). With
+  with both sides' times not above the run's noise floor (``timing.resolved`` false). With
   one side unresolved, the trace counts at the bound the resolved side proves
   (:func:`trace_speedup_bound`) when that bound is informative: an upper bound below 1 (a
   proven slowdown, counted no slower than proven) or a lower bound above 1 (a proven speedup,
@@ -53,7 +53,7 @@ def trace_speedup(trace: Trace) -> float | None:
     if ev.status != Status.PASSED or ev.performance is None:
         return None
     if any(ts is not None and ts.resolved is False for ts in (ev.timing, ev.reference_timing)):
-        # a time below the CPU timer's resolution gives no ratio, only a bound (module docstring)
+        # a time not above the run's noise floor gives no ratio, only a bound (module docstring)
         return counted_bound(trace_speedup_bound(trace))
     perf = ev.performance
     s = perf.speedup_factor

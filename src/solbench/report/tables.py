@@ -86,13 +86,13 @@ def timing_unstable(trace: Trace) -> bool:
     return any(f.check == "timing_unstable" for f in trace.evaluation.findings)
 
 
-UNRESOLVED_LEGEND = ("unres. <X ms: that side's CPU time is below the timer's resolution X in this run "
-                     "(docs/harness.md, Resolution of CPU times); <=v / >=v (cand./ref. unres.): the "
+UNRESOLVED_LEGEND = ("unres. <X ms: that side's CPU time is not above this run's noise floor X, the "
+                     "no-op windows' median + 3 x their IQR (docs/harness.md, Resolution of CPU times); <=v / >=v (cand./ref. unres.): the "
                      "bound on the speedup that the resolved side proves")
 
 
 def unresolved_text(ts: TimingStats | None, short: bool = False) -> str | None:
-    """``unresolved (below the CPU timer's resolution: 1.2 ms)`` (``short``: ``unres. <1.2 ms``,
+    """``unresolved (not above this run's noise floor: 1.2 ms)`` (``short``: ``unres. <1.2 ms``,
     for table cells; the legend is :data:`UNRESOLVED_LEGEND`) for a side whose CPU time is not
     resolved (``TimingStats.resolved`` False), else None."""
     if ts is None or ts.resolved is not False:
@@ -100,7 +100,7 @@ def unresolved_text(ts: TimingStats | None, short: bool = False) -> str | None:
     if short:
         return f"unres. <{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unres."
     res = f"{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unknown"
-    return f"unresolved (below the CPU timer's resolution: {res})"
+    return f"unresolved (not above this run's noise floor: {res})"
 
 
 def unresolved_side(trace: Trace) -> str | None:
@@ -123,9 +123,10 @@ def bound_text(trace: Trace) -> str | None:
 def speedup_text(trace: Trace, short: bool = False) -> str:
     """``1.93x``, ``1.03x ~`` (within noise), ``0.8x !`` (timing_unstable), or ``-``; with a
     side's CPU time unresolved, the side named and the bound the other side proves:
-    ``<=0.175x (reference unresolved: below the CPU timer's resolution, 40.3 ms)`` (``short``:
-    ``<=0.175x (ref. unres.)``), ``unresolved (both sides below the CPU timer's resolution:
-    2.4 ms)`` (``short``: ``unres. (both)``)."""
+    ``<=0.175x (reference unresolved: not above this run's noise floor, 40.3 ms)`` (``short``:
+    ``<=0.175x (ref. unres.)``), ``unresolved (both sides not above this run's noise floor:
+    2.4 ms)`` (``short``: ``unres. (both)``). The noise floor is ``TimingStats.resolution_ms``
+    (ms): the no-op windows' median + 3 x their IQR (``harness.measure.cpu_resolution``)."""
     ev = trace.evaluation
     side = unresolved_side(trace) if ev.status == Status.PASSED else None
     if side is not None:
@@ -137,13 +138,13 @@ def speedup_text(trace: Trace, short: bool = False) -> str:
             rc, rr = ev.timing.resolution_ms, ev.reference_timing.resolution_ms
             res = (f"{rc:.3g} ms" if rc == rr else f"candidate {rc:.3g} ms, reference {rr:.3g} ms") \
                 if rc is not None and rr is not None else "unknown"
-            return f"unresolved (both sides below the CPU timer's resolution: {res})"
+            return f"unresolved (both sides not above this run's noise floor: {res})"
         if short:
             tag = "cand. unres." if side == "candidate" else "ref. unres."
             return f"{bound} ({tag})" if bound else f"unres. ({side[:3]}.)"
         res = f"{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unknown"
-        return (f"{bound} ({side} unresolved: below the CPU timer's resolution, {res})" if bound
-                else f"unresolved ({side} below the CPU timer's resolution: {res})")
+        return (f"{bound} ({side} unresolved: not above this run's noise floor, {res})" if bound
+                else f"unresolved ({side} not above this run's noise floor: {res})")
     perf = ev.performance
     if perf is None or perf.speedup_factor is None:
         return "-"
@@ -262,6 +263,29 @@ def _sol_cell(trace: Trace) -> str:
     if dev == "cpu" or dev.startswith("cpu"):
         return "no SOL on CPU"
     return "no hardware spec"
+
+
+def no_sol_score_reason(trace: Trace) -> str | None:
+    """Why a PASSED trace has no SOL score, in a few words: ``no SOL on CPU`` / ``no hardware
+    spec`` (no SOL block), ``SOL error`` (the bound could not be counted), a side's CPU time
+    unresolved (not above the run's noise floor: no time to score), else ``no score in the SOL
+    block``; None for a trace that did not pass or has a score."""
+    ev = trace.evaluation
+    if ev.status != Status.PASSED:
+        return None
+    sol = ev.sol
+    score = getattr(sol, "score", None)
+    if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+        return None
+    if sol is None:
+        return _sol_cell(trace)  # no SOL on CPU / no hardware spec
+    if getattr(sol, "error", None):
+        return "SOL error"
+    side = unresolved_side(trace)
+    if side is not None:
+        return {"candidate": "candidate's CPU time unresolved", "reference": "reference's CPU time unresolved",
+                "both": "both sides' CPU times unresolved"}[side]
+    return "no score in the SOL block"
 
 
 def trace_table(traces: Iterable[Trace], title: str | None = None) -> Table:

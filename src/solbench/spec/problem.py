@@ -87,6 +87,17 @@ class Problem:
     def name(self) -> str:
         return self.definition.name
 
+    @property
+    def suite(self) -> str | None:
+        """The suite the problem belongs to: its definition's ``suite:`` tag (solbench's own
+        suites tag every problem, ``suite:l1``), else the name of the folder that holds it (the
+        subset in SOL-ExecBench's ``<subset>/<name>/`` layout, ``L1``; the level of a
+        KernelBench file, ``level1``); None for a problem at the file system's root."""
+        for t in self.definition.tags or []:
+            if t.startswith("suite:") and t[len("suite:"):].strip():
+                return t[len("suite:"):].strip()
+        return self.path.resolve().parent.name or None
+
     def reference_module(self):
         """The imported reference module (from a real file)."""
         return import_source(self.definition.reference, stem=self.name)

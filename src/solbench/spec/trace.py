@@ -110,7 +110,8 @@ class TimingStats(_Model):
     #: baseline and no speedup, score or SOL verdict is made from it; None: not judged (CUDA,
     #: or a trace written before the rule)
     resolved: bool | None = None
-    #: the smallest median (ms) judged resolved in this run (no-op median + RESOLVE_K x IQR)
+    #: the run's noise floor (ms): a median must be above it to be resolved (no-op median +
+    #: RESOLVE_K x IQR, ``harness.measure.cpu_resolution``)
     resolution_ms: float | None = None
 
 
@@ -197,8 +198,9 @@ class SolBlock(_Block):
     ``score`` S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)) capped at 1 (``raw_score``
     uncapped), ``h`` = (T_b - T_k) / (T_b - T_SOL), ``t_k_ms`` / ``t_b_ms`` the candidate's /
     baseline's medians, ``measured_over_sol`` = T_k / T_SOL (``solbench.sol.score``).
-    ``unresolved``: the candidate's CPU time is below the timer's resolution (no score, no
-    ratio). ``error``: the bound could not be counted (nothing else but hardware and model).
+    ``unresolved``: the candidate's CPU time is not above the run's noise floor
+    (``TimingStats.resolution_ms``; no score, no ratio). ``error``: the bound could not be
+    counted (nothing else but hardware and model).
 
     Traces written before this model carried T_SOL twice, as ``sol_ms`` and (from the
     score) ``t_sol_ms``; a block with ``t_sol_ms`` loads with it as ``sol_ms``."""
@@ -282,6 +284,11 @@ class Evaluation(_Model):
     #: solutions folder, ``eager``, ``compile``, ...): the name report and compare show; None
     #: for a single evaluation (``solbench.report.records.label_for`` then names it)
     label: str | None = None
+    #: the suite of the evaluated problem (``spec.Problem.suite``: its ``suite:`` tag, else the
+    #: folder holding it, e.g. SOL-ExecBench's ``L1``): the group report and compare show it
+    #: under; None in traces written before it (the report then falls back on the results
+    #: file's folder, ``solbench.report.records.suite_of``)
+    suite: str | None = None
     device: str | None = None
     #: wall seconds of the evaluation's phases for this workload (worker_start: spawn + build
     #: of the worker that served it, charged to the first workload it served; inputs;

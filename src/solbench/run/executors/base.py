@@ -32,7 +32,7 @@ def load_error_traces(pair: PairPlan, device: str, executor=None) -> list[Trace]
         ev = Evaluation(status=Status.COMPILE_ERROR,
                         log=f"solution {cand.path} failed to load: {cand.load_error}"[:4000],
                         environment=Environment(hardware=device), solution_hash=cand.solution_hash,
-                        label=cand.label, executor=executor, device=device)
+                        label=cand.label, suite=pair.problem.suite, executor=executor, device=device)
         out.append(Trace(definition=pair.problem.name, solution=name, workload=w, evaluation=ev))
     return out
 
