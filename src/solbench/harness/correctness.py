@@ -584,10 +584,11 @@ def _compare_piece(st: _Stats, a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
     diff.abs_()
     absb = bf.abs()
     if diff.numel():
-        j = int(diff.argmax().item())
-        top = float(diff[j].item())
+        # the largest error, where it is and both values there, in one read from the device
+        k = diff.argmax()
+        top, va, vb, j = torch.stack((diff[k].double(), a[k].double(), b[k].double(), k.double())).tolist()
         if st.worst is None or top > st.max_abs:
-            st.worst = (start + j, float(a[j].item()), float(b[j].item()))
+            st.worst = (start + int(j), va, vb)
         st.max_abs = max(st.max_abs, top)
     rel = absb.clamp_min(1e-12)
     torch.div(diff, rel, out=rel)
