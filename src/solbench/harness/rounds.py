@@ -678,7 +678,8 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
                 # upstream's own verdict; an extra round's failure held before does not count
                 corr.extra["upstream_rounds_passed"] = False
                 if report.status == Status.INCORRECT_NUMERICAL:
-                    corr.extra["repeat_call"] = repeat_call(run, oracle, values, outs, ref_out, where, r)
+                    corr.extra["repeat_call"] = repeat_call(run, oracle, values, outs, ref_out, ref_after,
+                                                            where, r)
                 return Failure(report.status, reason), corr
             strict_f = None
             if spec.profile == "strict" and report.status == Status.INCORRECT_NUMERICAL:
@@ -718,13 +719,14 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
 
 
 def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch.Tensor],
-                ref_out: list[torch.Tensor], where: str, r: int) -> dict[str, Any]:
+                ref_out: list[torch.Tensor], ref_after: dict, where: str, r: int) -> dict[str, Any]:
     """The call of a numerically failing upstream round made once more, at once, on the same
     input set in the same slot, so the failure says whether it repeats. A kernel with a race
     (an unsynchronised reduction, a missing barrier) or a fault outside the kernel gives
     another answer on identical inputs; a wrong kernel gives the same one. The verdict is
     the first call's whatever this one gives: a repeat that passes proves nothing about the
-    call that failed. Returns the ``repeat_call`` record of the correctness figures:
+    call that failed. ``ref_after``: the inputs as the reference left them (judged as in the
+    round where the reference writes some in place). Returns the ``repeat_call`` record of the correctness figures:
     ``{"outputs": "bit-identical" | "different", "passed": bool, "matched_ratio": float}``,
     or ``{"error": ...}`` when the call did not complete (the worker is then stopped:
     nothing more is asked of it). Outputs that differ add the advisory finding
@@ -746,7 +748,8 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
         return {"error": "interposition"}
     again = slots.outputs(0)
     same = len(again) == len(first) and all(bits_equal(a, b) for a, b in zip(again, first))
-    rep2, _ = oracle.judge(again, ref_out, values, run.tol, slots, False, precision_evidence=False)
+    rep2, _ = oracle.judge(again, ref_out, values, run.tol, slots, False, precision_evidence=False,
+                           inplace=inplace_judged(run, ref_after, slots.input_tensors(0, run.inplace_inputs)))
     rec = {"outputs": "bit-identical" if same else "different", "passed": rep2.passed,
            "matched_ratio": rep2.summary()["matched_ratio"]}
     if not same:
