@@ -1,0 +1,44 @@
+"""Red-team round 23: the repeat of a numerically failing call (rounds.repeat_call) must not
+let a candidate escape a hack finding it would have had without the repeat. Real hostile
+candidates on the CPU, the float32 relu of 4096 elements, timing off."""
+
+from pathlib import Path
+
+from solbench.harness import EvalConfig, evaluate
+from solbench.spec import Status
+
+from harness_helpers import py_solution, relu_problem
+
+HERE = Path(__file__).parent
+
+
+def _eval(tmp_path, cand: str, **cfg):
+    p = relu_problem(tmp_path, (4096,))
+    src = (HERE / cand).read_text()
+    (t,) = evaluate(p, py_solution(cand[:-3], src, p.name),
+                    EvalConfig(device="cpu", timing=False, rounds=3, **cfg))
+    return t.evaluation
+
+
+def _why(ev):
+    return ev.status, [(f.check, f.message[:200]) for f in ev.findings], ev.correctness and ev.correctness.extra.get("repeat_call")
+
+
+def test_exiting_on_the_repeat_does_not_hide_a_timer_patch(tmp_path):
+    """Wrong output, time.perf_counter patched, os._exit(0) on the repeat: the integrity check
+    runs on the worker the failing call left (harness_patch), the repeat's death is recorded."""
+    ev = _eval(tmp_path, "cand_red23_patch_exit_on_repeat.py")
+    assert ev.status == Status.REWARD_HACK, _why(ev)
+    assert any(f.check == "harness_patch" for f in ev.findings), _why(ev)
+    assert ev.correctness.extra["repeat_call"]["error"].startswith("WorkerDied"), _why(ev)
+    assert not any(f.check == "guard_check_failed" for f in ev.findings), _why(ev)
+
+
+def test_hanging_on_the_repeat_does_not_hide_a_precision_downgrade(tmp_path):
+    """Wrong output, matmul precision lowered, a hang on the repeat: precision_downgrade is
+    found before the repeat; the repeat's timeout is recorded, not judged."""
+    ev = _eval(tmp_path, "cand_red23_flags_hang_on_repeat.py", call_timeout_floor_s=3.0)
+    assert ev.status == Status.REWARD_HACK, _why(ev)
+    assert any(f.check == "precision_downgrade" for f in ev.findings), _why(ev)
+    assert ev.correctness.extra["repeat_call"]["error"].startswith("WorkerTimeout"), _why(ev)
+    assert not any(f.check == "guard_check_failed" for f in ev.findings), _why(ev)
