@@ -53,7 +53,8 @@ from .checks import add_once, finding, has
 from .correctness import (CheckReport, bits_equal, check_outputs, infer_semantics, is_exact_dtype,
                           norm_max_error, rel_l2)
 from .precision import is_fp32_work, precision_finding as _precision_finding
-from .evidence import WorkloadRun, interposition_finding, kids_before, process_check, returned_issue
+from .evidence import (WorkloadRun, guard_findings, interposition_finding, kids_before, process_check,
+                       returned_issue)
 from .process import ProtocolError, WorkerDied, WorkerTimeout
 from .slots import SlotPool, release_cached
 from .verdict import Failure
@@ -678,6 +679,12 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
                 # upstream's own verdict; an extra round's failure held before does not count
                 corr.extra["upstream_rounds_passed"] = False
                 if report.status == Status.INCORRECT_NUMERICAL:
+                    # the integrity check after correctness first, on the worker as the failing
+                    # call left it: a candidate that ends its worker on the repeat (os._exit, a
+                    # hang) must not escape the check the failure alone would have had
+                    # (tests/harness/test_red23.py); the evaluator asks again after the repeat
+                    # when the worker is still alive
+                    guard_findings(run, "after correctness")
                     corr.extra["repeat_call"] = repeat_call(run, oracle, values, outs, ref_out, where, r)
                 return Failure(report.status, reason), corr
             strict_f = None
@@ -731,6 +738,11 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     ``nondeterministic_output``; an interposition the worker reports is a finding as in any
     call."""
     slots = run.slots
+    if not run.h.alive or has(run.findings, "guard_check_failed"):
+        # the integrity check before it got no answer: nothing more is asked of this worker
+        if run.h.alive:
+            run.h.kill()
+        return {"error": "the worker did not answer the integrity check before the repeat"}
     first = [o.clone() for o in outs]  # the slot is filled (and its outputs poisoned) again
     scalars = slots.fill(0, values)
     try:
