@@ -42,3 +42,23 @@ def test_hanging_on_the_repeat_does_not_hide_a_precision_downgrade(tmp_path):
     assert any(f.check == "precision_downgrade" for f in ev.findings), _why(ev)
     assert ev.correctness.extra["repeat_call"]["error"].startswith("WorkerTimeout"), _why(ev)
     assert not any(f.check == "guard_check_failed" for f in ev.findings), _why(ev)
+
+
+def test_writing_an_input_on_the_repeat_is_input_mutation(tmp_path):
+    """The repeat is a call like any other: an input written there is input_mutation, not a
+    nondeterministic kernel."""
+    ev = _eval(tmp_path, "cand_red23_mutate_on_repeat.py")
+    assert ev.status == Status.REWARD_HACK, _why(ev)
+    f = [x for x in ev.findings if x.check == "input_mutation"]
+    assert len(f) == 1 and f[0].evidence["inputs"] == ["x"] and "repeated" in f[0].message, _why(ev)
+    assert not any(x.check == "nondeterministic_output" for x in ev.findings), _why(ev)
+
+
+def test_a_subclass_returned_on_the_repeat_is_non_plain_output(tmp_path):
+    """The worker's description of the repeat's returned outputs is read as in a round: a
+    subclass is non_plain_output, and outputs it never wrote are not judged as the repeat's."""
+    ev = _eval(tmp_path, "cand_red23_subclass_on_repeat.py")
+    assert ev.status == Status.REWARD_HACK, _why(ev)
+    assert any(x.check == "non_plain_output" for x in ev.findings), _why(ev)
+    assert "error" in ev.correctness.extra["repeat_call"], _why(ev)
+    assert not any(x.check == "nondeterministic_output" for x in ev.findings), _why(ev)
