@@ -735,8 +735,9 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     ``{"outputs": "bit-identical" | "different", "passed": bool, "matched_ratio": float}``,
     or ``{"error": ...}`` when the call did not complete (the worker is then stopped:
     nothing more is asked of it). Outputs that differ add the advisory finding
-    ``nondeterministic_output``; an interposition the worker reports is a finding as in any
-    call."""
+    ``nondeterministic_output``; an interposition the worker reports, an input written
+    (``input_mutation``) or a subclass returned (``non_plain_output``) is a finding as in any
+    call, and the repeat's record is then an ``error`` (its outputs are not compared)."""
     slots = run.slots
     if not run.h.alive or has(run.findings, "guard_check_failed"):
         # the integrity check before it got no answer: nothing more is asked of this worker
@@ -756,6 +757,18 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     if rep.interposition:
         add_once(run.findings, interposition_finding(list(rep.interposition), f"{where} (repeated)"))
         return {"error": "interposition"}
+    # the evidence of any call (docs/harness.md, "Correctness"): inputs written, what was
+    # returned; a write or a subclass there is no nondeterministic kernel
+    mutated = slots.inputs_intact(0, run.inplace_inputs)
+    if mutated:
+        run.findings.append(finding("input_mutation",
+                                    f"{where} (repeated): the candidate wrote to its inputs {mutated}",
+                                    {"inputs": mutated, "round": r, "repeated": True,
+                                     "inplace_inputs": list(run.inplace_inputs)}))
+        return {"error": f"the repeat wrote to its inputs {mutated}"[:300]}
+    issue = returned_issue(run, rep)
+    if issue is not None:
+        return {"error": f"the repeat's outputs: {issue[1]}"[:300]}
     again = slots.outputs(0)
     same = len(again) == len(first) and all(bits_equal(a, b) for a, b in zip(again, first))
     rep2, _ = oracle.judge(again, ref_out, values, run.tol, slots, False, precision_evidence=False)
