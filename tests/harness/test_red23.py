@@ -21,7 +21,8 @@ def _eval(tmp_path, cand: str, **cfg):
 
 
 def _why(ev):
-    return ev.status, [(f.check, f.message[:200]) for f in ev.findings], ev.correctness and ev.correctness.extra.get("repeat_call")
+    rep = ev.correctness.extra.get("repeat_call") if ev.correctness is not None else None
+    return ev.status, [(f.check, f.message[:200]) for f in ev.findings], rep
 
 
 def test_exiting_on_the_repeat_does_not_hide_a_timer_patch(tmp_path):
