@@ -513,3 +513,11 @@ def test_misses_say_where_the_failing_elements_lie(monkeypatch):
     assert check_output("y", ref, ref, Tolerance(max_atol=0.5, max_rtol=0.0)).misses is None
     oc = check_output("y", out, ref, Tolerance(max_atol=0.5, max_rtol=0.0, required_matched_ratio=1.0))
     assert oc.detail.endswith("; largest error at [1, 99]: -3 against 0"), oc.detail
+
+
+def test_misses_of_an_all_nan_output_name_no_largest_error():
+    """Every element NaN: no finite error to name; the misses span the output."""
+    ref = torch.ones(3, 5)
+    m = check_output("y", torch.full((3, 5), math.nan), ref, Tolerance(max_atol=0.5, max_rtol=0.0)).misses
+    assert m["elements"] == 15 and m["first"] == [0, 0] and m["last"] == [2, 4]
+    assert "largest_error" not in m

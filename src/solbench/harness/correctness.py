@@ -658,7 +658,7 @@ def _misses(st: _Stats, shape: tuple, fp4: bool) -> dict[str, Any]:
                            "first": at(st.first_miss), "last": at(st.last_miss),
                            "slice_elements": -(-st.n // max(len(st.miss_slices), 1)),
                            "by_slice": list(st.miss_slices)}
-    if st.worst is not None:
+    if st.worst is not None and st.max_abs > 0:  # else every miss is a NaN/Inf: first/last name them
         j, a, b = st.worst
         rec["largest_error"] = {"index": at(j), "candidate": a, "reference": b}
     return rec

@@ -53,7 +53,8 @@ from .checks import add_once, finding, has
 from .correctness import (CheckReport, bits_equal, check_outputs, infer_semantics, is_exact_dtype,
                           norm_max_error, rel_l2)
 from .precision import is_fp32_work, precision_finding as _precision_finding
-from .evidence import WorkloadRun, interposition_finding, kids_before, process_check, returned_issue
+from .evidence import (WorkloadRun, guard_findings, interposition_finding, kids_before, process_check,
+                       returned_issue)
 from .process import ProtocolError, WorkerDied, WorkerTimeout
 from .slots import SlotPool, release_cached
 from .verdict import Failure
@@ -678,6 +679,12 @@ def run_rounds(run: WorkloadRun, oracle: Oracle, plan: list[RoundSpec], first: d
                 # upstream's own verdict; an extra round's failure held before does not count
                 corr.extra["upstream_rounds_passed"] = False
                 if report.status == Status.INCORRECT_NUMERICAL:
+                    # the integrity check after correctness first, on the worker as the failing
+                    # call left it: a candidate that ends its worker on the repeat (os._exit, a
+                    # hang) must not escape the check the failure alone would have had
+                    # (tests/harness/test_red23.py); the evaluator asks again after the repeat
+                    # when the worker is still alive
+                    guard_findings(run, "after correctness")
                     corr.extra["repeat_call"] = repeat_call(run, oracle, values, outs, ref_out, ref_after,
                                                             where, r)
                 return Failure(report.status, reason), corr
@@ -730,9 +737,15 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     ``{"outputs": "bit-identical" | "different", "passed": bool, "matched_ratio": float}``,
     or ``{"error": ...}`` when the call did not complete (the worker is then stopped:
     nothing more is asked of it). Outputs that differ add the advisory finding
-    ``nondeterministic_output``; an interposition the worker reports is a finding as in any
-    call."""
+    ``nondeterministic_output``; an interposition the worker reports, an input written
+    (``input_mutation``) or a subclass returned (``non_plain_output``) is a finding as in any
+    call, and the repeat's record is then an ``error`` (its outputs are not compared)."""
     slots = run.slots
+    if not run.h.alive or has(run.findings, "guard_check_failed"):
+        # the integrity check before it got no answer: nothing more is asked of this worker
+        if run.h.alive:
+            run.h.kill()
+        return {"error": "the worker did not answer the integrity check before the repeat"}
     first = [o.clone() for o in outs]  # the slot is filled (and its outputs poisoned) again
     scalars = slots.fill(0, values)
     try:
@@ -746,10 +759,25 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     if rep.interposition:
         add_once(run.findings, interposition_finding(list(rep.interposition), f"{where} (repeated)"))
         return {"error": "interposition"}
+    # the evidence of any call (docs/harness.md, "Correctness"): inputs written, what was
+    # returned; a write or a subclass there is no nondeterministic kernel
+    mutated = slots.inputs_intact(0, run.inplace_inputs)
+    if mutated:
+        run.findings.append(finding("input_mutation",
+                                    f"{where} (repeated): the candidate wrote to its inputs {mutated}",
+                                    {"inputs": mutated, "round": r, "repeated": True,
+                                     "inplace_inputs": list(run.inplace_inputs)}))
+        return {"error": f"the repeat wrote to its inputs {mutated}"[:300]}
+    issue = returned_issue(run, rep)
+    if issue is not None:
+        return {"error": f"the repeat's outputs: {issue[1]}"[:300]}
     again = slots.outputs(0)
-    same = len(again) == len(first) and all(bits_equal(a, b) for a, b in zip(again, first))
-    rep2, _ = oracle.judge(again, ref_out, values, run.tol, slots, False, precision_evidence=False,
-                           inplace=inplace_judged(run, ref_after, slots.input_tensors(0, run.inplace_inputs)))
+    try:
+        same = len(again) == len(first) and all(bits_equal(a, b) for a, b in zip(again, first))
+        rep2, _ = oracle.judge(again, ref_out, values, run.tol, slots, False, precision_evidence=False,
+                               inplace=inplace_judged(run, ref_after, slots.input_tensors(0, run.inplace_inputs)))
+    except Exception as e:  # noqa: BLE001 - the parent's own judging (out of memory): the verdict stays
+        return {"error": f"the repeat could not be judged: {type(e).__name__}: {e}"[:300]}
     rec = {"outputs": "bit-identical" if same else "different", "passed": rep2.passed,
            "matched_ratio": rep2.summary()["matched_ratio"]}
     if not same:
