@@ -86,3 +86,23 @@ def test_a_repeat_that_hangs_is_recorded_and_the_verdict_stays(tmp_path):
     assert ev.status == Status.INCORRECT_NUMERICAL, (ev.status, [(f.check, f.message) for f in ev.findings])
     assert ev.correctness.extra["repeat_call"]["error"].startswith("WorkerTimeout")
     assert not any(f.severity == "hack" for f in ev.findings)
+
+
+def test_no_room_to_keep_the_first_outputs_skips_the_repeat():
+    """An output the parent cannot copy (out of device memory on a workload near the limit)
+    skips the repeat with a record, before anything is asked of the worker; the failure it
+    would repeat stays the verdict (the evaluator's out-of-memory path, INVALID_REFERENCE,
+    is not reached)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from solbench.harness.rounds import repeat_call
+
+    class Big:
+        def clone(self):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 18.00 GiB")
+
+    run = SimpleNamespace(h=SimpleNamespace(alive=True), findings=[], slots=None)
+    rec = repeat_call(run, None, {}, [Big()], [], {}, "correctness round 0", 0)
+    assert rec["error"].startswith("the first call's outputs could not be kept: OutOfMemoryError")

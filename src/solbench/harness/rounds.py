@@ -746,7 +746,10 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
         if run.h.alive:
             run.h.kill()
         return {"error": "the worker did not answer the integrity check before the repeat"}
-    first = [o.clone() for o in outs]  # the slot is filled (and its outputs poisoned) again
+    try:
+        first = [o.clone() for o in outs]  # the slot is filled (and its outputs poisoned) again
+    except Exception as e:  # noqa: BLE001 - no room for a copy (a workload near the device's memory)
+        return {"error": f"the first call's outputs could not be kept: {type(e).__name__}: {e}"[:300]}
     scalars = slots.fill(0, values)
     try:
         rep = protocol.request(run.h, protocol.Call(slot=0, scalars=scalars),
