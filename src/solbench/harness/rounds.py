@@ -751,6 +751,7 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     except Exception as e:  # noqa: BLE001 - no room for a copy (a workload near the device's memory)
         return {"error": f"the first call's outputs could not be kept: {type(e).__name__}: {e}"[:300]}
     scalars = slots.fill(0, values)
+    release_cached(run.cfg.device)  # as before a round's call: the parent's reserve, for the candidate
     try:
         rep = protocol.request(run.h, protocol.Call(slot=0, scalars=scalars),
                                timeout_s=run.cfg.later_call_timeout(run.reference_call_s))
