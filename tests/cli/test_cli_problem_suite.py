@@ -13,16 +13,10 @@ from typer.testing import CliRunner
 from solbench.cli import app
 from solbench.spec import Trace
 
+from test_cli_daily import DEF  # the x + y problem of the daily-use tests
+
 SOLX_GELU = (Path(__file__).resolve().parents[3] / "shared" / "datasets" / "sol-execbench-dev" / "L1"
              / "025_video_latent_gelu_activation")
-
-DEF = {
-    "name": "add2",
-    "axes": {"n": {"type": "var"}},
-    "inputs": {"x": {"shape": ["n"], "dtype": "float32"}, "y": {"shape": ["n"], "dtype": "float32"}},
-    "outputs": {"out": {"shape": ["n"], "dtype": "float32"}},
-    "reference": "import torch\n\ndef run(x, y):\n    return x + y\n",
-}
 
 
 @pytest.fixture(autouse=True)
