@@ -85,3 +85,19 @@ def test_suite_list_cli_json():
     data = json.loads(r.stdout)
     got = {d["name"]: (d["problems"], d["workloads"]) for d in data["suites"]}
     assert got == {s.name: (s.problems, s.workloads) for s in list_suites()}
+
+
+def test_a_suite_name_beside_a_folder_of_that_name_without_problems_is_the_suite(tmp_path, monkeypatch):
+    """``solbench run l1`` in a folder that holds a results folder ``l1/``: the bundled suite
+    (the folder holds no problem); a folder of that name that holds problems is the folder, and
+    a path (with a separator) to an empty folder is still an error."""
+    _copy_problem(L1_ROOT / "relu_fp32", tmp_path / "suites" / "alpha" / "p1")
+    work = tmp_path / "work"
+    (work / "alpha").mkdir(parents=True)
+    (work / "alpha" / "results.jsonl").write_text("")
+    monkeypatch.chdir(work)
+    assert resolve_suite_or_dir("alpha", tmp_path / "suites") == [tmp_path / "suites" / "alpha" / "p1"]
+    with pytest.raises(SpecError, match="holds no problem"):
+        resolve_suite_or_dir("./alpha", tmp_path / "suites")
+    _copy_problem(L1_ROOT / "gelu_fp32", work / "alpha" / "mine")
+    assert resolve_suite_or_dir("alpha", tmp_path / "suites") == [Path("alpha") / "mine"]

@@ -144,6 +144,8 @@ def resolve_suite_or_dir(arg: str | Path, root: Path | None = None) -> list[Path
     ``.py`` file, a directory whose sub-folders (one or two levels down) are problems, or a
     folder of KernelBench files (:func:`kernelbench_files`).
 
+    A bare suite name that is also a folder here wins as the folder when the folder holds
+    problems, else it is the suite (``solbench run l1`` beside a results folder ``l1/``).
     Returns problem paths sorted by name. Raises SpecError naming ``arg`` when it is none of
     these.
     """
@@ -164,6 +166,10 @@ def resolve_suite_or_dir(arg: str | Path, root: Path | None = None) -> list[Path
         if not found:  # a folder of KernelBench files (KernelBench/level1)
             found = kernelbench_files(p)
         if not found:
+            if "/" not in str(arg) and "\\" not in str(arg) and str(arg) in suite_names(root):
+                # a bare suite name that is also a folder here without problems (a results
+                # folder named after the suite): the suite is what was meant
+                return suite_problems(str(arg), root)
             raise SpecError(p, "", "directory holds no problem (no definition.json found one "
                                    "or two levels down)")
         return found
