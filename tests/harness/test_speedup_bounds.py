@@ -88,15 +88,15 @@ def test_reports_name_the_unresolved_side_and_print_the_bound():
     con = Console(width=250, record=True)
     con.print(trace_table([slow, fast]))
     out = con.export_text()
-    assert "unres. <10 ms" in out and "unres. <2.5 ms" in out and "<=0.2x (ref. unres.)" in out
+    assert "unres. <=10 ms" in out and "unres. <=2.5 ms" in out and "<=0.2x (ref. unres.)" in out
     assert UNRESOLVED_LEGEND[:40] in out
     for long in ("unresolved (not above this run", "unresolved: not above this run", "unresolved (both sides"):
         assert long not in out  # the long form stays out of the cells
     rows, _ = rows_from_traces([slow, fast], Path("results.jsonl"), labels={})
     assert rows[0].speedup_bound == "<=0.2x" and rows[0].speedup == pytest.approx(0.2)
-    assert rows[0].unresolved_side == "reference" and rows[0].unres_reference == "unres. <10 ms"
+    assert rows[0].unresolved_side == "reference" and rows[0].unres_reference == "unres. <=10 ms"
     assert rows[0].latency_ms == 50.0 and rows[0].unres_latency is None
-    assert rows[1].speedup_bound == ">=3.2x" and rows[1].latency_ms is None and rows[1].unres_latency == "unres. <2.5 ms"
+    assert rows[1].speedup_bound == ">=3.2x" and rows[1].latency_ms is None and rows[1].unres_latency == "unres. <=2.5 ms"
 
 
 def test_the_html_report_prints_the_short_form_and_its_legend():
@@ -108,7 +108,7 @@ def test_the_html_report_prints_the_short_form_and_its_legend():
     fast = _trace(_ts(0.3, False, 2.5), _ts(8.0, True, 2.5), uuid="w2")
     rows, _ = rows_from_traces([slow, fast], Path("results.jsonl"), labels={})
     page = _problem_page("p", rows, {})
-    for cell in ("unres. <10 ms", "<=0.2x", "unres. <2.5 ms", ">=3.2x", UNRESOLVED_LEGEND):
+    for cell in ("unres. <=10 ms", "<=0.2x", "unres. <=2.5 ms", ">=3.2x", UNRESOLVED_LEGEND):
         assert escape(cell) in page, cell
     for long in ("unresolved (not above this run", "unresolved: not above this run", "unresolved (both sides"):
         assert long not in page  # the long form stays out of the cells

@@ -113,7 +113,7 @@ class TraceRow:
     #: unresolved (``report.tables.bound_text``); ``speedup`` holds it only when informative
     #: (``report.summary.trace_speedup``)
     speedup_bound: str | None
-    #: table cells ``unres. <X ms`` of the candidate's / reference's latency when that side is
+    #: table cells ``unres. <=X ms`` of the candidate's / reference's latency when that side is
     #: unresolved (``report.tables.unresolved_text(short=True)``), else None
     unres_latency: str | None
     unres_reference: str | None

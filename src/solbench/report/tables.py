@@ -86,19 +86,19 @@ def timing_unstable(trace: Trace) -> bool:
     return any(f.check == "timing_unstable" for f in trace.evaluation.findings)
 
 
-UNRESOLVED_LEGEND = ("unres. <X ms: that side's CPU time is not above this run's noise floor X, the "
+UNRESOLVED_LEGEND = ("unres. <=X ms: that side's CPU time is not above this run's noise floor X, the "
                      "no-op windows' median + 3 x their IQR (docs/harness.md, Resolution of CPU times); <=v / >=v (cand./ref. unres.): the "
                      "bound on the speedup that the resolved side proves")
 
 
 def unresolved_text(ts: TimingStats | None, short: bool = False) -> str | None:
-    """``unresolved (not above this run's noise floor: 1.2 ms)`` (``short``: ``unres. <1.2 ms``,
+    """``unresolved (not above this run's noise floor: 1.2 ms)`` (``short``: ``unres. <=1.2 ms``,
     for table cells; the legend is :data:`UNRESOLVED_LEGEND`) for a side whose CPU time is not
     resolved (``TimingStats.resolved`` False), else None."""
     if ts is None or ts.resolved is not False:
         return None
     if short:
-        return f"unres. <{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unres."
+        return f"unres. <={ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unres."
     res = f"{ts.resolution_ms:.3g} ms" if ts.resolution_ms is not None else "unknown"
     return f"unresolved (not above this run's noise floor: {res})"
 
