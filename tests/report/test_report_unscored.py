@@ -95,3 +95,18 @@ def test_the_report_prints_it_where_the_score_would_be(tmp_path):
     build_report(rs, tmp_path / "out")
     assert escape(note) in (tmp_path / "out" / "index.html").read_text()
     assert escape("- (no SOL score for 2 of 3") in (tmp_path / "out" / "problems" / "p1.html").read_text()
+
+
+def test_the_traces_view_columns_in_docs_are_the_table_s():
+    """docs/reports.md lists the `traces` view's columns: every TraceRow field the database
+    keeps (lists of samples are not kept), in order, so a new column cannot go unlisted."""
+    import dataclasses
+    from pathlib import Path
+
+    from solbench.report.records import TraceRow
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
+    row = next(x for x in doc.splitlines() if x.startswith("| `traces` | accepted trace |"))
+    listed = [c.strip() for c in row.split("|")[3].split(",")]
+    kept = [f.name for f in dataclasses.fields(TraceRow) if not str(f.type).startswith("list")]
+    assert listed == kept
