@@ -733,8 +733,8 @@ def repeat_call(run: WorkloadRun, oracle: Oracle, values: dict, outs: list[torch
     another answer on identical inputs; a wrong kernel gives the same one. The verdict is
     the first call's whatever this one gives: a repeat that passes proves nothing about the
     call that failed. ``ref_after``: the inputs as the reference left them (judged as in the
-    round where the reference writes some in place). Returns the ``repeat_call`` record of the correctness figures:
-    ``{"outputs": "bit-identical" | "different", "passed": bool, "matched_ratio": float}``,
+    round where the reference writes some in place). Returns the ``repeat_call`` record of
+    the correctness figures: ``{"outputs": "bit-identical" | "different", "passed": bool, "matched_ratio": float}``,
     or ``{"error": ...}`` when the call did not complete (the worker is then stopped:
     nothing more is asked of it). Outputs that differ add the advisory finding
     ``nondeterministic_output``; an interposition the worker reports, an input written
