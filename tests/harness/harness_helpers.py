@@ -92,3 +92,18 @@ def evaluate_elsewhere(problem, solution: Solution, tmp: Path, **cfg) -> list:
     traces = [Trace.from_json_line(x[6:]) for x in r.stdout.splitlines() if x.startswith("TRACE ")]
     assert r.returncode == 0 and traces, (r.returncode, r.stderr[-3000:])
     return traces
+
+
+def bf16_matmul_here() -> bool:
+    """Whether this CPU runs an fp32 matmul on bf16 inputs under precision "medium"
+    (oneDNN on AMX / AVX512-BF16): the scoped flag changes nothing elsewhere."""
+    import torch
+
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        low = a @ b
+    finally:
+        torch.set_float32_matmul_precision(old)
+    return not torch.equal(low, a @ b)

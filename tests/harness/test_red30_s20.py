@@ -12,7 +12,7 @@ from solbench.harness import EvalConfig, evaluate, memcap, sandbox
 from solbench.harness.precision import flushed_denormals
 from solbench.spec import Status, load_solution
 
-from harness_helpers import matmul_problem
+from harness_helpers import bf16_matmul_here, matmul_problem
 from test_flush_denormal import _softmax_problem
 
 HERE = Path(__file__).resolve().parent
@@ -249,20 +249,7 @@ def test_a_forked_child_past_the_cgroup_cap_names_the_cap(tmp_path, solbench_cac
         assert f and f[0].evidence["oom_kills"] >= 1 and f[0].evidence["cap_bytes"] == CAP
 
 
-def _bf16_matmul_here() -> bool:
-    """Whether this CPU runs an fp32 matmul on bf16 inputs under precision "medium"
-    (oneDNN on AMX / AVX512-BF16): the scoped flag changes nothing elsewhere."""
-    a, b = torch.randn(64, 64), torch.randn(64, 64)
-    old = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("medium")
-        low = a @ b
-    finally:
-        torch.set_float32_matmul_precision(old)
-    return not torch.equal(low, a @ b)
-
-
-@pytest.mark.skipif(not _bf16_matmul_here(), reason="this CPU has no bf16 matmul path")
+@pytest.mark.skipif(not bf16_matmul_here(), reason="this CPU has no bf16 matmul path")
 def test_a_precision_flag_lowered_only_inside_the_call_is_a_precision_downgrade(tmp_path, solbench_cache):
     """cand_scoped_bf16_cpu lowers the fp32 matmul precision only while its call runs (bf16
     inputs on this AMX CPU: 2.2x at 1024^3) and restores it, so no flag reading shows it and
@@ -300,7 +287,7 @@ def test_input_rounding_rule():
     assert rounded_inputs(x, "bfloat16").tolist() == [1.0, 1.0, 1.0, 3.0]  # 7 bits: ulp 2^-7
 
 
-@pytest.mark.skipif(not _bf16_matmul_here(), reason="this CPU has no bf16 matmul path")
+@pytest.mark.skipif(not bf16_matmul_here(), reason="this CPU has no bf16 matmul path")
 def test_the_guards_reply_race_still_ends_a_precision_downgrade(tmp_path, solbench_cache):
     """cand_guards_race lowers the matmul precision for good and, from a thread that peeks
     at the worker's socket, forges the one guards reply that would show it (after the
