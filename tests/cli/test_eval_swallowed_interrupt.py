@@ -21,6 +21,9 @@ from workers_below import my_workers, subreaper  # noqa: E402
 
 _DRIVER = """
 import os, signal, sys
+# as a terminal's command has it: a test run started in the background (bash ignores SIGINT
+# for background jobs, and the ignore is inherited) must not make this Ctrl-C a no-op
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import solbench.cli
 from solbench.cli import evaluate
 
