@@ -49,4 +49,8 @@ def test_the_reader_thread_adds_to_the_parents_wait_and_a_gone_one_makes_it_unkn
     finally:
         stop.set()
         th.join()
+    # as above: the kernel's task ends a moment after join() returns (failed so under load)
+    deadline = time.monotonic() + 5.0
+    while load_wait_mark(os.getpid(), reader_tid=th.native_id)[0] is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert load_wait_mark(os.getpid(), reader_tid=th.native_id)[0] is None
