@@ -415,9 +415,9 @@ class Evaluator:
                     # the worker is alive: its integrity evidence still counts (lowered precision
                     # flags and an error vs the fp64 truth far beyond the reference's is a
                     # downgrade, passing or not: set_float32_matmul_precision("medium") on a CPU
-                    # whose oneDNN uses bf16); not when the repeat of the failing call
-                    # (rounds.repeat_call) ended the worker: it is the call's outcome, as a
-                    # crash in a round is, and no integrity check can be asked of it
+                    # whose oneDNN uses bf16). A numerical failure had this check once already,
+                    # before its repeat (rounds.run_rounds); this one sees what the repeat did,
+                    # and is skipped only when the repeat ended the worker
                     repeat = (corr.extra.get("repeat_call") or {}) if corr is not None else {}
                     if not ("error" in repeat and not h.alive):
                         guard_findings(run, "after correctness")
