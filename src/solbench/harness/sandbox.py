@@ -557,11 +557,12 @@ def wrap(argv: list[str], device: str, mode: str, info_fd: int | None,
     return _bwrap_args(mode, device, bwrap_path(), build_out) + extra + ["--"] + list(argv)
 
 
-def limits(device: str) -> dict[str, tuple[int, int]]:
+def limits(device: str, data_base: int = 0) -> dict[str, tuple[int, int]]:
     """Resource limits the worker sets on itself before any candidate code exists (soft =
     hard, so they cannot be raised again without CAP_SYS_RESOURCE). RLIMIT_AS only on CPU:
     the CUDA driver reserves far more address space than memory. RLIMIT_DATA = the memory
-    cap (:mod:`solbench.harness.memcap`) only where no memory cgroup holds it."""
+    cap (:mod:`solbench.harness.memcap`) plus ``data_base`` bytes (:func:`data_reserved`)
+    only where no memory cgroup holds it."""
     import resource
 
     out = {"RLIMIT_NPROC": (NPROC, NPROC), "RLIMIT_FSIZE": (TMPFS_BYTES, TMPFS_BYTES),
@@ -577,8 +578,44 @@ def limits(device: str) -> dict[str, tuple[int, int]]:
     if paths.sandbox_mem_rlimit():  # set by the parent: no cgroup
         cap = memcap.cap_bytes()
         if cap:
-            out["RLIMIT_DATA"] = (cap, cap)
+            out["RLIMIT_DATA"] = (cap + data_base, cap + data_base)
     return {k: v for k, v in out.items() if hasattr(resource, k)}
+
+
+def data_reserved() -> int:
+    """Bytes of this process's data segment (``VmData``: private writable mappings and the
+    heap) that hold no page (``VmData - RssAnon``, /proc/self/status; 0 when unreadable).
+
+    Why: RLIMIT_DATA counts address space, a memory cgroup counts pages. torch's CUDA build
+    maps several hundred MiB of writable library data it never touches (an H100 host's CPU
+    worker was over a 512 MiB cap after ``import torch`` alone, so an honest matmul under that
+    cap failed its first allocation), where a cgroup charges only what is touched. The
+    worker's RLIMIT_DATA is set after its imports to the cap plus this figure, so the cap
+    means what it means under a cgroup: the pages the worker holds; the parent's watchdog
+    (:mod:`.memcap`) counts those pages in any case."""
+    try:
+        with open("/proc/self/status") as f:
+            kv = dict(line.split(":", 1) for line in f if ":" in line)
+        vm, rss = (int(kv[k].split()[0]) * 1024 for k in ("VmData", "RssAnon"))
+    except (OSError, KeyError, ValueError):
+        return 0
+    return max(0, vm - rss)
+
+
+def cap_data(device: str) -> None:
+    """Set RLIMIT_DATA (where no memory cgroup holds the worker) once the worker's own
+    imports are done, before any candidate code exists: the cap plus what the harness has
+    mapped and not touched (:func:`data_reserved`)."""
+    import resource
+
+    if paths.sandbox_mode_in_worker() == "none" or not paths.sandbox_mem_rlimit():
+        return
+    lim = limits(device, data_base=data_reserved()).get("RLIMIT_DATA")
+    if lim is not None:
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, lim)
+        except (ValueError, OSError):
+            pass
 
 
 #: system calls no honest kernel needs and an attacker would use to reach another process,
@@ -690,6 +727,8 @@ def enter_in_worker(device: str) -> None:
         os.environ[paths.SANDBOX_SECCOMP_LOADED] = "1" if seccomp_filter() else "0"
     if paths.sandbox_mode_in_worker() != "none":
         for name, (soft, hard) in limits(device).items():
+            if name == "RLIMIT_DATA":  # after the worker's imports (cap_data)
+                continue
             try:
                 resource.setrlimit(getattr(resource, name), (soft, hard))
             except (ValueError, OSError):

@@ -1032,6 +1032,9 @@ def main(argv: list[str] | None = None) -> None:
                                                      "message": f"worker start: {e}"}]).encode())
         finally:
             os._exit(3)
+    # the memory cap without a cgroup, now that the worker's own imports are mapped and no
+    # candidate code exists yet (sandbox.cap_data)
+    sandbox.cap_data(device)
     w.start_stamps["ready"] = time.monotonic()
     loaded = os.environ.get(paths.SANDBOX_SECCOMP_LOADED)
     # whether the system-call filter is in force here (None: none was asked for), and why not
