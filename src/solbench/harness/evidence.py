@@ -74,6 +74,8 @@ class WorkloadRun:
     inplace_inputs: list[str] = field(default_factory=list)
     #: the outputs of earlier passing calls, for ``cached_output`` (:mod:`.replay`)
     replay: Any = None
+    #: the worker's descendants at the last :func:`process_check` (None before one)
+    kids_seen: set[int] | None = None
 
     def __post_init__(self):
         from .replay import ReplayWatch
@@ -125,8 +127,11 @@ def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> 
     call and is still alive after it (not an allowed compile/runtime helper; ``late``: no
     compiler or shell is allowed, the calls are past compiling), or any process re-parented to
     the harness. Checked after every call, so a process the candidate starts in each call is
-    seen in each call, whatever the workload's length. Returns True when one was found."""
-    extra = guards.unexplained_children(run.h.pid, before, late=late) + stray_children()
+    seen in each call, whatever the workload's length. Returns True when one was found.
+    The worker's descendants it walked are left in ``run.kids_seen`` (the next timed call's
+    ``before``: :meth:`~.timed.TimedBlocks._timed_call`)."""
+    run.kids_seen = procfs.descendants(run.h.pid)
+    extra = guards.unexplained_children(run.h.pid, before, late=late, desc=run.kids_seen) + stray_children()
     # a process in the sandbox outside the worker's tree is never an honest helper
     extra += [{"pid": pid, "outside_worker_tree": True, "cmdline": procfs.cmdline(pid)[:200]}
               for pid in run.h.outside_worker_tree()]

@@ -98,11 +98,13 @@ def _is_torch_compile_worker_script(path: str) -> bool:
     return os.path.dirname(real) == root and os.path.basename(real) == "__main__.py"
 
 
-def unexplained_children(pid: int, known: set[int], late: bool = False) -> list[dict[str, Any]]:
+def unexplained_children(pid: int, known: set[int], late: bool = False,
+                         desc: set[int] | None = None) -> list[dict[str, Any]]:
     """Descendants of ``pid`` not in ``known`` and not an allowed runtime helper (judged by
-    the real executable, see :func:`_allowed`)."""
+    the real executable, see :func:`_allowed`). ``desc``: ``descendants(pid)`` when the caller
+    has just walked them."""
     out = []
-    for c in sorted(descendants(pid) - known):
+    for c in sorted((descendants(pid) if desc is None else desc) - known):
         cmd = cmdline(c)
         if not cmd:  # exited (or a zombie) between the listing and the read: no longer running
             continue

@@ -493,8 +493,13 @@ class WorkerHandle:
         init = getattr(self, "init_pid", None)
         if not init or not self.alive:
             return []
-        mine = procfs.descendants(self.pid) | {self.pid}
-        return sorted(procfs.descendants(init) - mine)
+        # every process below init is below exactly one of its children, so the sandbox less
+        # the worker's tree is the other children's trees: the worker's own (dozens of
+        # threads, a children file each) is not walked again
+        out: set[int] = set()
+        for c in procfs.child_pids(init) - {self.pid}:
+            out |= {c} | procfs.descendants(c)
+        return sorted(out)
 
     def _exitcode(self) -> int | None:
         """The worker's exit status as multiprocessing reports it (negative = signal); bwrap

@@ -727,7 +727,15 @@ class TimedBlocks:
         # addresses; outputs are poisoned again by fill()
         scalars[s] = slots.fill(s, self.fresh())
         br.tp = run.tick(pre + "inputs", br.tp)
-        before = kids_before(run) if br.candidate else set()
+        # the processes after the previous call's check (none of the candidate's runs between
+        # its calls but its own threads: whatever one of them starts there counts as new, a
+        # stricter baseline than a walk now), so each call walks the worker's tree once
+        if not br.candidate:
+            before = set()
+        elif i > 0 and run.kids_seen is not None:
+            before = run.kids_seen
+        else:
+            before = kids_before(run)
         if hold is not None:
             # the call's window on the parent's clock: resume, request, reply, stop
             # the candidate's: its main thread's (the plausibility cross-check); the
