@@ -51,6 +51,7 @@ from .slots import FlushBuffers, SlotPool
 from .telemetry import Telemetry
 from .timed import TimedBlocks
 from .verdict import Failure, judge
+from .warmup import ParentWarmup
 from . import memory_plan
 from .memory_plan import MemoryPlan
 from .workers import ReferenceWorkers, SparePool, start_candidate, timed_window
@@ -162,6 +163,7 @@ class Evaluator:
         stop: Failure | None = None  # compile error, or a timeout without keep_going
         timed_out: Trace | None = None
         pending_start_s = 0.0
+        warmed: dict | None = None
 
         def add(tr: Trace) -> None:
             traces.append(tr)
@@ -201,8 +203,13 @@ class Evaluator:
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
                     self.refs.prestart()
+                    # the parent's own kernels loaded while it waits for the worker (harness.warmup)
+                    warm = ParentWarmup(self.problem, w, cfg.device)
                     started: dict = {}
-                    handle, fail = start_candidate(self.problem, solution, cfg, self.spares, started=started)
+                    try:
+                        handle, fail = start_candidate(self.problem, solution, cfg, self.spares, started=started)
+                    finally:
+                        warmed = warm.join()
                     # the worker's own sandbox report, its build failed or not: a candidate's
                     # import runs in the build, so its trace says what that ran under
                     self._cand_box = started.get("sandbox")
@@ -216,6 +223,9 @@ class Evaluator:
                         handle = None
                         continue
                 self._phases = {"worker_start": round(pending_start_s, 3)}
+                if pending_start_s and warmed is not None:
+                    # its own time, overlapped with (and part of) the wait for the worker
+                    self._phases["worker_start.parent_warmup"] = warmed["seconds"]
                 if pending_start_s and getattr(handle, "build_s", None) is not None:
                     self._phases["build"] = round(handle.build_s, 3)  # part of worker_start
                 if pending_start_s and not getattr(handle, "from_spare", False):
