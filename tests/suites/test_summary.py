@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from solbench.report.summary import fast_p, geomean, summarize, trace_speedup, unit_results
+from solbench.report.summary import fast_p, geomean, summarize, summarize_units, trace_speedup, unit_results
 from solbench.spec import Trace
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status
 from solbench.spec.workload import Workload
@@ -93,3 +93,18 @@ def test_sol_score_above_one_capped_and_counted():
                                                                  sol_score=0.6)]
     s = summarize(traces)["c"]
     assert s.mean_sol_score == pytest.approx(0.8) and s.sol_above_one == 1
+
+
+def test_a_partly_scored_problem_has_no_sol_score_and_says_why():
+    """As in `solbench report` (report.aggregate): a correct problem of which one workload has
+    no SOL score gets none (not the mean of the scored ones, 0.6 here), the why column says how
+    many lack one and why, and the candidate's mean is over the fully scored problems only."""
+    traces = [tr("p1", "c", "a", speedup=2.0, sol_score=0.6), tr("p1", "c", "b", speedup=2.0),
+              tr("p2", "c", "a", speedup=2.0, sol_score=0.9)]
+    units = {u.definition: u for u in unit_results(traces)}
+    assert units["p1"].correct and units["p1"].sol_score is None
+    assert units["p1"].no_sol_score.startswith("no SOL score for 1 of 2 workloads: "), units["p1"].no_sol_score
+    assert units["p1"].reason == ""  # the failure reason: none, it is correct
+    assert units["p2"].sol_score == pytest.approx(0.9) and units["p2"].no_sol_score == ""
+    s = summarize_units(list(units.values()))
+    assert s.mean_sol_score == pytest.approx(0.9) and s.sol_units == 1

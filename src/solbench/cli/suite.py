@@ -320,8 +320,10 @@ def _print_tables(summaries, rows, traces=(), label_of=None) -> None:
         st = ", ".join(f"{k}:{v}" for k, v in sorted(r.statuses.items()) if k != "PASSED")
         sp = geomean_interval_text(groups.get((r.definition, r.label), []), r.speedup)
         marked = marked or sp.endswith(("~", "!"))
+        # where the score would be, why there is none (as `solbench report` prints it)
         t.add_row(r.definition, r.label, f"{r.passed}/{r.workloads}", sp,
-                  _fmt(r.sol_score), st or "", _short(r.reason))
+                  _fmt(r.sol_score) if r.sol_score is not None or not r.no_sol_score else r.no_sol_score,
+                  st or "", _short(r.reason))
     if marked:
         t.caption = NOISE_LEGEND
     console.print(t)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
 from .records import TraceRow
-from .summary import fast_p, fast_p_left_out, geomean, unit_low
+from .summary import fast_p, fast_p_left_out, geomean, unit_low, unscored_line
 
 DEFAULT_PS = (0.0, 0.5, 1.0, 1.5, 2.0)
 
@@ -89,8 +89,7 @@ def unscored_text(u: Unit) -> str:
     score or is not correct (then it scores 0)."""
     if not u.correct or u.sol_score is not None or not u.unscored:
         return ""
-    n = sum(u.unscored.values())
-    return f"no SOL score for {n} of {u.workloads} workloads: {_reasons(u.unscored)}"
+    return unscored_line(u.unscored, u.workloads)
 
 
 def units(rows: Iterable[TraceRow]) -> list[Unit]:

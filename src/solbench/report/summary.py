@@ -202,6 +202,9 @@ class UnitResult:
     speedup_low: float | None = None
     #: the reason of the first failed workload (``report.tables.failure_reason``), "" if none
     reason: str = ""
+    #: why a correct unit has no SOL score (:func:`unscored_line`), "" when it has one or
+    #: is not correct
+    no_sol_score: str = ""
 
 
 @dataclass
@@ -230,6 +233,17 @@ class Summary:
 
 def _p_key(p: float) -> str:
     return f"{p:g}"
+
+
+def unscored_line(reasons: dict[str, int], workloads: int) -> str:
+    """``no SOL score for 1 of 3 workloads: candidate's CPU time unresolved`` (several
+    reasons: ``reason: count, ...``, most frequent first); "" for no reasons."""
+    if not reasons:
+        return ""
+    n = sum(reasons.values())
+    why = next(iter(reasons)) if len(reasons) == 1 else ", ".join(
+        f"{k}: {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"no SOL score for {n} of {workloads} workloads: {why}"
 
 
 def unit_results(traces: Iterable[Trace], unit: str = "problem",
@@ -262,13 +276,21 @@ def unit_results(traces: Iterable[Trace], unit: str = "problem",
             reason = f"{failed[0].evaluation.status.value}: {failure_reason(failed[0])}"
         else:
             reason = ""
+        # a correct unit's SOL score is the mean over all its workloads, or none when any of
+        # them has none (the report's rule, report.aggregate: a mean over the scored subset
+        # would rank a problem by the workloads that happened to be scored); why is said
         scores = [trace_sol_score(t) for t in ts] if correct else []
-        scores = [s for s in scores if s is not None]
+        sol_score = sum(scores) / len(scores) if scores and all(s is not None for s in scores) else None
+        unscored = ""
+        if correct and sol_score is None:
+            from .tables import no_sol_score_reason
+
+            unscored = unscored_line(Counter(no_sol_score_reason(t) or "no score in the SOL block"
+                                           for t, sc in zip(ts, scores) if sc is None), len(ts))
         out.append(UnitResult(
             definition=key[0], solution=key[1], label=key[2], workloads=len(ts), passed=passed,
-            correct=correct, speedup=speedup,
-            sol_score=(sum(scores) / len(scores)) if scores else None,
-            statuses=dict(statuses), speedup_low=low, reason=reason,
+            correct=correct, speedup=speedup, sol_score=sol_score,
+            statuses=dict(statuses), speedup_low=low, reason=reason, no_sol_score=unscored,
         ))
     return out
 
