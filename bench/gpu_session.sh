@@ -98,7 +98,7 @@ PY
         mkdir -p .ab_old && cp -r src .ab_old/ && (cd .ab_old && patch -s -p1 -R < ../.ab.patch || git apply -R ../.ab.patch)
       fi
       python3 -m solbench eval $P --limit 4 --device cuda -o /tmp/warm_first.jsonl >/dev/null 2>&1  # fills the counts cache
-      for rep in 1 2 3; do
+      for rep in $(seq 1 "${WARMAB_REPS:-3}"); do
         for arm in old new; do
           src=$PWD/src; [ "$arm" = old ] && src=$PWD/.ab_old/src
           step warmab 90 env PYTHONPATH="/tmp/site:$src" bash -c "s=\$(date +%s%N); python3 -m solbench eval $P ${WARMAB_ARGS:---limit 4} --device cuda \
