@@ -30,7 +30,7 @@ import torch
 # tests that use them (guards.thread_ids, guards.cmdline, ...)
 from ..proc.procfs import (cmdline, descendants, exe_name, process_cpu_ms,  # noqa: F401
                            runqueue_wait_ms, sched_state, thread_ids)
-from ..proc.procfs import state as proc_state  # noqa: F401
+from ..proc.procfs import gone, state as proc_state  # noqa: F401
 from ..spec.trace import Finding
 from .. import languages as _languages
 
@@ -106,7 +106,9 @@ def unexplained_children(pid: int, known: set[int], late: bool = False,
     out = []
     for c in sorted((descendants(pid) if desc is None else desc) - known):
         cmd = cmdline(c)
-        if not cmd:  # exited (or a zombie) between the listing and the read: no longer running
+        # exited (or a zombie) between the listing and the read: no longer running. An empty
+        # command line alone proves nothing: a live process can blank it (procfs.gone)
+        if not cmd and gone(c):
             continue
         if _allowed(cmd, exe_name(c) or "?", late=late):
             continue

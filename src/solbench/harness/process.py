@@ -180,7 +180,8 @@ def stray_children() -> list[dict[str, Any]]:
     out = []
     for c in unregistered_children():
         cmd = procfs.cmdline(c)
-        if cmd and not _allowed(cmd, procfs.exe_name(c) or "?"):
+        # an empty command line is a process gone, or one that blanked it (procfs.gone)
+        if (cmd or not procfs.gone(c)) and not _allowed(cmd, procfs.exe_name(c) or "?"):
             out.append({"pid": c, "cmdline": cmd[:200]})
     return out
 

@@ -119,6 +119,23 @@ def is_zombie(pid: int) -> bool:
     return state(pid) == "Z"
 
 
+def gone(pid: int) -> bool:
+    """Has ``pid`` stopped running: no longer listed, a zombie or dead (state Z/X), or past
+    the point of its exit where its address space is released (field 23, ``vsize``, 0)?
+
+    Why not an empty ``/proc/<pid>/cmdline``: a live process can make it read empty by
+    unmapping the pages of its stack that hold its argv and environment strings (red team
+    24, tests/harness/cand_red24_blank_cmdline.py), so "no command line" is no proof that
+    it exited."""
+    f = stat_fields(pid)
+    if not f or f[0] in ("Z", "X"):
+        return True
+    try:
+        return len(f) > 20 and int(f[20]) == 0
+    except ValueError:
+        return False
+
+
 def thread_ids(pid: int) -> set[int]:
     """OS thread ids of process ``pid`` (``/proc/<pid>/task``; empty when it is gone)."""
     try:
