@@ -48,6 +48,25 @@ def test_a_child_with_a_blank_command_line_is_still_a_child(tmp_path, solbench_c
     assert f, ev.findings
 
 
+
+def test_a_helper_started_between_blocks_is_new_in_the_next_block(tmp_path, solbench_cache):
+    """cand_red24_gap_helper.py: a candidate's thread forks a helper only while the worker runs
+    free outside any call (between blocks and phases; past the correctness rounds) and the
+    helper lives 0.6 s. Old code: a block's first call took a fresh walk as its baseline, so
+    the helper was "old" in every call it lived through: PASSED with the helper alive in 20
+    timed calls (when it died before the check after timing; REWARD_HACK only by that check
+    otherwise). Now a block's first call (and a warm-up call) compares with the last check's
+    walk: ``child_process`` in the call."""
+    p = matmul_problem(tmp_path, (256,))
+    (t,) = evaluate(p, _cand(p, "cand_red24_gap_helper.py"), EvalConfig(device="cpu", rounds=2, iters=40))
+    ev = t.evaluation
+    alive = (ev.log or "").count("HELPER ALIVE IN CALL")
+    assert alive, ("the helper never lived through a call: inconclusive", ev.status, (ev.log or "")[-800:])
+    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
+    f = [x for x in ev.findings if x.check == "child_process"]
+    assert f and ("timed iteration" in f[0].evidence["when"] or "warm-up" in f[0].evidence["when"]), f
+
+
 # ------------------------------------------------------------------ 2. RLIMIT_DATA after imports
 CAP = 512 * MIB
 

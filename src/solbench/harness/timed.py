@@ -326,7 +326,9 @@ class TimedBlocks:
             # an input written in place gets its values back before every call on its slot
             # (a repeated non-idempotent update, x += 1, must not drift the warm-up's values)
             slots.restore(i % k, run.inplace_inputs)
-            before = kids_before(run)
+            # the last check's walk where there was one (the rounds' or the previous warm-up
+            # call's): a process started in between counts as new (as in _timed_call)
+            before = run.kids_seen if run.kids_seen is not None else kids_before(run)
             rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k]), timeout_s=run.call_timeout_s)
             if isinstance(rep, protocol.ErrorReply):
                 raise CandidateError(f"warm-up call: {rep.type}: {rep.message}")
@@ -729,10 +731,15 @@ class TimedBlocks:
         br.tp = run.tick(pre + "inputs", br.tp)
         # the processes after the previous call's check (none of the candidate's runs between
         # its calls but its own threads: whatever one of them starts there counts as new, a
-        # stricter baseline than a walk now), so each call walks the worker's tree once
+        # stricter baseline than a walk now), so each call walks the worker's tree once.
+        # A block's first call too (red team 24): the previous check is the last call of the
+        # block before, or the warm-up's or a round's; between them the worker runs free (the
+        # reference's block, the phases), and a process a candidate's thread started there
+        # was in a fresh walk's baseline, so it lived through every call of the block
+        # unflagged (tests/harness/cand_red24_gap_helper.py PASSED)
         if not br.candidate:
             before = set()
-        elif i > 0 and run.kids_seen is not None:
+        elif run.kids_seen is not None:
             before = run.kids_seen
         else:
             before = kids_before(run)
