@@ -120,15 +120,24 @@ def is_zombie(pid: int) -> bool:
 
 
 def gone(pid: int) -> bool:
-    """Has ``pid`` stopped running: no longer listed, a zombie or dead (state Z/X), or past
-    the point of its exit where its address space is released (field 23, ``vsize``, 0)?
+    """Has ``pid`` stopped running: no longer listed, a zombie or dead (state Z/X) with no
+    live thread left, or past the point of its exit where its address space is released
+    (field 23, ``vsize``, 0)?
 
     Why not an empty ``/proc/<pid>/cmdline``: a live process can make it read empty by
     unmapping the pages of its stack that hold its argv and environment strings (red team
     24, tests/harness/cand_red24_blank_cmdline.py), so "no command line" is no proof that
     it exited."""
     f = stat_fields(pid)
-    if not f or f[0] in ("Z", "X"):
+    if not f:
+        return True
+    if f[0] in ("Z", "X"):
+        # a zombie leader whose other threads still live (running or stopped) has not
+        # exited: its main thread did (docs/integrity.md, the disguised reference stoppers)
+        for tid in thread_ids(pid):
+            g = stat_fields(pid, tid)
+            if g and g[0] not in ("Z", "X"):
+                return False
         return True
     try:
         return len(f) > 20 and int(f[20]) == 0
