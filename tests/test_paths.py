@@ -151,7 +151,7 @@ def test_accessors_follow_the_environment(monkeypatch, tmp_path):
     assert paths.sandbox_uid_base() == 64000 and paths.sandbox_tmpfs_bytes() == 8 * 1024 ** 3
     assert paths.sandbox_nproc() is None and paths.input_threads() is None
     assert paths.memguard_on() and paths.cuda_slot_pool() and not paths.sol_in_process()
-    assert paths.sol_count_timeout_s() == 120.0 and paths.worker_preroll_s() == 0.0
+    assert paths.sol_count_timeout_s() == 300.0 and paths.worker_preroll_s() == 0.0
     assert paths.sandbox_as_bytes(5) == 5 and paths.pop_sandbox_uid() is None
 
     monkeypatch.setenv("SOLBENCH_DATA_DIR", str(tmp_path / "keys"))
