@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
 from .records import TraceRow
-from .summary import fast_p, fast_p_left_out, geomean, unit_low, unscored_line
+from .summary import fast_p, fast_p_left_out, geomean, reasons_text, unit_low, unscored_line
 
 DEFAULT_PS = (0.0, 0.5, 1.0, 1.5, 2.0)
 
@@ -74,13 +74,6 @@ class Unit:
     raw_speedup_low: float | None = None
     #: reason -> PASSED workloads without a SOL score (records ``TraceRow.no_sol_score``)
     unscored: dict[str, int] = field(default_factory=dict)
-
-
-def _reasons(counts: dict[str, int], unit: str = "") -> str:
-    """``a`` for one reason; ``a: 2, b: 1`` (``unit`` after each count) for several."""
-    if len(counts) == 1:
-        return next(iter(counts))
-    return ", ".join(f"{k}: {v}{unit}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def unscored_text(u: Unit) -> str:
@@ -211,7 +204,7 @@ def unscored_note(cands: Sequence[CandidateRow]) -> str:
             n, w = c.unscored_problems, sum(c.unscored_workloads.values())
             parts.append(f"{c.label}: {n} correct problem{'s' if n != 1 else ''} ha{'ve' if n != 1 else 's'} "
                          f"no SOL score, left out of its mean SOL score ({w} workload{'s' if w != 1 else ''} "
-                         f"without one: {_reasons(c.unscored_workloads)})")
+                         f"without one: {reasons_text(c.unscored_workloads)})")
     return "; ".join(parts)
 
 

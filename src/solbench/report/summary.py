@@ -235,15 +235,20 @@ def _p_key(p: float) -> str:
     return f"{p:g}"
 
 
+def reasons_text(counts: dict[str, int], unit: str = "") -> str:
+    """``a`` for one reason; ``a: 2, b: 1`` (``unit`` after each count, most frequent first)
+    for several."""
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{k}: {v}{unit}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def unscored_line(reasons: dict[str, int], workloads: int) -> str:
     """``no SOL score for 1 of 3 workloads: candidate's CPU time unresolved`` (several
-    reasons: ``reason: count, ...``, most frequent first); "" for no reasons."""
+    reasons: :func:`reasons_text`); "" for no reasons."""
     if not reasons:
         return ""
-    n = sum(reasons.values())
-    why = next(iter(reasons)) if len(reasons) == 1 else ", ".join(
-        f"{k}: {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"no SOL score for {n} of {workloads} workloads: {why}"
+    return f"no SOL score for {sum(reasons.values())} of {workloads} workloads: {reasons_text(reasons)}"
 
 
 def unit_results(traces: Iterable[Trace], unit: str = "problem",
