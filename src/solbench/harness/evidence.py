@@ -122,6 +122,13 @@ def kids_before(run: WorkloadRun) -> set[int]:
     return procfs.descendants(run.h.pid)
 
 
+def kids_since_last_check(run: WorkloadRun) -> set[int]:
+    """The baseline of a warm-up or timed call: the worker's descendants at the last
+    :func:`process_check` (a process started since counts as new: the worker ran free in
+    between), a fresh walk only before any check."""
+    return run.kids_seen if run.kids_seen is not None else kids_before(run)
+
+
 def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> bool:
     """New processes after one call: a descendant of the worker that was not there before the
     call and is still alive after it (not an allowed compile/runtime helper; ``late``: no

@@ -37,7 +37,7 @@ from . import freeze, guards, peek, protocol, recheck
 from .checks import add_once, finding, has
 from .correctness import poison_
 from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interposition_seen, kernel_precision_check,
-                       kids_before, new_threads, process_check, window_check)
+                       kids_since_last_check, new_threads, process_check, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle
 from .rounds import Oracle
@@ -328,7 +328,7 @@ class TimedBlocks:
             slots.restore(i % k, run.inplace_inputs)
             # the last check's walk where there was one (the rounds' or the previous warm-up
             # call's): a process started in between counts as new (as in _timed_call)
-            before = run.kids_seen if run.kids_seen is not None else kids_before(run)
+            before = kids_since_last_check(run)
             rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k]), timeout_s=run.call_timeout_s)
             if isinstance(rep, protocol.ErrorReply):
                 raise CandidateError(f"warm-up call: {rep.type}: {rep.message}")
@@ -737,12 +737,7 @@ class TimedBlocks:
         # reference's block, the phases), and a process a candidate's thread started there
         # was in a fresh walk's baseline, so it lived through every call of the block
         # unflagged (tests/harness/cand_red24_gap_helper.py PASSED)
-        if not br.candidate:
-            before = set()
-        elif run.kids_seen is not None:
-            before = run.kids_seen
-        else:
-            before = kids_before(run)
+        before = kids_since_last_check(run) if br.candidate else set()
         if hold is not None:
             # the call's window on the parent's clock: resume, request, reply, stop
             # the candidate's: its main thread's (the plausibility cross-check); the

@@ -39,13 +39,14 @@ WARM_SEED = 0x3A3A
 _warmed: set[str] = set()
 
 
-def _generate(problem, w, device: str, seen: set) -> None:
+def _generate(problem, w, device: str) -> None:
     """The first workload's input sets of every distinct input profile of its round plan."""
     from ..inputs.rounds import round_plan
 
     if problem.workload_bytes(w) > MAX_SET_BYTES:
         return
     t0 = time.perf_counter()
+    seen: set[str] = set()
     for spec in round_plan(1, problem, w):
         if spec.profile in seen or time.perf_counter() - t0 > MAX_GENERATE_S:
             continue
@@ -98,7 +99,7 @@ def warm_parent(problem, w, device: str) -> dict[str, Any]:
     first workload pays the loading itself)."""
     t0 = time.perf_counter()
     errs = []
-    for step in (lambda: _generate(problem, w, device, set()), lambda: _compare(problem, w, device)):
+    for step in (lambda: _generate(problem, w, device), lambda: _compare(problem, w, device)):
         try:  # each on its own: inputs that cannot be made (a missing blob) leave the comparison
             step()
         except Exception as e:  # noqa: BLE001 - the rounds will report whatever is really wrong
