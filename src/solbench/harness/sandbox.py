@@ -37,7 +37,7 @@ import sys
 import threading
 from typing import Any
 
-from .. import paths
+from .. import bytecode, paths
 from ..limits import INTERPRETER_PROBE_S, SANDBOX_PROBE_S
 from ..proc.registry import OWN
 from . import memcap, taskcap
@@ -350,6 +350,8 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
         a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
     if build_out:  # an ahead-of-time build: its own output directory, and nothing else, writable
         a += ["--bind", build_out, BUILD_OUT_MOUNT]
+    if bytecode.active():  # read-only: only the parent writes bytecode there (solbench/bytecode.py)
+        a += ["--ro-bind", bytecode.active(), bytecode.MOUNT]
     a += ["--perms", "0777", "--dir", f"{SCRATCH}/home"]
     # bwrap's root, its /dev and the empty folders over hidden ones are tmpfs mounts (host
     # RAM, half of it by default), owned in ``userns`` mode by the candidate's uid 0: files
@@ -540,6 +542,8 @@ def sandbox_env(env: dict[str, str], mode: str, uid: int | None) -> dict[str, st
     if shared_build_cache():
         env["SOLBENCH_BUILD_CACHE"] = BUILD_CACHE_MOUNT
     env.pop("PYTHONPYCACHEPREFIX", None)
+    if bytecode.active():  # the parent's bytecode cache, bound read-only (_bwrap_args)
+        env["PYTHONPYCACHEPREFIX"] = bytecode.MOUNT
     if mode == "uid" and uid is not None:
         env["SOLBENCH_SANDBOX_UID"] = str(uid)
     return env

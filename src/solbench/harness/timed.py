@@ -747,7 +747,8 @@ class TimedBlocks:
             t0 = time.perf_counter()
             hold.cont()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
-                                                        parent_copy=br.mem_fd is not None),
+                                                        parent_copy=br.mem_fd is not None,
+                                                        check=br.candidate),
                                    timeout_s=run.call_timeout_s)
             hold.stop()
             rt = (time.perf_counter() - t0) * 1e3
@@ -764,7 +765,7 @@ class TimedBlocks:
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
             w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=reader)
             t0 = time.perf_counter()
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i),
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
             blk.wait.append(load_wait_since(w0, h.pid, all_threads=not br.candidate,

@@ -1,0 +1,97 @@
+"""solbench's own bytecode cache, for a host whose torch was installed without bytecode.
+
+Python runs a module from its compiled bytecode when a valid ``.pyc`` exists (beside the source
+in ``__pycache__``, or under ``sys.pycache_prefix``) and otherwise compiles the source again at
+every import. pip writes the ``.pyc`` files at install time unless told not to, so on most
+machines nothing is compiled. An install without them in a folder the process cannot write (a
+container image built with ``pip install --no-compile`` or ``PYTHONDONTWRITEBYTECODE=1``, a
+system environment owned by another user) compiles torch's ~1,000 imported modules in every
+process: measured with py-spy on the H100 host of the device tool, 3 s of the parent's
+``import torch`` and about 2 s of each worker's start (``SourceLoader.source_to_code``;
+bench/results/device_s25_h100/README.md). A cold ``solbench eval`` starts three such
+processes.
+
+What :func:`enable` does, only when torch has no bytecode beside its source and the user set no
+prefix of their own: the parent (trusted code, before any candidate exists) reads and writes
+bytecode under ``$SOLBENCH_CACHE/pyc`` (Python's own prefix mechanism,
+``sys.pycache_prefix``: the tree mirrors the sources' absolute paths, and each file is
+validated against its source's modification time and size as usual, so an upgraded package is
+recompiled, never run stale). Its children inherit it through ``PYTHONPYCACHEPREFIX``.
+A sandboxed worker sees it read-only at :data:`MOUNT` (harness/sandbox.py binds it there) and
+writes no bytecode at all (``PYTHONDONTWRITEBYTECODE``): no candidate can plant a ``.pyc`` that
+a later process would run. An unsandboxed worker (``SOLBENCH_SANDBOX=off``) has the user's
+own file access anyway, this folder included. Off with ``SOLBENCH_BYTECODE_CACHE=0``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from . import paths
+
+#: where a sandboxed worker sees the bytecode cache (read-only), outside its writable scratch
+MOUNT = "/solbench-pyc"
+
+_active: str | None = None
+
+
+def has_bytecode(module: str = "torch") -> bool | None:
+    """Whether top-level ``module``'s ``__init__`` has a ``.pyc`` beside its source (in its
+    ``__pycache__``, for this interpreter's cache tag), found without importing it. None when
+    the module is not installed or is not a Python source file (a namespace package, an
+    extension module), so there is nothing to decide."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if not origin or not origin.endswith(".py"):
+        return None
+    prefix = sys.pycache_prefix
+    try:  # beside the source: what pip's install-time compilation writes
+        sys.pycache_prefix = None
+        pyc = importlib.util.cache_from_source(origin)
+    except NotImplementedError:  # no cache tag (sys.implementation.cache_tag is None)
+        return None
+    finally:
+        sys.pycache_prefix = prefix
+    return os.path.exists(pyc)
+
+
+def enable(module: str = "torch") -> str | None:
+    """Use solbench's bytecode cache in this process and its children when ``module`` (torch)
+    has no bytecode beside its source (module doc). Call it before the heavy imports; once is
+    enough (later calls return the first answer). Returns the cache folder in use, or None
+    when it is not used: turned off (``SOLBENCH_BYTECODE_CACHE=0``), a prefix already set
+    (the user's ``PYTHONPYCACHEPREFIX``), the module has bytecode or is not installed, or the
+    folder cannot be created. Never raises."""
+    global _active
+    if _active is not None:
+        return _active
+    if not paths.bytecode_cache_on() or sys.pycache_prefix is not None:
+        return None
+    if has_bytecode(module) is not False:
+        return None
+    try:
+        d = paths.cache_dir() / "pyc"
+        # readable by a worker of another uid (the sandbox's ``uid`` mode), which binds this
+        # folder itself: the folders above it (a private home) need not be traversable
+        d.mkdir(mode=0o755, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(d, os.W_OK | os.X_OK):
+        return None
+    _active = str(d)
+    sys.pycache_prefix = _active
+    # PYTHONDONTWRITEBYTECODE asks that nothing be written beside the sources; this folder is
+    # solbench's own cache, and the parent is the only writer the workers trust
+    sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = _active
+    return _active
+
+
+def active() -> str | None:
+    """The bytecode cache folder :func:`enable` put in use in this process, else None."""
+    return _active

@@ -1,0 +1,185 @@
+"""solbench's own bytecode cache (solbench/bytecode.py): used only for a package installed
+without bytecode, written by the parent, read (never written) by a sandboxed worker.
+
+Each case runs in a child interpreter (the cache changes ``sys.pycache_prefix`` for the whole
+process) on a throwaway package ``nopyc_pkg`` with no ``__pycache__``. Whether a process
+compiled the package's source is counted by wrapping ``builtins.compile``, which the import
+system calls for a module without valid bytecode (``SourceLoader.source_to_code``) and never
+for one it loads from a ``.pyc``."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import solbench
+from solbench import bytecode
+from solbench.harness import sandbox
+
+SRC = Path(solbench.__file__).resolve().parents[1]
+
+#: run in the child: enable the cache for nopyc_pkg, import it, report what happened
+PROBE = r"""
+import builtins, json, os, sys
+compiled = []
+_compile = builtins.compile
+def counting(source, filename, *a, **k):
+    if "nopyc_pkg" in str(filename):
+        compiled.append(str(filename))
+    return _compile(source, filename, *a, **k)
+builtins.compile = counting
+from solbench import bytecode
+d = bytecode.enable("nopyc_pkg") if os.environ.get("PROBE_ENABLE") == "1" else None
+import nopyc_pkg
+print(json.dumps({"dir": d, "compiled": compiled, "prefix": sys.pycache_prefix,
+                  "env": os.environ.get("PYTHONPYCACHEPREFIX"), "value": nopyc_pkg.VALUE}))
+"""
+
+
+@pytest.fixture
+def pkg_root():
+    """A folder outside /tmp holding ``nopyc_pkg`` (no bytecode), and a cache folder."""
+    root = Path(tempfile.mkdtemp(prefix="solbench-pyc-test-", dir="/var/tmp"))
+    os.chmod(root, 0o755)
+    p = root / "site" / "nopyc_pkg"
+    p.mkdir(parents=True)
+    (p / "__init__.py").write_text("VALUE = 6 * 7\n")
+    (root / "cache").mkdir()
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _child(root: Path, enable: bool, **env) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SOLBENCH_"))}
+    e.update(PYTHONPATH=f"{SRC}{os.pathsep}{root / 'site'}", SOLBENCH_CACHE=str(root / "cache"),
+             PROBE_ENABLE="1" if enable else "0", **env)
+    p = subprocess.run([sys.executable, "-c", PROBE], env=e, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_has_bytecode_looks_beside_the_source(pkg_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    assert bytecode.has_bytecode("nopyc_pkg") is False
+    import py_compile
+
+    src = pkg_root / "site" / "nopyc_pkg" / "__init__.py"
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    py_compile.compile(str(src), doraise=True)  # what pip's install-time compilation writes
+    assert bytecode.has_bytecode("nopyc_pkg") is True
+    assert bytecode.has_bytecode("no_such_module_xyz") is None
+
+
+def test_parent_compiles_once_then_every_process_reads_the_cache(pkg_root):
+    first = _child(pkg_root, enable=True)
+    assert first["dir"] == str(pkg_root / "cache" / "pyc")
+    assert first["prefix"] == first["dir"] and first["env"] == first["dir"]
+    assert len(first["compiled"]) == 1 and first["value"] == 42
+    # the bytecode lies under the cache, mirroring the source's absolute path, not beside it
+    src = pkg_root / "site" / "nopyc_pkg" / "__init__.py"
+    tag = sys.implementation.cache_tag
+    assert (Path(first["dir"]) / str(src.parent).lstrip("/") / f"__init__.{tag}.pyc").is_file()
+    assert not (src.parent / "__pycache__").exists()
+    second = _child(pkg_root, enable=True)
+    assert second["compiled"] == [] and second["value"] == 42
+    # a later edit of the source is compiled again, never run stale
+    src.write_text("VALUE = 7 * 7  # changed\n")
+    os.utime(src, (1e9, 1e9))
+    third = _child(pkg_root, enable=True)
+    assert len(third["compiled"]) == 1 and third["value"] == 49
+
+
+def test_dont_write_bytecode_of_the_user_keeps_sources_clean_and_cache_still_written(pkg_root):
+    first = _child(pkg_root, enable=True, PYTHONDONTWRITEBYTECODE="1")
+    assert len(first["compiled"]) == 1
+    assert not (pkg_root / "site" / "nopyc_pkg" / "__pycache__").exists()
+    assert _child(pkg_root, enable=True, PYTHONDONTWRITEBYTECODE="1")["compiled"] == []
+
+
+def test_not_used_when_turned_off_or_the_user_set_a_prefix(pkg_root):
+    off = _child(pkg_root, enable=True, SOLBENCH_BYTECODE_CACHE="0")
+    assert off["dir"] is None and off["prefix"] is None and len(off["compiled"]) == 1
+    own = pkg_root / "mine"
+    user = _child(pkg_root, enable=True, PYTHONPYCACHEPREFIX=str(own))
+    assert user["dir"] is None and user["prefix"] == str(own)
+    assert not (pkg_root / "cache" / "pyc").exists()
+
+
+def test_not_used_when_the_package_has_its_own_bytecode(pkg_root):
+    import py_compile
+
+    src = pkg_root / "site" / "nopyc_pkg" / "__init__.py"
+    py_compile.compile(str(src), cfile=str(src.parent / "__pycache__" /
+                                           f"__init__.{sys.implementation.cache_tag}.pyc"), doraise=True)
+    r = _child(pkg_root, enable=True)
+    assert r["dir"] is None and r["prefix"] is None and r["compiled"] == []
+
+
+sandboxed = pytest.mark.skipif(sandbox.resolve_mode("cpu")[0] == "none",
+                               reason=f"no sandbox here: {sandbox.resolve_mode('cpu')[1]}")
+
+#: run in a sandboxed process: import nopyc_pkg (from the read-only cache), then try to
+#: plant bytecode there
+SANDBOXED = r"""
+import builtins, json, os, sys
+compiled = []
+_compile = builtins.compile
+def counting(source, filename, *a, **k):
+    if "nopyc_pkg" in str(filename):
+        compiled.append(str(filename))
+    return _compile(source, filename, *a, **k)
+builtins.compile = counting
+import nopyc_pkg
+planted = []
+for root, dirs, files in os.walk(sys.pycache_prefix):
+    for f in files:
+        try:
+            with open(os.path.join(root, f), "r+b") as fh:
+                fh.write(b"x")
+            planted.append(f)
+        except OSError as e:
+            planted.append(f"refused: {e.errno}")
+try:
+    open(os.path.join(sys.pycache_prefix, "new.pyc"), "wb").close()
+    planted.append("new.pyc")
+except OSError as e:
+    planted.append(f"refused: {e.errno}")
+print(json.dumps({"prefix": sys.pycache_prefix, "dont_write": sys.dont_write_bytecode,
+                  "compiled": compiled, "planted": planted, "value": nopyc_pkg.VALUE}))
+"""
+
+
+@sandboxed
+def test_sandboxed_worker_reads_the_cache_and_cannot_write_it(pkg_root, monkeypatch):
+    """The worker's view (sandbox.wrap, sandbox_env as the harness builds them): the cache at
+    bytecode.MOUNT, read-only; the import reads the parent's bytecode and compiles nothing;
+    every write is refused (EROFS), so nothing a candidate plants reaches a later process."""
+    first = _child(pkg_root, enable=True)  # the parent's run fills the cache
+    assert len(first["compiled"]) == 1
+    monkeypatch.setenv("SOLBENCH_CACHE", str(pkg_root / "cache"))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", str(pkg_root / "cache" / "pyc"))
+    mode = sandbox.resolve_mode("cpu")[0]
+    env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
+    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{pkg_root / 'site'}"
+    assert env["PYTHONPYCACHEPREFIX"] == bytecode.MOUNT
+    argv = sandbox.wrap([sys.executable, "-c", SANDBOXED], "cpu", mode, None)
+    assert ["--ro-bind", str(pkg_root / "cache" / "pyc"), bytecode.MOUNT] == \
+        argv[argv.index(bytecode.MOUNT) - 2:argv.index(bytecode.MOUNT) + 1]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["prefix"] == bytecode.MOUNT and r["dont_write"] is True
+    assert r["compiled"] == [] and r["value"] == 42
+    assert r["planted"] and all(x == "refused: 30" for x in r["planted"]), r["planted"]  # EROFS
+
+
+def test_no_cache_no_mount(monkeypatch):
+    monkeypatch.setattr(bytecode, "_active", None)
+    env = sandbox.sandbox_env({"PYTHONPYCACHEPREFIX": "/somewhere"}, "userns", None)
+    assert "PYTHONPYCACHEPREFIX" not in env
