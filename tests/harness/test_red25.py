@@ -1,0 +1,112 @@
+"""Red team 25: solbench's bytecode cache (solbench/bytecode.py: the parent's
+$SOLBENCH_CACHE/pyc, bound read-only at /solbench-pyc in every sandbox) and the reference's
+unchecked timed calls (protocol.TimeIter.check). Each hostile candidate is a real file under
+tests/harness/ run through the real harness on the CPU.
+
+The cache is used only where torch has no bytecode beside its source; here it is forced
+(``bytecode._active``, as tests/test_bytecode.py does) on a cache the test fills the way a
+parent does: a child interpreter that enables it and imports a package."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import solbench
+from solbench import bytecode
+from solbench.harness import EvalConfig, evaluate, sandbox
+from solbench.spec import Status, load_solution
+
+from harness_helpers import matmul_problem
+
+HERE = Path(__file__).resolve().parent
+SRC = Path(solbench.__file__).resolve().parents[1]
+
+sandboxed = pytest.mark.skipif(sandbox.resolve_mode("cpu")[0] == "none",
+                               reason=f"no sandbox here: {sandbox.resolve_mode('cpu')[1]}")
+
+
+def _cand(p, name):
+    return load_solution(HERE / name, p)
+
+
+def _parent_imports(root: Path, cache: Path, pkg: str, site: Path) -> None:
+    """What a parent does: enable the cache (for ``pkg``, which has no bytecode) and import it."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SOLBENCH_"))}
+    e.update(PYTHONPATH=f"{SRC}{os.pathsep}{site}", SOLBENCH_CACHE=str(cache))
+    code = f"from solbench import bytecode; assert bytecode.enable({pkg!r}); import {pkg}"
+    subprocess.run([sys.executable, "-c", code], env=e, check=True, timeout=120)
+
+
+@pytest.fixture
+def pyc_cache(monkeypatch, solbench_cache):
+    """A bytecode cache in use, filled by a parent: ``site/nopyc_pkg`` (a package the worker
+    is shown: $SOLBENCH_SANDBOX_BIND) and ``hidden/secret_pkg`` (a folder outside the
+    sandbox's view: the user's own code, the repository's tests), both imported by the
+    parent. Yields (root, the cache's pyc folder)."""
+    root = Path(tempfile.mkdtemp(prefix="solbench-red25-", dir="/var/tmp"))
+    os.chmod(root, 0o755)
+    cache = root / "cache"
+    cache.mkdir()
+    for folder, pkg, text in (("site", "nopyc_pkg", "VALUE = 6 * 7\n"),
+                              ("hidden", "secret_pkg", "TOKEN = 'RED25-SECRET-TOKEN-0451'\n")):
+        (root / folder / pkg).mkdir(parents=True)
+        (root / folder / pkg / "__init__.py").write_text(text)
+        _parent_imports(root, cache, pkg, root / folder)
+    pyc = cache / "pyc"
+    assert list(pyc.rglob("secret_pkg/*.pyc")) and list(pyc.rglob("nopyc_pkg/*.pyc"))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", str(root / "site"))
+    monkeypatch.setattr(bytecode, "_active", str(pyc))
+    yield root, pyc
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _tree(d: Path) -> dict:
+    out = {}
+    for p in sorted(d.rglob("*")):
+        st = p.lstat()
+        out[str(p)] = (st.st_mode, st.st_mtime_ns, st.st_nlink,
+                       hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else None)
+    return out
+
+
+# ------------------------------------------------------------------ 1. the cache is read-only
+@sandboxed
+def test_a_candidate_cannot_plant_bytecode_in_the_cache(tmp_path, pyc_cache):
+    """cand_red25_pyc_write.py: overwrite, truncate, unlink, rename, chmod, utime, links and a
+    new file through /solbench-pyc; the host path behind the bind (mountinfo), directly and
+    through /proc/1/root; inherited directory descriptors; a remount read-write in a new user
+    and mount namespace; open_by_handle_at. Every one refused; the host's cache unchanged."""
+    root, pyc = pyc_cache
+    before = _tree(pyc)
+    p = matmul_problem(tmp_path, (64,))
+    (t,) = evaluate(p, _cand(p, "cand_red25_pyc_write.py"), EvalConfig(device="cpu", iters=4, rounds=1))
+    log = t.evaluation.log or ""
+    assert "PYC victims " in log and "PYC overwrite refused" in log, log[-2000:]  # the attack ran
+    assert "PYC-WROTE" not in log, log[-3000:]
+    assert _tree(pyc) == before
+
+
+# ------------------------------------------------------------------ 2. what the cache shows
+@sandboxed
+def test_the_cache_shows_no_bytecode_of_folders_the_sandbox_hides(tmp_path, pyc_cache):
+    """cand_red25_pyc_snoop.py walks /solbench-pyc for the compiled constants of host modules.
+    Old code: the parent's whole cache was bound, so the bytecode of every module any solbench
+    CLI process had imported (from the user's home, /root, the repository's tests, a model's
+    code: folders the sandbox hides) was readable, names and constants: it printed
+    ``RED25-SECRET-TOKEN-0451`` from hidden/secret_pkg. The bytecode of what the worker is
+    shown (site/nopyc_pkg here) stays readable, and is still used."""
+    p = matmul_problem(tmp_path, (64,))
+    (t,) = evaluate(p, _cand(p, "cand_red25_pyc_snoop.py"), EvalConfig(device="cpu", iters=4, rounds=1))
+    log = t.evaluation.log or ""
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings, log[-2000:])
+    assert "SNOOP-NO-CACHE" not in log
+    assert "RED25-SECRET" not in log, log[-2000:]
+    assert "SNOOP-ENV" not in log, log[-2000:]  # nor does its environment say where the cache is
+    assert "SNOOP-PYC visible=False" not in log, log[-2000:]
+    assert "SNOOP-PYC visible=True" in log and "site/nopyc_pkg/__init__.py" in log, log[-2000:]
