@@ -110,3 +110,46 @@ def test_the_cache_shows_no_bytecode_of_folders_the_sandbox_hides(tmp_path, pyc_
     assert "SNOOP-ENV" not in log, log[-2000:]  # nor does its environment say where the cache is
     assert "SNOOP-PYC visible=False" not in log, log[-2000:]
     assert "SNOOP-PYC visible=True" in log and "site/nopyc_pkg/__init__.py" in log, log[-2000:]
+
+
+# ------------------------------------------------------------------ 3. TimeIter.check
+def test_an_override_registered_in_a_timed_call_is_still_seen(tmp_path, solbench_cache):
+    """cand_red25_timed_override.py registers aten::zero_ / fill_.Scalar kernels of its own in
+    its first timed call (clean through correctness and warm-up). The reference's timed
+    calls skip the worker's interposition check now (TimeIter.check False); the candidate's
+    must not: ``interposition`` (REWARD_HACK), found in a timed call."""
+    p = matmul_problem(tmp_path, (64,))
+    (t,) = evaluate(p, _cand(p, "cand_red25_timed_override.py"), EvalConfig(device="cpu", iters=6, rounds=1))
+    ev = t.evaluation
+    assert "OVERRIDE REGISTERED IN TIMED CALL" in (ev.log or ""), (ev.status, (ev.log or "")[-1500:])
+    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings, (ev.log or "")[-1500:])
+    assert "interposition" in [f.check for f in ev.findings], ev.findings
+
+
+def test_every_cpu_timed_call_is_checked_on_both_sides(tmp_path, solbench_cache, monkeypatch):
+    """The candidate's timed calls always carry ``check`` (whichever path), and on the CPU the
+    reference's do too: there a sample is the parent's window less the no-op baseline, which
+    the reference's worker measures with the interposition check inside (Worker._on_noop).
+    Old code: the reference's CPU calls skipped the check (~0.9 ms on this 2-core host,
+    DispatchGuard.changes), so its samples read that much short: an honest twin of the
+    reference (cand ``a @ b``, 64 x 64) timed ~10 ms a call while half the reference's samples
+    were floored at 0.001 ms."""
+    from solbench.harness import protocol
+
+    from harness_helpers import py_solution
+
+    sent: dict[int, list[bool]] = {}
+    real = protocol.request
+
+    def spy(h, req, *a, **k):
+        if isinstance(req, protocol.TimeIter):
+            sent.setdefault(id(h), []).append(req.check)
+        return real(h, req, *a, **k)
+
+    monkeypatch.setattr(protocol, "request", spy)
+    p = matmul_problem(tmp_path, (64,))
+    s = py_solution("twin", "import torch\n\ndef run(a, b):\n    return a @ b\n", "mm")
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", iters=6, rounds=1))
+    assert t.evaluation.reference_timing is not None, t.evaluation.findings
+    assert len(sent) == 2, sent  # the candidate's worker and the reference's
+    assert all(all(v) for v in sent.values()), sent
