@@ -161,3 +161,23 @@ def test_every_cpu_timed_call_is_checked_on_both_sides(tmp_path, solbench_cache,
     assert t.evaluation.reference_timing is not None, t.evaluation.findings
     assert len(sent) == 2, sent  # the candidate's worker and the reference's
     assert all(all(v) for v in sent.values()), sent
+
+
+@sandboxed
+@pytest.mark.parametrize("same", [True, False])
+def test_the_build_cache_mount_shows_no_bytecode_cache(tmp_path, pyc_cache, monkeypatch, same):
+    """A user who points $SOLBENCH_BUILD_CACHE at $SOLBENCH_CACHE itself or at a folder holding
+    it (one cache folder for everything): the build cache is bound read-only at
+    sandbox.BUILD_CACHE_MOUNT. Old code: the bytecode cache inside it was shown there whole,
+    and cand_red25_pyc_snoop.py printed the hidden module's token from
+    ``/tmp/solbench-builds/pyc/...``. Now the hidden folders and the bytecode cache inside
+    the build cache get an empty read-only tmpfs there too."""
+    root, pyc = pyc_cache
+    monkeypatch.setenv("SOLBENCH_BUILD_CACHE", str(root / "cache") if same else str(root))
+    monkeypatch.setenv("SOLBENCH_CACHE", str(root / "cache"))
+    p = matmul_problem(tmp_path, (64,))
+    (t,) = evaluate(p, _cand(p, "cand_red25_pyc_snoop.py"), EvalConfig(device="cpu", iters=4, rounds=1))
+    log = t.evaluation.log or ""
+    assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings, log[-2000:])
+    assert "RED25-SECRET" not in log, log[-2000:]
+    assert "SNOOP-PYC visible=True" in log, log[-2000:]  # the shown part still at /solbench-pyc

@@ -382,8 +382,17 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
         if _under(d, shown) and d not in shown:
             a += ["--tmpfs", d]
     shared = shared_build_cache()
+    shared_hidden = []
     if shared:
         a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
+        # a hidden folder inside it (one folder for both caches: $SOLBENCH_CACHE, its bytecode
+        # of modules the sandbox hides, red team 25) is covered there too
+        inner = _hidden_dirs() + ([os.path.realpath(bytecode.active())] if bytecode.active() else [])
+        for d in sorted(set(inner), key=len):
+            if _under(d, [shared]) and d != shared and os.path.isdir(d) \
+                    and not _under(BUILD_CACHE_MOUNT + d[len(shared):], shared_hidden):
+                shared_hidden.append(BUILD_CACHE_MOUNT + d[len(shared):])
+                a += ["--tmpfs", shared_hidden[-1]]
     if build_out:  # an ahead-of-time build: its own output directory, and nothing else, writable
         a += ["--bind", build_out, BUILD_OUT_MOUNT]
     pyc_hidden = _bytecode_args(a, shown + [p for p in code_paths() if _under(p, [SCRATCH]) and p != SCRATCH])
@@ -397,7 +406,7 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
     for d in _hidden_dirs():
         if _under(d, shown) and d not in shown:
             a += ["--remount-ro", d]
-    for d in pyc_hidden:
+    for d in pyc_hidden + shared_hidden:
         a += ["--remount-ro", d]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
     if _unshare_net(device):
