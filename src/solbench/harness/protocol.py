@@ -140,9 +140,10 @@ class TimeIter(Request):
     #: reports their addresses and the parent copies them from the stopped worker's memory
     #: (outside the timed window, :func:`solbench.harness.peek.parent_copy_out`)
     parent_copy: bool = False
-    #: False only for the trusted reference's calls: the worker skips its interposition check
-    #: after the call (the dispatcher dumps of guards.POST_CLOCK_OPS, about 0.7-0.9 ms a call
-    #: on an H100 host), whose result the parent reads for the candidate only
+    #: False only for the trusted reference's calls on CUDA: the worker skips its interposition
+    #: check after the call (the dispatcher dumps of guards.POST_CLOCK_OPS, about 0.7-0.9 ms a
+    #: call on an H100 host), whose result the parent reads for the candidate only. Never on the
+    #: CPU, where the sample is the parent's window less a no-op baseline that includes the check
     check: bool = True
 
 

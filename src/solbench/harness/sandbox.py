@@ -297,6 +297,42 @@ def _bind_with_parents(a: list[str], path: str, made: set[str], how: str = "--ro
     made.add(path)
 
 
+def _bytecode_args(a: list[str], shown: list[str]) -> list[str]:
+    """The parent's bytecode cache (solbench/bytecode.py), read-only at :data:`bytecode.MOUNT`:
+    only the parts that mirror folders the worker is shown (``shown``), less the hidden ones
+    inside them (an empty tmpfs instead, as over the folders themselves). The cache mirrors
+    every module any solbench process of this user compiled, wherever it lies: bound whole,
+    it showed the names and compiled constants of modules under the home, /root, a
+    repository's tests, code the sandbox hides (red team 25, cand_red25_pyc_snoop.py).
+    Returns the tmpfs mounts made (to be made read-only)."""
+    cache = bytecode.active()
+    if not cache:
+        return []
+    a += ["--perms", "0755", "--dir", bytecode.MOUNT]
+    made = {bytecode.MOUNT}
+    bound: list[str] = []
+    for p in sorted({os.path.normpath(p) for p in shown}, key=len):
+        src = cache + p
+        if _under(p, bound) or not os.path.isdir(src) or os.path.islink(src):
+            continue
+        # the folders above it traversable by the ``uid`` mode's worker (_bind_with_parents)
+        parts, cur = [], os.path.dirname(bytecode.MOUNT + p)
+        while cur not in made:
+            parts.append(cur)
+            cur = os.path.dirname(cur)
+        for d in reversed(parts):
+            a += ["--perms", "0755", "--dir", d]
+            made.add(d)
+        a += ["--ro-bind", src, bytecode.MOUNT + p]
+        bound.append(p)
+    hidden = []
+    for d in _hidden_dirs():
+        if _under(d, bound) and d not in bound and os.path.isdir(cache + d):
+            a += ["--tmpfs", bytecode.MOUNT + d]
+            hidden.append(bytecode.MOUNT + d)
+    return hidden
+
+
 def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None) -> list[str]:
     """The bwrap command line of a worker: an empty root holding only what the worker needs
     to run (an allow-list, docs/isolation.md "What the worker sees"), read-only, with a
@@ -346,12 +382,20 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
         if _under(d, shown) and d not in shown:
             a += ["--tmpfs", d]
     shared = shared_build_cache()
+    shared_hidden = []
     if shared:
         a += ["--ro-bind", shared, BUILD_CACHE_MOUNT]
+        # a hidden folder inside it (one folder for both caches: $SOLBENCH_CACHE, its bytecode
+        # of modules the sandbox hides, red team 25) is covered there too
+        inner = _hidden_dirs() + ([os.path.realpath(bytecode.active())] if bytecode.active() else [])
+        for d in sorted(set(inner), key=len):
+            if _under(d, [shared]) and d != shared and os.path.isdir(d) \
+                    and not _under(BUILD_CACHE_MOUNT + d[len(shared):], shared_hidden):
+                shared_hidden.append(BUILD_CACHE_MOUNT + d[len(shared):])
+                a += ["--tmpfs", shared_hidden[-1]]
     if build_out:  # an ahead-of-time build: its own output directory, and nothing else, writable
         a += ["--bind", build_out, BUILD_OUT_MOUNT]
-    if bytecode.active():  # read-only: only the parent writes bytecode there (solbench/bytecode.py)
-        a += ["--ro-bind", bytecode.active(), bytecode.MOUNT]
+    pyc_hidden = _bytecode_args(a, shown + [p for p in code_paths() if _under(p, [SCRATCH]) and p != SCRATCH])
     a += ["--perms", "0777", "--dir", f"{SCRATCH}/home"]
     # bwrap's root, its /dev and the empty folders over hidden ones are tmpfs mounts (host
     # RAM, half of it by default), owned in ``userns`` mode by the candidate's uid 0: files
@@ -362,6 +406,8 @@ def _bwrap_args(mode: str, device: str, bwrap: str, build_out: str | None = None
     for d in _hidden_dirs():
         if _under(d, shown) and d not in shown:
             a += ["--remount-ro", d]
+    for d in pyc_hidden + shared_hidden:
+        a += ["--remount-ro", d]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "solbench-sandbox"]
     if _unshare_net(device):
         a += ["--unshare-net"]

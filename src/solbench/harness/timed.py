@@ -746,9 +746,14 @@ class TimedBlocks:
             w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=reader)
             t0 = time.perf_counter()
             hold.cont()
+            # check: on both sides here. A sample on the CPU is this window less the no-op
+            # baseline, measured in the reference's worker with the check inside (Worker._on_noop):
+            # a reference call without it read ~0.9 ms (the dispatcher dumps on a 2-core host)
+            # short, 0.001 ms for any call below that (red team 25). On CUDA a sample is device
+            # time, which the check (after the call's sync) is not part of
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
                                                         parent_copy=br.mem_fd is not None,
-                                                        check=br.candidate),
+                                                        check=True),
                                    timeout_s=run.call_timeout_s)
             hold.stop()
             rt = (time.perf_counter() - t0) * 1e3
