@@ -491,10 +491,13 @@ def test_removing_the_sentinel_operator_is_reported(worker):
     assert Worker._interposition(worker, full=True) == []
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_only_the_reference_timed_calls_skip_the_per_call_check(tmp_path, solbench_cache, monkeypatch):
-    """The parent asks its trusted reference's worker to skip the per-call interposition
-    check (TimeIter.check=False: its result is read for the candidate only) and never the
-    candidate's worker; the worker then reports nothing, with an override in place or not."""
+    """On CUDA the parent asks its trusted reference's worker to skip the per-call
+    interposition check (TimeIter.check=False: its result is read for the candidate only) and
+    never the candidate's worker. (On the CPU both sides keep it: test_red25's
+    test_every_cpu_timed_call_is_checked_on_both_sides.)"""
     from solbench.harness import protocol
 
     sent = []
@@ -509,7 +512,7 @@ def test_only_the_reference_timed_calls_skip_the_per_call_check(tmp_path, solben
     p = load_problem(write_problem(tmp_path / "p", DEF, [
         {"uuid": "w", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
     (t,) = evaluate(p, py_solution("relu", "import torch\n\ndef run(x):\n    return torch.relu(x)\n", p.name),
-                    EvalConfig(device="cpu", iters=4, rounds=2, reference_timing=True))
+                    EvalConfig(device="cuda", iters=4, rounds=2, reference_timing=True))
     assert t.evaluation.status == Status.PASSED, t.evaluation.log
     cand = {id(h) for h, c in sent if c}
     ref = {id(h) for h, c in sent if not c}
