@@ -23,8 +23,8 @@ from solbench.harness import sandbox
 
 SRC = Path(solbench.__file__).resolve().parents[1]
 
-#: run in the child: enable the cache for nopyc_pkg, import it, report what happened
-PROBE = r"""
+#: the start of each child's code: every compilation of nopyc_pkg's source is recorded
+COUNTING = r"""
 import builtins, json, os, sys
 compiled = []
 _compile = builtins.compile
@@ -33,6 +33,10 @@ def counting(source, filename, *a, **k):
         compiled.append(str(filename))
     return _compile(source, filename, *a, **k)
 builtins.compile = counting
+"""
+
+#: run in the child: enable the cache for nopyc_pkg, import it, report what happened
+PROBE = COUNTING + r"""
 from solbench import bytecode
 d = bytecode.enable("nopyc_pkg") if os.environ.get("PROBE_ENABLE") == "1" else None
 import nopyc_pkg
@@ -125,15 +129,7 @@ sandboxed = pytest.mark.skipif(sandbox.resolve_mode("cpu")[0] == "none",
 
 #: run in a sandboxed process: import nopyc_pkg (from the read-only cache), then try to
 #: plant bytecode there
-SANDBOXED = r"""
-import builtins, json, os, sys
-compiled = []
-_compile = builtins.compile
-def counting(source, filename, *a, **k):
-    if "nopyc_pkg" in str(filename):
-        compiled.append(str(filename))
-    return _compile(source, filename, *a, **k)
-builtins.compile = counting
+SANDBOXED = COUNTING + r"""
 import nopyc_pkg
 planted = []
 for root, dirs, files in os.walk(sys.pycache_prefix):
