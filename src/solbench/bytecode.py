@@ -21,6 +21,11 @@ A sandboxed worker sees it read-only at :data:`MOUNT` (harness/sandbox.py binds 
 writes no bytecode at all (``PYTHONDONTWRITEBYTECODE``): no candidate can plant a ``.pyc`` that
 a later process would run. An unsandboxed worker (``SOLBENCH_SANDBOX=off``) has the user's
 own file access anyway, this folder included. Off with ``SOLBENCH_BYTECODE_CACHE=0``.
+
+Python creates the cache's folders and files under the process's umask: with one that denies
+others read access (077), a worker of another uid (the sandbox's ``uid`` mode, used for CPU
+workers when the harness runs as root) cannot read them and compiles as before: slower, never
+unsafe. CUDA workers run in ``userns`` mode under the harness's own uid and read them.
 """
 
 from __future__ import annotations
