@@ -26,6 +26,9 @@ Python creates the cache's folders and files under the process's umask: with one
 others read access (077), a worker of another uid (the sandbox's ``uid`` mode, used for CPU
 workers when the harness runs as root) cannot read them and compiles as before: slower, never
 unsafe. CUDA workers run in ``userns`` mode under the harness's own uid and read them.
+
+The folder is never pruned (about 33 MB after one evaluation on torch 2.13: 1,390 files, one
+set per installed version of each module); deleting it is always safe.
 """
 
 from __future__ import annotations
