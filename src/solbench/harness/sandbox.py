@@ -282,10 +282,11 @@ def device_paths(device: str) -> list[str]:
     return sorted(found)
 
 
-def _bind_with_parents(a: list[str], path: str, made: set[str], how: str = "--ro-bind") -> None:
-    """Bind ``path`` at the same place, first making each missing folder above it traversable
-    (bwrap would copy the host's mode: /root is 0700, and the ``uid`` mode's worker could
-    not reach a venv under it)."""
+def _bind_with_parents(a: list[str], path: str, made: set[str], how: str = "--ro-bind",
+                       src: str | None = None) -> None:
+    """Bind ``path`` (or host folder ``src`` there) at ``path``, first making each missing
+    folder above it traversable (bwrap would copy the host's mode: /root is 0700, and the
+    ``uid`` mode's worker could not reach a venv under it)."""
     parts, cur = [], os.path.dirname(path)
     while cur not in made and cur != "/":
         parts.append(cur)
@@ -293,7 +294,7 @@ def _bind_with_parents(a: list[str], path: str, made: set[str], how: str = "--ro
     for d in reversed(parts):
         a += ["--perms", "0755", "--dir", d]
         made.add(d)
-    a += [how, path, path]
+    a += [how, src or path, path]
     made.add(path)
 
 
@@ -315,15 +316,7 @@ def _bytecode_args(a: list[str], shown: list[str]) -> list[str]:
         src = cache + p
         if _under(p, bound) or not os.path.isdir(src) or os.path.islink(src):
             continue
-        # the folders above it traversable by the ``uid`` mode's worker (_bind_with_parents)
-        parts, cur = [], os.path.dirname(bytecode.MOUNT + p)
-        while cur not in made:
-            parts.append(cur)
-            cur = os.path.dirname(cur)
-        for d in reversed(parts):
-            a += ["--perms", "0755", "--dir", d]
-            made.add(d)
-        a += ["--ro-bind", src, bytecode.MOUNT + p]
+        _bind_with_parents(a, bytecode.MOUNT + p, made, src=src)
         bound.append(p)
     hidden = []
     for d in _hidden_dirs():
