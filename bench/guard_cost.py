@@ -84,6 +84,9 @@ def main(argv=None) -> int:
     ap.add_argument("--e2e", type=int, default=0, metavar="K",
                     help="also evaluate a relu reference as its own candidate on K workloads")
     ap.add_argument("--e2e-n", type=int, default=1 << 20)
+    ap.add_argument("--memguard-against", default=None, metavar="REV",
+                    help="git revision (or a file holding that revision's harness/memguard.py) whose "
+                         "parent-side memory read is A/B-timed against this tree's on the real worker")
     ap.add_argument("--against", default=None, metavar="REV",
                     help="git revision (or a file holding that revision's harness/guards.py) whose "
                          "DispatchGuard is A/B-timed against this tree's")
@@ -93,10 +96,11 @@ def main(argv=None) -> int:
     import torch
 
     import solbench
-    from solbench.harness import guards
+    from solbench.harness import guards, protocol
     from solbench.harness.worker import Worker
 
     rows: list[dict] = []
+    mab = None
 
     def step(side: str, name: str, fn, note: str = "") -> None:
         signal.alarm(args.step_timeout_s)
@@ -136,11 +140,10 @@ def main(argv=None) -> int:
     step("worker", "backend flags", _backend_flags)
     step("worker", "interposition(full=True) total", lambda: Worker._interposition(w, full=True))
     step("worker", "interposition() total (per call)", lambda: Worker._interposition(w))
-    step("worker", "guards handler total", lambda: Worker._on_guards(w, None))
+    step("worker", "guards handler total", lambda: Worker._on_guards(w, protocol.Guards()))
     assert Worker._interposition(w, full=True) == [], "a clean worker must report nothing"
 
     if not args.no_parent:
-        from solbench.harness import protocol
         from solbench.harness.evidence import guard_findings, memguard_baseline, memguard_findings
         from solbench.harness.process import WorkerHandle, stray_children
 
@@ -163,6 +166,8 @@ def main(argv=None) -> int:
                  lambda: protocol.request(h, protocol.Ping(), timeout_s=60))
             step("parent", "guard_findings total (x2 per workload)", lambda: guard_findings(run, "bench"))
             assert not run.findings, run.findings
+            if args.memguard_against and h.memguard:
+                mab = memguard_against(args.memguard_against, h, args.n)
         finally:
             h.close()
 
@@ -192,7 +197,7 @@ def main(argv=None) -> int:
     per_wl = med.get(("parent", "guard_findings total (x2 per workload)"))
     summary = {"label": args.label, "device": args.device, "torch": torch.__version__,
                "python": platform.python_version(), "host": platform.node(), "n": args.n,
-               "operators_covered": covered, "rows": rows, "ab": ab, "e2e": e2e,
+               "operators_covered": covered, "rows": rows, "ab": ab, "memguard_ab": mab, "e2e": e2e,
                "guard_findings_per_workload_ms": 2 * per_wl if per_wl is not None else None,
                "command": " ".join(["python", "bench/guard_cost.py", *sys.argv[1:]])}
     if per_wl is not None:
@@ -220,6 +225,11 @@ def main(argv=None) -> int:
                       "| check | A median ms | B median ms | median B/A |", "|---|---|---|---|"]
             lines += [f"| {k} | {v['a_ms']:.3f} | {v['b_ms']:.3f} | {v['ratio']:.3f} |"
                       for k, v in ab["checks"].items()]
+        if mab:
+            lines += ["", f"A/B of the parent's memory read (memguard), {mab['rev']} (A) against this tree (B), "
+                          f"alternated on one real worker, {mab['n']} pairs: A {mab['a_ms']:.3f} ms "
+                          f"({mab['a_reads']} reads), B {mab['b_ms']:.3f} ms ({mab['b_reads']} reads), "
+                          f"median B/A {mab['ratio']:.3f}"]
         args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return 0
 
@@ -277,6 +287,77 @@ def end_to_end(device: str, k: int, n: int) -> dict:
     for key, v in out["phases"].items():
         print(f"e2e    {key:44} {v['median'] * 1e3:9.1f} ms per workload (min {v['min'] * 1e3:.1f}, "
               f"max {v['max'] * 1e3:.1f})", flush=True)
+    return out
+
+
+def _module_of(rev: str, rel: str, name: str):
+    """``src/solbench/harness/<rel>`` of git revision ``rev`` (or the file ``rev``), loaded as
+    ``solbench.harness.<name>`` (a sibling of this tree's: its relative imports resolve here)."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    if Path(rev).is_file():
+        src = Path(rev).read_text()
+    else:
+        src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:src/solbench/harness/{rel}"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / f"{name}.py"
+        f.write_text(src)
+        spec = importlib.util.spec_from_file_location(f"solbench.harness.{name}", f)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def memguard_against(rev: str, h, n: int) -> dict:
+    """Paired A/B of the parent's read of a real worker's guarded names: ``memguard.changed``
+    + ``instances_changed`` of revision ``rev`` (A) and of this tree (B), alternated ``n``
+    times on the same worker and ``/proc/<pid>/mem`` fd; both must find nothing. Also counts
+    the ``pread`` calls of one read of each."""
+    import os
+
+    from solbench.harness import memguard
+    from solbench.harness.peek import open_worker_memory
+
+    old = _module_of(rev, "memguard.py", "_memguard_ab")
+    fd = open_worker_memory(h.pid)
+    insts = getattr(h, "memguard_instances", None) or []
+    try:
+        def read(m):
+            return m.changed(fd, h.memguard) + m.instances_changed(fd, insts)
+
+        reads = {}
+        for label, m in (("a", old), ("b", memguard)):
+            count = [0]
+            real = m.os.pread
+
+            def counting(f, k, off, _real=real, _count=count):
+                _count[0] += 1
+                return _real(f, k, off)
+
+            m.os.pread = counting
+            try:
+                assert read(m) == [], "a worker with no candidate must read unchanged"
+            finally:
+                m.os.pread = real
+            reads[label] = count[0]
+        a, b = [], []
+        for i in range(n + 1):
+            for m, acc in ((old, a), (memguard, b)) if i % 2 else ((memguard, b), (old, a)):
+                t = time.perf_counter()
+                assert read(m) == []
+                acc.append((time.perf_counter() - t) * 1e3)
+        a, b = a[1:], b[1:]
+    finally:
+        os.close(fd)
+    out = {"rev": rev, "n": n, "a_ms": statistics.median(a), "b_ms": statistics.median(b),
+           "ratio": statistics.median(y / x for x, y in zip(a, b)), "a_reads": reads["a"], "b_reads": reads["b"]}
+    print(f"A/B memguard {rev} vs this tree: A {out['a_ms']:.3f} ms ({reads['a']} reads)  "
+          f"B {out['b_ms']:.3f} ms ({reads['b']} reads)  median B/A {out['ratio']:.3f}", flush=True)
     return out
 
 

@@ -41,7 +41,11 @@ def fake_pynvml(sm=(1980, 1755), mem=2619, reasons=0x1 | 0x4, fail_init=False):
     m.nvmlInit = init
     m.nvmlDeviceGetHandleByUUID = m.nvmlDeviceGetHandleByIndex = lambda x: "h0"
     m.nvmlDeviceGetClockInfo = clock
-    m.nvmlDeviceGetMaxClockInfo = lambda h, kind: 1980
+    def max_clock(h, kind):
+        m.calls["max"] = m.calls.get("max", 0) + 1
+        return 1980
+
+    m.nvmlDeviceGetMaxClockInfo = max_clock
     m.nvmlDeviceGetTemperature = lambda h, kind: 41
     m.nvmlDeviceGetPowerUsage = lambda h: 123000
     m.nvmlDeviceGetCurrentClocksEventReasons = lambda h: reasons
@@ -79,6 +83,17 @@ def test_nvml_reader_with_a_fake_module(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(fail_init=True))
     t = Telemetry(0)
     assert not t.ok and t.reason == "NVML unavailable: RuntimeError: NVML Shared Library Not Found"
+
+
+def test_the_max_clock_is_read_once_and_reported_in_every_sample(monkeypatch):
+    """The board's maximum SM clock is fixed; its NVML query is the slow one, on the parent's
+    path between timed calls: read once per reader, still in every reading."""
+    m = fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    t = Telemetry(0)
+    samples = [t.sample() for _ in range(5)]
+    assert [s["max_sm_clock_mhz"] for s in samples] == [1980] * 5
+    assert m.calls["max"] == 1 and m.calls["sm"] == 5  # the current clock is read every time
 
 
 def _evaluate(tmp_path, telemetry=None):

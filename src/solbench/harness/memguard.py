@@ -125,6 +125,15 @@ def _u64(fd: int, addr: int) -> int:
     return struct.unpack("<Q", b)[0]
 
 
+def _code_and_defaults(fd: int, func: int) -> tuple[int, int]:
+    """A function object's ``func_code`` and ``func_defaults`` pointers, adjacent
+    (:data:`FUNC_CODE`, :data:`FUNC_DEFAULTS`), in one read."""
+    b = os.pread(fd, 16, func + FUNC_CODE)
+    if len(b) != 16:
+        raise OSError(f"short read at {func + FUNC_CODE:#x}")
+    return struct.unpack("<QQ", b)
+
+
 def _entries(fd: int, dict_addr: int, split: bool = False) -> list[tuple[int | None, int, int]] | None:
     """(hash or None, key pointer, value pointer) of every entry of the combined dict at
     ``dict_addr`` in the process behind ``fd``; None for a split table unless ``split``
@@ -160,18 +169,31 @@ def _entries(fd: int, dict_addr: int, split: bool = False) -> list[tuple[int | N
     return [struct.unpack_from("<qQQ", raw, i * step) for i in range(nentries)]  # (hash, key, value)
 
 
-def _holds(fd: int, dict_addr: int, key_addr: int, key_hash: int) -> bool:
-    """Whether the dict at ``dict_addr`` holds the key object ``key_addr`` or any key whose
-    hash is ``key_hash`` (a str's cached hash, at :data:`STR_HASH`, for a unicode-keyed table;
-    a deleted entry's NULL key is skipped). A different name of the same 64-bit hash is a
-    false alarm of probability 2^-64 per key."""
+def _keys_of(fd: int, dict_addr: int) -> tuple[frozenset[int], frozenset[int]]:
+    """The key pointers of the dict at ``dict_addr`` and their hashes (the entry's own for a
+    general table; for a unicode-keyed one each key's cached hash, at :data:`STR_HASH`); a
+    deleted entry's NULL key is skipped."""
+    addrs, hashes = set(), set()
     for h, k, _ in _entries(fd, dict_addr) or ():
         if k == 0:
             continue
-        if k == key_addr or (h if h is not None else struct.unpack("<q", os.pread(fd, 8, k + STR_HASH))[0]) \
-                == key_hash:
-            return True
-    return False
+        addrs.add(k)
+        hashes.add(h if h is not None else struct.unpack("<q", os.pread(fd, 8, k + STR_HASH))[0])
+    return frozenset(addrs), frozenset(hashes)
+
+
+def _holds(fd: int, dict_addr: int, key_addr: int, key_hash: int,
+           seen: dict[int, tuple[frozenset[int], frozenset[int]]] | None = None) -> bool:
+    """Whether the dict at ``dict_addr`` holds the key object ``key_addr`` or any key whose
+    hash is ``key_hash`` (:func:`_keys_of`). A different name of the same 64-bit hash is a
+    false alarm of probability 2^-64 per key. ``seen``: the dicts already read in this pass,
+    by address (one pass reads each once: a class dict is the shadow of dozens of names)."""
+    if seen is None:
+        seen = {}
+    if dict_addr not in seen:
+        seen[dict_addr] = _keys_of(fd, dict_addr)
+    addrs, hashes = seen[dict_addr]
+    return key_addr in addrs or key_hash in hashes
 
 
 def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
@@ -182,8 +204,9 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
     the parent reads). Raises OSError when the memory cannot be read as laid out."""
     out = []
     tables: dict[int, dict[int, int]] = {}
+    seen: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
     for e in entries:
-        shadow = next((a for a in e.get("shadows") or () if _holds(fd, a, e["key"], e["hash"])), None)
+        shadow = next((a for a in e.get("shadows") or () if _holds(fd, a, e["key"], e["hash"], seen)), None)
         if shadow is not None:
             out.append(f"{e['name']} (shadowed by a class before its definer)")
             continue
@@ -198,8 +221,7 @@ def changed(fd: int, entries: list[dict[str, Any]]) -> list[str]:
         if v != e["value"]:
             out.append(e["name"])
             continue
-        if e["code"] is not None and (_u64(fd, v + FUNC_CODE) != e["code"]
-                                      or _u64(fd, v + FUNC_DEFAULTS) != e["defaults"]):
+        if e["code"] is not None and _code_and_defaults(fd, v) != (e["code"], e["defaults"]):
             out.append(f"{e['name']} (code or defaults replaced)")
     return out
 
