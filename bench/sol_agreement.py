@@ -99,16 +99,37 @@ class Official:
     reasons: list[str | None] = field(default_factory=list)
     problem: str | None = None
     error: bool = False
+    #: each entry's ``axes`` by index (None where the entry gives none)
+    axes: list[dict | None] = field(default_factory=list)
 
-    def at(self, i: int) -> tuple[float | None, str | None]:
-        """(figure, None) for workload ``i``, or (None, why it has none)."""
+    def at(self, i: int, axes: dict | None = None) -> tuple[float | None, str | None]:
+        """(figure, None) for workload ``i``, or (None, why it has none). ``axes``: the
+        workload's own; when given, an entry whose axes disagree with them on a shared key is
+        for another workload (workload.jsonl reordered against metadata.json): the figure is
+        then the one entry whose axes agree, and None when no entry or several do."""
         if self.problem:
             return None, self.problem
+        if axes is not None and i < len(self.axes) and not _same_axes(self.axes[i], axes):
+            hits = [j for j, a in enumerate(self.axes) if a is not None and _same_axes(a, axes)]
+            if len(hits) != 1:
+                return None, (f"the official entry of index {i} is for axes {_shown(self.axes[i])}, not this "
+                              f"workload's {_shown(axes)}, and {len(hits)} entries match those")[:300]
+            i = hits[0]
         if i < len(self.figures) and self.figures[i] is not None:
             return self.figures[i], None
         if i < len(self.reasons) and self.reasons[i]:
             return None, self.reasons[i]
         return None, "no entry with this index in sol.per_workload"
+
+
+def _same_axes(a: dict | None, b: dict) -> bool:
+    """Whether two axes dicts agree on every key both give (an entry may list derived axes the
+    workload does not, or the reverse)."""
+    return a is None or all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+def _shown(axes: dict | None) -> str:
+    return json.dumps(axes, sort_keys=True) if axes is not None else "(none)"
 
 
 def official_info(meta, where: str = "metadata.json") -> Official:
@@ -148,6 +169,7 @@ def official_info(meta, where: str = "metadata.json") -> Official:
         n = nw if nw is not None else len(per)
         return Official([None] * n, [why] * n, problem=f"no official sol_ms ({why})")
     entries: dict[int, object] = {}
+    axes_of: dict[int, dict] = {}
     for pos, w in enumerate(per):
         if not isinstance(w, dict):
             raise bad(f"sol.per_workload[{pos}]", f"expected an object, got {_type(w)}")
@@ -159,6 +181,11 @@ def official_info(meta, where: str = "metadata.json") -> Official:
         if i in entries:
             raise bad(f"sol.per_workload[{pos}].index", f"{i} repeated")
         entries[i] = w.get("sol_ms")
+        ax = w.get("axes")
+        if ax is not None and not isinstance(ax, dict):
+            raise bad(f"sol.per_workload[{pos}].axes", f"expected an object, got {_type(ax)}")
+        if ax is not None:
+            axes_of[i] = ax
     n = max([nw or 0, len(per)] + [i + 1 for i in entries])
     figures: list[float | None] = [None] * n
     reasons: list[str | None] = ["no entry with this index in sol.per_workload"] * n
@@ -171,7 +198,7 @@ def official_info(meta, where: str = "metadata.json") -> Official:
             reasons[i] = f"sol_ms is not a positive number ({v!r})"
         else:
             figures[i], reasons[i] = float(v), None
-    return Official(figures, reasons)
+    return Official(figures, reasons, axes=[axes_of.get(i) for i in range(n)])
 
 
 def official_figures(meta, where: str = "metadata.json") -> list[float | None]:
@@ -221,8 +248,8 @@ def workload_uuids(pdir: Path) -> list[str | None]:
     return out
 
 
-def _row(pdir: Path, subset: str, i: int, uuid, off: Official) -> dict:
-    fig, why = off.at(i)
+def _row(pdir: Path, subset: str, i: int, uuid, off: Official, axes: dict | None = None) -> dict:
+    fig, why = off.at(i, axes)
     row = {"problem": pdir.name, "subset": subset, "index": i, "uuid": uuid, "official_ms": fig}
     if why:
         row["official_why"] = why
@@ -277,7 +304,7 @@ def problem_rows(pdir: str) -> list[dict]:
         return uncounted_rows(pdir, f"load: {type(e).__name__}: {e}")
     timeouts = 0
     for i, w in enumerate(problem.workloads):
-        row = _row(pdir, subset, i, w.uuid, off)
+        row = _row(pdir, subset, i, w.uuid, off, w.axes)
         row["axes"] = w.axes
         if timeouts >= 2:
             row["error"] = "skipped: two earlier workloads of this problem hit the counting time limit"

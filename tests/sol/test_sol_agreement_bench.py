@@ -33,6 +33,32 @@ def test_official_figures_come_from_metadata_alone():
     assert b.official_figures({"num_workloads": 1, "sol": {"available": False}}) == [None]
 
 
+def test_official_figures_follow_the_workloads_axes_not_only_the_index():
+    """metadata.json's entries carry their workload's axes: with workload.jsonl reordered
+    against it, each workload still gets the figure of the entry whose axes are its own; an
+    entry for axes no workload has, or several entries for the same axes, give no figure."""
+    b = _bench()
+    meta = {"sol": {"per_workload": [
+        {"index": 0, "axes": {"M": 8, "N": 4}, "sol_ms": 0.1},
+        {"index": 1, "axes": {"M": 16, "N": 4}, "sol_ms": 0.2},
+        {"index": 2, "axes": {"M": 32, "N": 4}, "sol_ms": 0.4}]}}
+    off = b.official_info(meta)
+    # in order: by index; the workload may give fewer keys (N is a constant axis there)
+    assert [off.at(i, {"M": m})[0] for i, m in enumerate((8, 16, 32))] == [0.1, 0.2, 0.4]
+    # workload.jsonl reversed: the figures follow the axes
+    assert [off.at(i, {"M": m})[0] for i, m in enumerate((32, 16, 8))] == [0.4, 0.2, 0.1]
+    fig, why = off.at(0, {"M": 64})
+    assert fig is None and "not this workload's" in why and "0 entries match" in why
+    dup = b.official_info({"sol": {"per_workload": [
+        {"index": 0, "axes": {"M": 8}, "sol_ms": 0.1}, {"index": 1, "axes": {"M": 8}, "sol_ms": 0.3},
+        {"index": 2, "axes": {"M": 16}, "sol_ms": 0.5}]}})
+    assert dup.at(0, {"M": 8})[0] == 0.1 and dup.at(1, {"M": 8})[0] == 0.3  # agreeing at their index
+    fig, why = dup.at(2, {"M": 8})  # two other entries are for M = 8: none is chosen
+    assert fig is None and "2 entries match" in why
+    with pytest.raises(b.MetadataError, match=r"sol.per_workload\[0\].axes: expected an object"):
+        b.official_info({"sol": {"per_workload": [{"index": 0, "axes": [8], "sol_ms": 0.1}]}}, "m.json")
+
+
 def _row(sub, prob, i, ours, off):
     r = {"subset": sub, "problem": prob, "index": i, "official_ms": off}
     if ours is not None:
