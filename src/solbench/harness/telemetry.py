@@ -59,9 +59,9 @@ class Telemetry:
 
     def _max_sm_clock(self) -> int:
         """The device's maximum SM clock (MHz), read once: a fixed property of the board
-        (``nvmlDeviceGetMaxClockInfo``), and its slowest query by far (about 9 ms a call on an
-        H100 host, against well under a millisecond for the others), on the parent's path
-        between timed calls."""
+        (``nvmlDeviceGetMaxClockInfo``), and its slowest query by far (about 1.9 ms a call on an
+        H100 host, most of a reading's time in a py-spy profile: docs/throughput.md, "Two
+        parent-side reads that repeated themselves"), on the parent's path between timed calls."""
         if self._max_sm is None:
             self._max_sm = self._nv.nvmlDeviceGetMaxClockInfo(self._h, self._nv.NVML_CLOCK_SM)
         return self._max_sm
