@@ -182,3 +182,104 @@ def test_no_cache_no_mount(monkeypatch):
     monkeypatch.setattr(bytecode, "_active", None)
     env = sandbox.sandbox_env({"PYTHONPYCACHEPREFIX": "/somewhere"}, "userns", None)
     assert "PYTHONPYCACHEPREFIX" not in env
+
+
+#: in a sandboxed process: what the worker's build does to the prefix, then an import
+AFTER_BUILD = COUNTING + r"""
+from solbench.harness import build
+build._private_pycache()
+import nopyc_pkg
+print(json.dumps({"prefix": sys.pycache_prefix, "compiled": compiled, "value": nopyc_pkg.VALUE}))
+"""
+
+
+@sandboxed
+def test_after_the_build_a_sandboxed_worker_still_reads_the_parents_cache(pkg_root, monkeypatch):
+    """The build moves the worker's bytecode to a private folder (nothing planted in a shared
+    ``__pycache__`` can run), except where the sandbox shows the parent's cache read-only:
+    what a worker imports after a candidate's build (torch.compile's, Triton's packages) is
+    read from there, not compiled again."""
+    _child(pkg_root, enable=True)  # the parent's run fills the cache
+    monkeypatch.setenv("SOLBENCH_CACHE", str(pkg_root / "cache"))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", str(pkg_root / "cache" / "pyc"))
+    mode = sandbox.resolve_mode("cpu")[0]
+    env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
+    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{pkg_root / 'site'}"
+    p = subprocess.run(sandbox.wrap([sys.executable, "-c", AFTER_BUILD], "cpu", mode, None), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["prefix"] == bytecode.MOUNT and r["compiled"] == [] and r["value"] == 42
+
+
+def test_the_build_keeps_only_a_read_only_cache(monkeypatch, tmp_path):
+    """Outside a read-only mount (no sandbox: a folder of that name the candidate could
+    write), the build's private folder is used as before."""
+    from solbench.harness import build
+
+    for ro, kept in ((True, True), (False, False)):
+        monkeypatch.setattr(sys, "pycache_prefix", bytecode.MOUNT)
+        monkeypatch.setattr(sys, "_solbench_pycache", None, raising=False)
+        monkeypatch.setattr(build, "_read_only", lambda path, ro=ro: ro)
+        build._private_pycache()
+        assert (sys.pycache_prefix == bytecode.MOUNT) is kept
+        if not kept:
+            assert sys.pycache_prefix == sys._solbench_pycache and os.path.isdir(sys.pycache_prefix)
+            os.rmdir(sys.pycache_prefix)
+
+
+def _pkg_with_modules(root: Path, n: int) -> Path:
+    p = root / "site" / "nopyc_pkg"
+    for i in range(n):
+        (p / f"m{i}.py").write_text(f"X = {i}\n")
+    return p
+
+
+def test_fill_compiles_the_stale_sources_of_the_named_packages(pkg_root, monkeypatch):
+    """bytecode.fill: every source of the package compiled into the cache (mirroring its path),
+    nothing a second time, a changed source again; nothing without an active cache."""
+    pkg = _pkg_with_modules(pkg_root, 3)
+    cache = str(pkg_root / "cache" / "pyc")
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", None)
+    assert bytecode.fill(("nopyc_pkg",)) is None
+    monkeypatch.setattr(bytecode, "_active", cache)
+    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    assert bytecode.package_dir("nopyc_pkg") == str(pkg)
+    assert bytecode.package_dir("nopyc_pkg.nothing") is None and bytecode.package_dir("no_such_xyz") is None
+    assert len(bytecode.stale_sources([str(pkg)])) == 4  # __init__ + 3 modules
+    r = bytecode.fill(("nopyc_pkg", "no_such_xyz"), budget_s=60, jobs=1)
+    assert r["files"] == 4 and r["left"] == 0, r
+    tag = sys.implementation.cache_tag
+    assert os.path.exists(f"{cache}{pkg}/m1.{tag}.pyc") and not (pkg / "__pycache__").exists()
+    assert bytecode.fill(("nopyc_pkg",)) is None  # nothing stale
+    src = pkg / "m2.py"
+    st = os.stat(f"{cache}{pkg}/m2.{tag}.pyc")
+    os.utime(src, (st.st_atime + 10, st.st_mtime + 10))
+    assert bytecode.stale_sources([str(pkg)]) == [str(src)]
+    assert bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)["left"] == 0
+
+
+def test_fill_stops_at_its_budget_and_leaves_no_process(pkg_root, monkeypatch):
+    """A budget too short for the work: what is left is said, and compileall's whole process
+    group is gone (a later call compiles the rest)."""
+    _pkg_with_modules(pkg_root, 400)
+    cache = str(pkg_root / "cache" / "pyc")
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", cache)
+    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    spawned = []
+    real = subprocess.Popen
+
+    def popen(*a, **k):
+        spawned.append(real(*a, **k))
+        return spawned[-1]
+
+    monkeypatch.setattr(bytecode.subprocess, "Popen", popen)
+    r = bytecode.fill(("nopyc_pkg",), budget_s=0.01, jobs=2)
+    assert r["files"] == 401 and 0 < r["left"] <= 401, r
+    (p,) = spawned
+    assert p.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.killpg(p.pid, 0)  # no process of its group is left

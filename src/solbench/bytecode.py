@@ -27,6 +27,14 @@ others read access (077), a worker of another uid (the sandbox's ``uid`` mode, u
 workers when the harness runs as root) cannot read them and compiles as before: slower, never
 unsafe. CUDA workers run in ``userns`` mode under the harness's own uid and read them.
 
+A worker also imports packages the parent never does, after the candidate's build: torch.compile's
+(``torch._dynamo``, ``torch._inductor``, and ``sympy`` / ``mpmath`` under them) and Triton's
+(:data:`WORKER_ONLY`). A worker cannot write the cache, so without more it compiled them in every
+process; :func:`fill`, run by the CLI as a command ends, compiles their missing or stale files
+into the cache (``python -m compileall`` in a child process group, at most
+:data:`FILL_BUDGET_S` a process, the rest next time), and the worker's build keeps reading the
+cache for what it imports after the candidate's code (harness/build.py).
+
 The folder is never pruned (about 33 MB after one evaluation on torch 2.13: 1,390 files, one
 set per installed version of each module); deleting it is always safe.
 """
@@ -35,7 +43,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import subprocess
 import sys
+import time
 
 from . import paths
 
@@ -43,6 +54,12 @@ from . import paths
 MOUNT = "/solbench-pyc"
 
 _active: str | None = None
+
+#: packages a worker may import after a candidate's build that the parent never imports
+#: (torch.compile's, sympy and mpmath under it, Triton's): compiled by :func:`fill`
+WORKER_ONLY = ("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton")
+#: most seconds :func:`fill` spends in one process (the files left are compiled next time)
+FILL_BUDGET_S = 2.0
 
 
 def has_bytecode(module: str = "torch") -> bool | None:
@@ -103,3 +120,96 @@ def enable(module: str = "torch") -> str | None:
 def active() -> str | None:
     """The bytecode cache folder :func:`enable` put in use in this process, else None."""
     return _active
+
+
+def package_dir(name: str) -> str | None:
+    """The source folder of package ``name`` (``torch._inductor``: torch's folder + ``_inductor``),
+    found without importing it (only the top-level package is looked up); None when it is not
+    installed or is not a folder of Python sources."""
+    top, _, rest = name.partition(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    locs = list(getattr(spec, "submodule_search_locations", None) or []) if spec is not None else []
+    if not locs:
+        return None
+    d = os.path.join(locs[0], *rest.split(".")) if rest else locs[0]
+    return d if os.path.isdir(d) else None
+
+
+def stale_sources(dirs: list[str]) -> list[str]:
+    """The ``.py`` files under ``dirs`` whose bytecode under the active cache is missing or
+    not valid for the source (:func:`_fresh`: what an import would compile), sorted; [] when no
+    cache is active."""
+    if _active is None:
+        return []
+    out = []
+    for d in dirs:
+        for root, subdirs, files in os.walk(d):
+            subdirs[:] = sorted(x for x in subdirs if x != "__pycache__")
+            for f in files:
+                if not f.endswith(".py"):
+                    continue
+                src = os.path.join(root, f)
+                if not _fresh(src):
+                    out.append(src)
+    return sorted(out)
+
+
+def _fresh(src: str) -> bool:
+    """Whether the cache holds bytecode an import of ``src`` would use: this interpreter's
+    magic number and, for a timestamp ``.pyc``, the source's modification time and size as
+    its header records them (the checks of importlib's SourceLoader)."""
+    try:
+        with open(importlib.util.cache_from_source(src), "rb") as fh:
+            head = fh.read(16)
+        st = os.stat(src)
+    except (OSError, NotImplementedError, ValueError):
+        return False
+    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(head[4:8], "little") != 0:  # a hash-based .pyc: checked by its own rule
+        return True
+    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+
+
+def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
+         jobs: int | None = None) -> dict | None:
+    """Compile into the active cache the stale sources (:func:`stale_sources`) of packages
+    ``names`` (installed ones only), for the workers, which import them and cannot write the
+    cache. Runs ``python -m compileall`` (``jobs`` processes: default all CPUs but one, at most
+    8) in its own process group, killed after ``budget_s`` seconds; every file it finished is
+    kept (each ``.pyc`` is written whole, then renamed), the others are compiled by a later
+    call. Returns ``{"files": stale before, "left": stale after, "seconds"}``, or None when no
+    cache is active or nothing is stale. Never raises."""
+    if _active is None:
+        return None
+    t0 = time.perf_counter()
+    dirs = [d for d in (package_dir(n) for n in names) if d]
+    todo = stale_sources(dirs)
+    if not todo:
+        return None
+    jobs = jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=_active)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "compileall", "-q", "-j", str(jobs), "-i", "-"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=env, start_new_session=True)
+    except OSError:
+        return None
+    try:
+        p.communicate("\n".join(todo).encode(), timeout=max(budget_s - (time.perf_counter() - t0), 0.05))
+    except subprocess.TimeoutExpired:
+        try:  # the whole group: compileall's pool workers too
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.wait()
+    except OSError:
+        p.kill()
+        p.wait()
+    left = stale_sources(dirs)
+    return {"files": len(todo), "left": len(left), "seconds": round(time.perf_counter() - t0, 3)}

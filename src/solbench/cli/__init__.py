@@ -121,6 +121,19 @@ def command():
     return cmd
 
 
+def _fill_bytecode() -> None:
+    """Where solbench's bytecode cache is in use and the command imported torch, compile into
+    it what the workers import and the parent never does (:func:`solbench.bytecode.fill`: at
+    most a few seconds a process, said on stderr), so the next run's workers read it."""
+    if bytecode.active() is None or "torch" not in sys.modules or lifetime.interrupted():
+        return
+    r = bytecode.fill()
+    if r and r["files"] > r["left"]:
+        print(f"solbench: compiled {r['files'] - r['left']} modules the workers import (torch.compile, Triton) "
+              f"into the bytecode cache in {r['seconds']:.1f} s"
+              + (f"; {r['left']} left for the next run" if r["left"] else ""), file=sys.stderr)
+
+
 def main() -> None:
     """The ``solbench`` entry point: usage errors as one ``error:`` line (exit 2)."""
     from . import lifetime
@@ -146,6 +159,7 @@ def main() -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     lifetime.kill_all()
+    _fill_bytecode()
     if lifetime.interrupted():  # a Ctrl-C a library swallowed: the command still ends as one
         print("interrupted", file=sys.stderr)
         sys.exit(130)

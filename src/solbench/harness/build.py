@@ -272,10 +272,26 @@ def _install_hint_for(e: BaseException) -> str:
     return ""
 
 
+def _read_only(path: str) -> bool:
+    """Whether ``path`` lies on a read-only mount (``statvfs``'s ST_RDONLY)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _private_pycache() -> None:
     """Bytecode of this process goes to (and is read from) a fresh private directory, never
     the shared cache's ``__pycache__`` folders, where another candidate (same user) could plant
-    a ``.pyc`` that later candidates, or the reference's own worker, would then execute."""
+    a ``.pyc`` that later candidates, or the reference's own worker, would then execute.
+    Except the parent's bytecode cache where the sandbox shows it read-only
+    (:data:`solbench.bytecode.MOUNT`): nothing can be planted there, and it holds what the
+    worker imports after the build (torch.compile's and Triton's packages, compiled by the
+    parent: solbench/bytecode.py), which a private directory would make it compile again."""
+    from .. import bytecode
+
+    if sys.pycache_prefix == bytecode.MOUNT and _read_only(bytecode.MOUNT):
+        return
     if not getattr(sys, "_solbench_pycache", None):
         import tempfile
 
