@@ -55,9 +55,10 @@ MOUNT = "/solbench-pyc"
 
 _active: str | None = None
 
-#: packages a worker may import after a candidate's build that the parent never imports
-#: (torch.compile's, sympy and mpmath under it, Triton's): compiled by :func:`fill`
-WORKER_ONLY = ("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton")
+#: packages a worker may import that the parent never imports: after a candidate's build,
+#: torch.compile's (sympy and mpmath under it) and Triton's; at its start on CUDA, cupti-python's
+#: (harness/cupti_activity.py). Compiled by :func:`fill`
+WORKER_ONLY = ("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton", "cupti")
 #: most seconds :func:`fill` spends in one process (the files left are compiled next time)
 FILL_BUDGET_S = 2.0
 
