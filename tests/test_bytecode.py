@@ -292,3 +292,26 @@ def test_fill_stops_at_its_budget_and_leaves_no_process(pkg_root, monkeypatch):
     assert p.returncode is not None
     with pytest.raises(ProcessLookupError):
         os.killpg(p.pid, 0)  # no process of its group is left
+
+
+def test_fill_runs_no_module_of_the_current_directory(pkg_root, monkeypatch, tmp_path):
+    """Red team 26: ``python -m compileall`` put the cwd first on sys.path, so a
+    ``compileall.py`` (or ``py_compile.py``, ``argparse.py`` ...) in the folder the user runs
+    solbench from ran in the trusted parent: a candidate's own folder, for one
+    (tests/harness/cand_red26_compileall.py). fill passes ``-P``."""
+    _pkg_with_modules(pkg_root, 1)
+    cache = str(pkg_root / "cache" / "pyc")
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", cache)
+    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    here = tmp_path / "candidate"
+    here.mkdir()
+    hostile = Path(__file__).parent / "harness" / "cand_red26_compileall.py"
+    for name in ("compileall.py", "py_compile.py", "argparse.py"):
+        shutil.copy(hostile, here / name)
+    mark = tmp_path / "ran"
+    monkeypatch.setenv("R26_MARK", str(mark))
+    monkeypatch.chdir(here)
+    r = bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
+    assert not mark.exists(), mark.read_text()
+    assert r["files"] == 2 and r["left"] == 0, r

@@ -208,7 +208,9 @@ def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
     env = dict(os.environ, PYTHONPYCACHEPREFIX=_active)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     try:
-        p = subprocess.Popen([sys.executable, "-m", "compileall", "-q", "-j", str(jobs), "-i", "-"],
+        # -P: ``-m`` would put the current directory first on sys.path, and a ``compileall.py``
+        # there (a candidate's folder the user runs solbench from) would run here, trusted
+        p = subprocess.Popen([sys.executable, "-P", "-m", "compileall", "-q", "-j", str(jobs), "-i", "-"],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=env, start_new_session=True)
     except OSError:
