@@ -315,3 +315,58 @@ def test_fill_runs_no_module_of_the_current_directory(pkg_root, monkeypatch, tmp
     r = bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
     assert not mark.exists(), mark.read_text()
     assert r["files"] == 2 and r["left"] == 0, r
+
+
+#: a CLI run whose fill outlasts a Ctrl-C: solbench --version, "torch" imported, a slow package
+CTRL_C_DRIVER = r"""
+import sys, types
+from solbench import bytecode
+import solbench.cli as cli
+bytecode._active = sys.argv[1]
+sys.pycache_prefix = sys.argv[1]
+sys.modules.setdefault("torch", types.ModuleType("torch"))
+real = bytecode.fill
+bytecode.fill = lambda: real(("slow_pkg",), budget_s=60, jobs=1)
+sys.argv = ["solbench", "--version"]
+cli.main()
+"""
+
+
+def test_ctrl_c_during_the_fill_ends_the_command_as_one(pkg_root):
+    """Red team 26: a Ctrl-C while the fill ran at the end of a command (up to 2 s at every
+    command until the cache is complete) came out of main as a KeyboardInterrupt traceback.
+    It now ends as any interrupted command does: ``interrupted``, exit 130, no traceback, no
+    compileall process left."""
+    import signal
+    import time
+
+    pkg = pkg_root / "site" / "slow_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for i in range(40):  # about 0.3 s of compilation each
+        (pkg / f"m{i}.py").write_text("X = [" + "i+1," * 150000 + "]\n")
+    cache = pkg_root / "cache" / "pyc"
+    cache.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(pkg_root / "site")]))
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C_DRIVER, str(cache)], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    kids: list[int] = []
+    deadline = time.monotonic() + 60
+    while not kids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for k in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split():
+            try:
+                if "compileall" in Path(f"/proc/{k}/cmdline").read_text():
+                    kids.append(int(k))
+            except OSError:
+                pass
+    assert kids, "compileall never started"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert "solbench" in out
+    assert p.returncode == 130 and "Traceback" not in err and err.rstrip().endswith("interrupted"), (p.returncode, err[-2000:])
+    time.sleep(0.5)
+    for k in kids:
+        assert not Path(f"/proc/{k}").exists() or "Z" in Path(f"/proc/{k}/stat").read_text().split(")")[-1][:3]

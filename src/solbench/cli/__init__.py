@@ -159,7 +159,10 @@ def main() -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     lifetime.kill_all()
-    _fill_bytecode()
+    try:
+        _fill_bytecode()
+    except KeyboardInterrupt:  # compileall was stopped with the workers (lifetime); said below
+        pass
     if lifetime.interrupted():  # a Ctrl-C a library swallowed: the command still ends as one
         print("interrupted", file=sys.stderr)
         sys.exit(130)
