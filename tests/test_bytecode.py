@@ -370,3 +370,21 @@ def test_ctrl_c_during_the_fill_ends_the_command_as_one(pkg_root):
     time.sleep(0.5)
     for k in kids:
         assert not Path(f"/proc/{k}").exists() or "Z" in Path(f"/proc/{k}/stat").read_text().split(")")[-1][:3]
+
+
+@pytest.mark.xfail(strict=True, reason="red team 26: a source compileall cannot compile (or a cache it "
+                   "cannot write) keeps the mark from ever being written: every command walks the "
+                   "packages twice and starts compileall again (up to FILL_BUDGET_S of all CPUs but one)")
+def test_a_source_that_never_compiles_is_not_retried_at_every_command(pkg_root, monkeypatch):
+    pkg = _pkg_with_modules(pkg_root, 1)
+    (pkg / "legacy.py").write_text("print 'python 2 only'\n")
+    cache = str(pkg_root / "cache" / "pyc")
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", cache)
+    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    started = []
+    real = subprocess.Popen
+    monkeypatch.setattr(bytecode.subprocess, "Popen", lambda *a, **k: started.append(1) or real(*a, **k))
+    for _ in range(3):
+        bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
+    assert len(started) == 1, f"compileall started {len(started)} times for one uncompilable file"
