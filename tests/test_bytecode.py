@@ -388,3 +388,17 @@ def test_a_source_that_never_compiles_is_not_retried_at_every_command(pkg_root, 
     for _ in range(3):
         bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
     assert len(started) == 1, f"compileall started {len(started)} times for one uncompilable file"
+
+
+def test_fill_does_not_raise_on_a_file_name_that_is_not_utf8(pkg_root, monkeypatch):
+    """Red team 26: ``"\\n".join(todo).encode()`` raised UnicodeEncodeError on a name os.walk
+    decoded with surrogates (a venv under a Latin-1 home, a package file so named): out of
+    the CLI's main after the command, a traceback and exit 1 in place of the command's own."""
+    pkg = _pkg_with_modules(pkg_root, 1)
+    (Path(os.fsdecode(bytes(pkg) + b"/caf\xe9.py"))).write_text("X = 1\n")
+    cache = str(pkg_root / "cache" / "pyc")
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", cache)
+    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    r = bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
+    assert r["files"] == 3 and r["left"] <= 1, r

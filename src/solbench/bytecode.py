@@ -216,7 +216,8 @@ def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
     except OSError:
         return None
     try:
-        p.communicate("\n".join(todo).encode(), timeout=max(budget_s - (time.perf_counter() - t0), 0.05))
+        p.communicate(b"\n".join(map(os.fsencode, todo)),  # a name that is not UTF-8 too
+                      timeout=max(budget_s - (time.perf_counter() - t0), 0.05))
     except subprocess.TimeoutExpired:
         try:  # the whole group: compileall's pool workers too
             os.killpg(p.pid, signal.SIGKILL)
