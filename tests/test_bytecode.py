@@ -260,7 +260,7 @@ def test_fill_compiles_the_stale_sources_of_the_named_packages(pkg_root, monkeyp
     monkeypatch.setattr(bytecode, "stale_sources", lambda d, real=bytecode.stale_sources: walks.append(d) or real(d))
     assert bytecode.fill(("nopyc_pkg",)) is None and walks == []
     (pkg / "m9.py").write_text("X = 9\n")  # the folder changed (a reinstall, an upgrade)
-    assert bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1) == {"files": 1, "left": 0,
+    assert bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1) == {"files": 1, "left": 0, "given_up": False,
                                                                   "seconds": pytest.approx(0, abs=60)}
     src = pkg / "m2.py"
     st = os.stat(f"{cache}{pkg}/m2.{tag}.pyc")
@@ -287,7 +287,8 @@ def test_fill_stops_at_its_budget_and_leaves_no_process(pkg_root, monkeypatch):
 
     monkeypatch.setattr(bytecode.subprocess, "Popen", popen)
     r = bytecode.fill(("nopyc_pkg",), budget_s=0.01, jobs=2)
-    assert r["files"] == 401 and 0 < r["left"] <= 401, r
+    assert r["files"] == 401 and 0 < r["left"] <= 401 and r["given_up"] is False, r
+    assert not (Path(cache) / f".filled-{sys.implementation.cache_tag}.json").exists()  # retried next time
     (p,) = spawned
     assert p.returncode is not None
     with pytest.raises(ProcessLookupError):
@@ -372,10 +373,10 @@ def test_ctrl_c_during_the_fill_ends_the_command_as_one(pkg_root):
         assert not Path(f"/proc/{k}").exists() or "Z" in Path(f"/proc/{k}/stat").read_text().split(")")[-1][:3]
 
 
-@pytest.mark.xfail(strict=True, reason="red team 26: a source compileall cannot compile (or a cache it "
-                   "cannot write) keeps the mark from ever being written: every command walks the "
-                   "packages twice and starts compileall again (up to FILL_BUDGET_S of all CPUs but one)")
 def test_a_source_that_never_compiles_is_not_retried_at_every_command(pkg_root, monkeypatch):
+    """Red team 26: a source compileall cannot compile kept the mark from being written, so
+    every command walked the packages and started compileall again; now a fill that went
+    through the whole list marks, says what it gave up, and the next ones start nothing."""
     pkg = _pkg_with_modules(pkg_root, 1)
     (pkg / "legacy.py").write_text("print 'python 2 only'\n")
     cache = str(pkg_root / "cache" / "pyc")
@@ -385,9 +386,31 @@ def test_a_source_that_never_compiles_is_not_retried_at_every_command(pkg_root, 
     started = []
     real = subprocess.Popen
     monkeypatch.setattr(bytecode.subprocess, "Popen", lambda *a, **k: started.append(1) or real(*a, **k))
-    for _ in range(3):
-        bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
+    first = bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
+    assert first["files"] == 3 and first["left"] == 1 and first["given_up"] is True, first
+    for _ in range(2):
+        assert bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1) is None
     assert len(started) == 1, f"compileall started {len(started)} times for one uncompilable file"
+
+
+def test_a_cache_that_takes_no_file_is_given_up_until_the_packages_change(pkg_root, monkeypatch):
+    """No progress in a cache where no file can be created (a full disk, a quota): said once,
+    marked, not retried at every command."""
+    _pkg_with_modules(pkg_root, 2)
+    cache = pkg_root / "cache" / "pyc"
+    cache.mkdir()
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", str(cache))
+    monkeypatch.setattr(sys, "pycache_prefix", str(cache))
+    monkeypatch.setattr(bytecode, "_takes_files", lambda d: False)
+    monkeypatch.setattr(bytecode, "_write_mark", lambda path, stamp: marks.append(path))
+    real = subprocess.Popen
+    # compileall that never gets to write (its budget spent before it starts)
+    monkeypatch.setattr(bytecode.subprocess, "Popen",
+                        lambda *a, **k: real([sys.executable, "-c", "import time; time.sleep(30)"], **k))
+    marks = []
+    r = bytecode.fill(("nopyc_pkg",), budget_s=0.5, jobs=1)
+    assert r["left"] == r["files"] == 3 and r["given_up"] is True and len(marks) == 1, (r, marks)
 
 
 def test_fill_does_not_raise_on_a_file_name_that_is_not_utf8(pkg_root, monkeypatch):

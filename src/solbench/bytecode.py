@@ -47,6 +47,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from . import paths
@@ -184,10 +185,13 @@ def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
     cache. Runs ``python -m compileall`` (``jobs`` processes: default all CPUs but one, at most
     8) in its own process group, killed after ``budget_s`` seconds; every file it finished is
     kept (each ``.pyc`` is written whole, then renamed), the others are compiled by a later
-    call. Once a fill leaves nothing stale, a mark in the cache (the folders' inodes and
-    modification times, :func:`_stamps`) lets later calls skip the walk until a folder changes.
-    Returns ``{"files": stale before, "left": stale after, "seconds"}``, or None when no cache
-    is active or nothing is stale. Never raises."""
+    call. Once a fill leaves nothing stale, or nothing it can do (compileall went through the
+    whole list, or made no progress in a cache that takes no file: files it cannot compile, a
+    full disk),
+    a mark in the cache (the folders' inodes and modification times, :func:`_stamps`) lets later
+    calls skip the walk until a folder changes. Returns ``{"files": stale before, "left": stale
+    after, "seconds", "given_up": files left and not retried}``, or None when no cache is
+    active or nothing is stale. Never raises."""
     if _active is None:
         return None
     t0 = time.perf_counter()
@@ -205,19 +209,22 @@ def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
         _write_mark(mark, stamp)
         return None
     jobs = jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
-    env = dict(os.environ, PYTHONPYCACHEPREFIX=_active)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    finished = False
     try:
-        # -P: ``-m`` would put the current directory first on sys.path, and a ``compileall.py``
-        # there (a candidate's folder the user runs solbench from) would run here, trusted
-        p = subprocess.Popen([sys.executable, "-P", "-m", "compileall", "-q", "-j", str(jobs), "-i", "-"],
+        # -I: the standard library's compileall and nothing else: ``-m`` would put the current
+        # directory first on sys.path, and a ``compileall.py`` there (a candidate's folder the
+        # user runs solbench from) would run here, trusted; no PYTHON* variable either, so the
+        # prefix is given with -X
+        p = subprocess.Popen([sys.executable, "-I", "-X", f"pycache_prefix={_active}", "-m", "compileall",
+                              "-q", "-j", str(jobs), "-i", "-"],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env=env, start_new_session=True)
+                             start_new_session=True)
     except OSError:
         return None
     try:
         p.communicate(b"\n".join(map(os.fsencode, todo)),  # a name that is not UTF-8 too
                       timeout=max(budget_s - (time.perf_counter() - t0), 0.05))
+        finished = True
     except subprocess.TimeoutExpired:
         try:  # the whole group: compileall's pool workers too
             os.killpg(p.pid, signal.SIGKILL)
@@ -228,9 +235,26 @@ def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
         p.kill()
         p.wait()
     left = stale_sources(dirs)
-    if not left:
+    # also marked when compileall went through the whole list (what is left, it cannot compile
+    # or write: a Python 2 file, a full disk) or made no progress in its budget in a cache that
+    # takes no file (a slow start on a loaded host is retried): retried when a package folder
+    # changes, not at every command
+    stuck = finished or (len(left) == len(todo) and not _takes_files(_active))
+    if not left or stuck:
         _write_mark(mark, stamp)
-    return {"files": len(todo), "left": len(left), "seconds": round(time.perf_counter() - t0, 3)}
+    return {"files": len(todo), "left": len(left), "seconds": round(time.perf_counter() - t0, 3),
+            "given_up": bool(left) and stuck}
+
+
+def _takes_files(d: str) -> bool:
+    """Whether a file can be created (and is removed again) in folder ``d``."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".probe-")
+        os.close(fd)
+        os.unlink(tmp)
+        return True
+    except OSError:
+        return False
 
 
 def _stamps(dirs: list[str]) -> dict[str, list[int]]:

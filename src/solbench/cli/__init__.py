@@ -125,13 +125,23 @@ def _fill_bytecode() -> None:
     """Where solbench's bytecode cache is in use and the command imported torch, compile into
     it what the workers import and the parent never does (:func:`solbench.bytecode.fill`: at
     most a few seconds a process, said on stderr), so the next run's workers read it."""
+    from . import lifetime
+
     if bytecode.active() is None or "torch" not in sys.modules or lifetime.interrupted():
         return
     r = bytecode.fill()
-    if r and r["files"] > r["left"]:
-        print(f"solbench: compiled {r['files'] - r['left']} modules the workers import (torch.compile, Triton) "
-              f"into the bytecode cache in {r['seconds']:.1f} s"
-              + (f"; {r['left']} left for the next run" if r["left"] else ""), file=sys.stderr)
+    if not r:
+        return
+    done = r["files"] - r["left"]
+    if done or r["given_up"]:
+        left = ""
+        if r["given_up"]:
+            left = (f"; {r['left']} could not be compiled or written there, not retried until those "
+                    f"packages change (the workers compile them)")
+        elif r["left"]:
+            left = f"; {r['left']} left for the next run"
+        print(f"solbench: compiled {done} modules the workers import (torch.compile, Triton) into the bytecode "
+              f"cache {bytecode.active()} in {r['seconds']:.1f} s{left}", file=sys.stderr)
 
 
 def main() -> None:
