@@ -229,6 +229,23 @@ def test_the_build_keeps_only_a_read_only_cache(monkeypatch, tmp_path):
             os.rmdir(sys.pycache_prefix)
 
 
+def test_want_guesses_what_a_candidates_worker_imports(monkeypatch):
+    """From what the parent knows before the candidate runs: its languages, its sources as
+    text, the device; nothing without an active cache; fill() compiles only what was noted
+    (a command that ran only plain PyTorch candidates on the CPU compiles nothing)."""
+    monkeypatch.setattr(bytecode, "_wanted", set())
+    monkeypatch.setattr(bytecode, "_active", None)
+    bytecode.want(["import triton"], ["triton"], "cuda")
+    assert bytecode.wanted() == ()
+    monkeypatch.setattr(bytecode, "_active", "/nonexistent-cache")
+    bytecode.want(["import torch\ndef run(x):\n    return x.relu()\n"], ["pytorch"], "cpu")
+    assert bytecode.wanted() == () and bytecode.fill() is None
+    bytecode.want(["import torch"], ["triton"], "cpu")
+    assert bytecode.wanted() == ("triton",)
+    bytecode.want(["import torch\nf = torch.compile(g)\n"], ["pytorch"], "cuda:0")
+    assert bytecode.wanted() == ("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton", "cupti")
+
+
 def _pkg_with_modules(root: Path, n: int) -> Path:
     p = root / "site" / "nopyc_pkg"
     for i in range(n):

@@ -30,7 +30,8 @@ unsafe. CUDA workers run in ``userns`` mode under the harness's own uid and read
 A worker also imports packages the parent never does, after the candidate's build: torch.compile's
 (``torch._dynamo``, ``torch._inductor``, and ``sympy`` / ``mpmath`` under them) and Triton's
 (:data:`WORKER_ONLY`). A worker cannot write the cache, so without more it compiled them in every
-process; :func:`fill`, run by the CLI as a command ends, compiles their missing or stale files
+process; :func:`fill`, run by the CLI as a command ends, compiles the missing or stale files of
+those the command's candidates will import (:func:`want`, from their languages and sources)
 into the cache (``python -m compileall`` in a child process group, at most
 :data:`FILL_BUDGET_S` a process, the rest next time), and the worker's build keeps reading the
 cache for what it imports after the candidate's code (harness/build.py).
@@ -63,6 +64,11 @@ _active: str | None = None
 WORKER_ONLY = ("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton", "cupti")
 #: most seconds :func:`fill` spends in one process (the files left are compiled next time)
 FILL_BUDGET_S = 2.0
+#: the packages of :data:`WORKER_ONLY` this process's workers will import (:func:`want`)
+_wanted: set[str] = set()
+#: what in a candidate's sources says its worker imports torch.compile's packages (and, on
+#: CUDA, Triton's through inductor's kernels)
+_COMPILE_MARKS = ("torch.compile", "torch._dynamo", "torch._inductor", "torch.export", "@compile")
 
 
 def has_bytecode(module: str = "torch") -> bool | None:
@@ -125,6 +131,28 @@ def active() -> str | None:
     return _active
 
 
+def want(texts: list[str], languages: list[str], device: str) -> None:
+    """Note which of :data:`WORKER_ONLY` the worker of a candidate will import, from what the
+    parent knows before it runs (its languages, its sources as text, the device): Triton for a
+    Triton candidate or sources naming it, torch.compile's packages (and Triton) for sources
+    that compile, cupti-python for any CUDA worker. Only a guess of what is worth compiling
+    for the next runs (:func:`fill`): a miss costs that worker a compile, as before. Nothing
+    is noted when no cache is active."""
+    if _active is None:
+        return
+    if any("triton" in str(x).lower() for x in languages) or any("triton" in t for t in texts):
+        _wanted.add("triton")
+    if any(m in t for t in texts for m in _COMPILE_MARKS):
+        _wanted.update(("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton"))
+    if str(device).startswith("cuda"):
+        _wanted.add("cupti")
+
+
+def wanted() -> tuple[str, ...]:
+    """The packages :func:`want` noted in this process, in :data:`WORKER_ONLY`'s order."""
+    return tuple(n for n in WORKER_ONLY if n in _wanted)
+
+
 def package_dir(name: str) -> str | None:
     """The source folder of package ``name`` (``torch._inductor``: torch's folder + ``_inductor``),
     found without importing it (only the top-level package is looked up); None when it is not
@@ -178,11 +206,11 @@ def _fresh(src: str) -> bool:
             and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
 
 
-def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
+def fill(names: tuple[str, ...] | None = None, budget_s: float = FILL_BUDGET_S,
          jobs: int | None = None) -> dict | None:
     """Compile into the active cache the stale sources (:func:`stale_sources`) of packages
-    ``names`` (installed ones only), for the workers, which import them and cannot write the
-    cache. Runs ``python -m compileall`` (``jobs`` processes: default all CPUs but one, at most
+    ``names`` (installed ones only; default: those :func:`want` noted in this process), for
+    the workers, which import them and cannot write the cache. Runs ``python -m compileall`` (``jobs`` processes: default all CPUs but one, at most
     8) in its own process group, killed after ``budget_s`` seconds; every file it finished is
     kept (each ``.pyc`` is written whole, then renamed), the others are compiled by a later
     call. Once a fill leaves nothing stale, or nothing it can do (compileall went through the
@@ -194,8 +222,12 @@ def fill(names: tuple[str, ...] = WORKER_ONLY, budget_s: float = FILL_BUDGET_S,
     active or nothing is stale. Never raises."""
     if _active is None:
         return None
+    if names is None:
+        names = wanted()
     t0 = time.perf_counter()
     dirs = [d for d in (package_dir(n) for n in names) if d]
+    if not dirs:
+        return None
     mark = os.path.join(_active, f".filled-{sys.implementation.cache_tag}.json")
     stamp = json.dumps(_stamps(dirs), sort_keys=True)
     try:  # the same folders as at the last complete fill: no walk (about 0.1 s of stats)

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .. import limits
+from .. import bytecode, limits
 from ..errors import SpecError
 from ..spec.capability import unmet_need
 from ..spec.problem import Problem
@@ -153,6 +153,9 @@ class Evaluator:
         (:func:`.verdict.judge`), so no trace's status changes after it is made."""
         cfg = self.cfg
         self._ctx = context
+        # what this candidate's worker will import that the parent never does, for the
+        # bytecode cache of a host whose packages have none (solbench/bytecode.py)
+        bytecode.want([s.content for s in solution.sources], list(solution.spec.languages), cfg.device)
         self._cand_box: dict | None = None  # the candidate worker's own sandbox report
         self.refs.cfg = cfg
         self.oracle.device = cfg.device
