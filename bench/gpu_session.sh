@@ -97,7 +97,7 @@ PY
       step pycab 90 python3 bench/bytecode_probe.py --reps 2
       python3 -m solbench eval $P -w 0 --device cuda -o /tmp/pyc_first.jsonl >/dev/null 2>&1  # fills both caches
       # and whatever of the workers' own packages its exit left (bytecode.fill), so no timed run below pays it
-      step pycab 90 python3 -c "from solbench import bytecode; print('fill:', bytecode.enable(), bytecode.fill(budget_s=80))"
+      step pycab 90 python3 -c "from solbench import bytecode; print('fill:', bytecode.enable(), bytecode.fill(('cupti',), budget_s=80))"
       for rep in $(seq 1 "${PYCAB_REPS:-3}"); do
         for arm in off on; do
           on=1; [ "$arm" = off ] && on=0
