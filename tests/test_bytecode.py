@@ -150,6 +150,18 @@ print(json.dumps({"prefix": sys.pycache_prefix, "dont_write": sys.dont_write_byt
 """
 
 
+def _sandboxed_env(pkg_root: Path, monkeypatch) -> tuple[str, dict]:
+    """(mode, environment) of a CPU worker as the harness builds them, the cache of
+    ``pkg_root`` active and its site folder shown."""
+    monkeypatch.setenv("SOLBENCH_CACHE", str(pkg_root / "cache"))
+    monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", str(pkg_root / "cache" / "pyc"))
+    mode = sandbox.resolve_mode("cpu")[0]
+    env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
+    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{pkg_root / 'site'}"
+    return mode, env
+
+
 @sandboxed
 def test_sandboxed_worker_reads_the_cache_and_cannot_write_it(pkg_root, monkeypatch):
     """The worker's view (sandbox.wrap, sandbox_env as the harness builds them): the cache at
@@ -157,12 +169,7 @@ def test_sandboxed_worker_reads_the_cache_and_cannot_write_it(pkg_root, monkeypa
     every write is refused (EROFS), so nothing a candidate plants reaches a later process."""
     first = _child(pkg_root, enable=True)  # the parent's run fills the cache
     assert len(first["compiled"]) == 1
-    monkeypatch.setenv("SOLBENCH_CACHE", str(pkg_root / "cache"))
-    monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", str(pkg_root / "site"))
-    monkeypatch.setattr(bytecode, "_active", str(pkg_root / "cache" / "pyc"))
-    mode = sandbox.resolve_mode("cpu")[0]
-    env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
-    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{pkg_root / 'site'}"
+    mode, env = _sandboxed_env(pkg_root, monkeypatch)
     assert env["PYTHONPYCACHEPREFIX"] == bytecode.MOUNT
     argv = sandbox.wrap([sys.executable, "-c", SANDBOXED], "cpu", mode, None)
     # only the part of the cache that mirrors a folder the worker is shown (red team 25)
@@ -200,12 +207,7 @@ def test_after_the_build_a_sandboxed_worker_still_reads_the_parents_cache(pkg_ro
     what a worker imports after a candidate's build (torch.compile's, Triton's packages) is
     read from there, not compiled again."""
     _child(pkg_root, enable=True)  # the parent's run fills the cache
-    monkeypatch.setenv("SOLBENCH_CACHE", str(pkg_root / "cache"))
-    monkeypatch.setenv("SOLBENCH_SANDBOX_BIND", str(pkg_root / "site"))
-    monkeypatch.setattr(bytecode, "_active", str(pkg_root / "cache" / "pyc"))
-    mode = sandbox.resolve_mode("cpu")[0]
-    env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
-    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{pkg_root / 'site'}"
+    mode, env = _sandboxed_env(pkg_root, monkeypatch)
     p = subprocess.run(sandbox.wrap([sys.executable, "-c", AFTER_BUILD], "cpu", mode, None), env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -244,6 +246,16 @@ def test_want_guesses_what_a_candidates_worker_imports(monkeypatch):
     assert bytecode.wanted() == ("triton",)
     bytecode.want(["import torch\nf = torch.compile(g)\n"], ["pytorch"], "cuda:0")
     assert bytecode.wanted() == ("torch._dynamo", "torch._inductor", "sympy", "mpmath", "triton", "cupti")
+
+
+def _use_cache(pkg_root: Path, monkeypatch) -> str:
+    """``pkg_root``'s cache folder made this process's active cache and bytecode prefix, its
+    site folder importable; returns the cache folder."""
+    cache = str(pkg_root / "cache" / "pyc")
+    monkeypatch.syspath_prepend(str(pkg_root / "site"))
+    monkeypatch.setattr(bytecode, "_active", cache)
+    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    return cache
 
 
 def _pkg_with_modules(root: Path, n: int) -> Path:
@@ -291,10 +303,7 @@ def test_fill_stops_at_its_budget_and_leaves_no_process(pkg_root, monkeypatch):
     """A budget too short for the work: what is left is said, and compileall's whole process
     group is gone (a later call compiles the rest)."""
     _pkg_with_modules(pkg_root, 400)
-    cache = str(pkg_root / "cache" / "pyc")
-    monkeypatch.syspath_prepend(str(pkg_root / "site"))
-    monkeypatch.setattr(bytecode, "_active", cache)
-    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    cache = _use_cache(pkg_root, monkeypatch)
     spawned = []
     real = subprocess.Popen
 
@@ -318,10 +327,7 @@ def test_fill_runs_no_module_of_the_current_directory(pkg_root, monkeypatch, tmp
     solbench from ran in the trusted parent: a candidate's own folder, for one
     (tests/harness/cand_red26_compileall.py). fill passes ``-P``."""
     _pkg_with_modules(pkg_root, 1)
-    cache = str(pkg_root / "cache" / "pyc")
-    monkeypatch.syspath_prepend(str(pkg_root / "site"))
-    monkeypatch.setattr(bytecode, "_active", cache)
-    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    cache = _use_cache(pkg_root, monkeypatch)
     here = tmp_path / "candidate"
     here.mkdir()
     hostile = Path(__file__).parent / "harness" / "cand_red26_compileall.py"
@@ -396,10 +402,7 @@ def test_a_source_that_never_compiles_is_not_retried_at_every_command(pkg_root, 
     through the whole list marks, says what it gave up, and the next ones start nothing."""
     pkg = _pkg_with_modules(pkg_root, 1)
     (pkg / "legacy.py").write_text("print 'python 2 only'\n")
-    cache = str(pkg_root / "cache" / "pyc")
-    monkeypatch.syspath_prepend(str(pkg_root / "site"))
-    monkeypatch.setattr(bytecode, "_active", cache)
-    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    cache = _use_cache(pkg_root, monkeypatch)
     started = []
     real = subprocess.Popen
     monkeypatch.setattr(bytecode.subprocess, "Popen", lambda *a, **k: started.append(1) or real(*a, **k))
@@ -436,9 +439,6 @@ def test_fill_does_not_raise_on_a_file_name_that_is_not_utf8(pkg_root, monkeypat
     the CLI's main after the command, a traceback and exit 1 in place of the command's own."""
     pkg = _pkg_with_modules(pkg_root, 1)
     (Path(os.fsdecode(bytes(pkg) + b"/caf\xe9.py"))).write_text("X = 1\n")
-    cache = str(pkg_root / "cache" / "pyc")
-    monkeypatch.syspath_prepend(str(pkg_root / "site"))
-    monkeypatch.setattr(bytecode, "_active", cache)
-    monkeypatch.setattr(sys, "pycache_prefix", cache)
+    cache = _use_cache(pkg_root, monkeypatch)
     r = bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
     assert r["files"] == 3 and r["left"] <= 1, r
