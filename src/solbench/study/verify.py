@@ -84,8 +84,8 @@ def _eval_subprocess(problem: Path, solution: Path, uuids: list[str], iters: int
     """Evaluate in a fresh interpreter through ``solbench eval``; (traces, error text)."""
     from ..store import read_traces
 
-    # -P: not the cwd first on sys.path (a solbench/ or torch.py there would run in this
-    # trusted parent: red team 26)
+    # -P: not the cwd first on sys.path (a solbench/ or torch.py there, in a candidate's
+    # folder, would run in this trusted parent)
     cmd = [sys.executable, "-P", "-m", "solbench.cli", "eval", str(problem), "--solution", str(solution),
            "-w", ",".join(uuids), "--iters", str(iters), "--seed", hex(seed), "--device", device,
            "-o", str(out), "--quiet"]
