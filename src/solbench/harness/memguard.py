@@ -183,13 +183,11 @@ def _keys_of(fd: int, dict_addr: int) -> tuple[frozenset[int], frozenset[int]]:
 
 
 def _holds(fd: int, dict_addr: int, key_addr: int, key_hash: int,
-           seen: dict[int, tuple[frozenset[int], frozenset[int]]] | None = None) -> bool:
+           seen: dict[int, tuple[frozenset[int], frozenset[int]]]) -> bool:
     """Whether the dict at ``dict_addr`` holds the key object ``key_addr`` or any key whose
     hash is ``key_hash`` (:func:`_keys_of`). A different name of the same 64-bit hash is a
     false alarm of probability 2^-64 per key. ``seen``: the dicts already read in this pass,
     by address (one pass reads each once: a class dict is the shadow of dozens of names)."""
-    if seen is None:
-        seen = {}
     if dict_addr not in seen:
         seen[dict_addr] = _keys_of(fd, dict_addr)
     addrs, hashes = seen[dict_addr]
