@@ -32,7 +32,7 @@ A worker also imports packages the parent never does, after the candidate's buil
 (:data:`WORKER_ONLY`). A worker cannot write the cache, so without more it compiled them in every
 process; :func:`fill`, run by the CLI as a command ends, compiles the missing or stale files of
 those the command's candidates will import (:func:`want`, from their languages and sources)
-into the cache (``python -m compileall`` in a child process group, at most
+into the cache (the standard library's compileall in a child process group, at most
 :data:`FILL_BUDGET_S` a process, the rest next time), and the worker's build keeps reading the
 cache for what it imports after the candidate's code (harness/build.py).
 
@@ -210,14 +210,14 @@ def fill(names: tuple[str, ...] | None = None, budget_s: float = FILL_BUDGET_S,
          jobs: int | None = None) -> dict | None:
     """Compile into the active cache the stale sources (:func:`stale_sources`) of packages
     ``names`` (installed ones only; default: those :func:`want` noted in this process), for
-    the workers, which import them and cannot write the cache. Runs ``python -m compileall`` (``jobs`` processes: default all CPUs but one, at most
-    8) in its own process group, killed after ``budget_s`` seconds; every file it finished is
-    kept (each ``.pyc`` is written whole, then renamed), the others are compiled by a later
-    call. Once a fill leaves nothing stale, or nothing it can do (compileall went through the
-    whole list, or made no progress in a cache that takes no file: files it cannot compile, a
-    full disk),
-    a mark in the cache (the folders' inodes and modification times, :func:`_stamps`) lets later
-    calls skip the walk until a folder changes. Returns ``{"files": stale before, "left": stale
+    the workers, which import them and cannot write the cache. Runs the standard library's
+    compileall (``python -I``; ``jobs`` processes: default all CPUs but one, at most 8) in its
+    own process group, killed after ``budget_s`` seconds; every file it finished is kept (each
+    ``.pyc`` is written whole, then renamed), the others are compiled by a later call. Once a
+    fill leaves nothing stale, or nothing it can do (compileall went through the whole list,
+    or made no progress in a cache that takes no file: files it cannot compile, a full disk),
+    a mark in the cache (the folders' inodes and modification times, :func:`_stamps`) lets
+    later calls skip the walk until a folder changes. Returns ``{"files": stale before, "left": stale
     after, "seconds", "given_up": files left and not retried}``, or None when no cache is
     active or nothing is stale. Never raises."""
     if _active is None:
