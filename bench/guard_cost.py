@@ -366,23 +366,7 @@ def against(rev: str, guards, n: int) -> dict:
     ``rev``) loaded as a sibling module of this tree's (its relative imports resolve here),
     both guards built in this process, their ``full`` and per-call checks alternated ``n``
     times each."""
-    import importlib.util
-    import subprocess
-    import tempfile
-
-    root = Path(__file__).resolve().parents[1]
-    if Path(rev).is_file():  # a copy of that guards.py (a machine without the git history)
-        src = Path(rev).read_text()
-    else:
-        src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:src/solbench/harness/guards.py"],
-                             capture_output=True, text=True, check=True, timeout=60).stdout
-    with tempfile.TemporaryDirectory() as d:
-        f = Path(d) / "guards_ab.py"
-        f.write_text(src)
-        spec = importlib.util.spec_from_file_location("solbench.harness._guards_ab", f)
-        old = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = old
-        spec.loader.exec_module(old)
+    old = _module_of(rev, "guards.py", "_guards_ab")
     out: dict = {"rev": rev, "n": n, "checks": {}}
     t = time.perf_counter()
     ga = old.DispatchGuard()
