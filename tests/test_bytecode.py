@@ -23,6 +23,13 @@ from solbench.harness import sandbox
 
 SRC = Path(solbench.__file__).resolve().parents[1]
 
+
+def _pythonpath(*first) -> str:
+    """``first``, the source tree, then whatever PYTHONPATH this run has (where a host keeps
+    the harness's own dependencies, pydantic among them, outside site-packages)."""
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([str(SRC), *map(str, first), *rest])
+
 #: the start of each child's code: every compilation of nopyc_pkg's source is recorded
 COUNTING = r"""
 import builtins, json, os, sys
@@ -60,7 +67,7 @@ def pkg_root():
 
 def _child(root: Path, enable: bool, **env) -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SOLBENCH_"))}
-    e.update(PYTHONPATH=f"{SRC}{os.pathsep}{root / 'site'}", SOLBENCH_CACHE=str(root / "cache"),
+    e.update(PYTHONPATH=_pythonpath(root / "site"), SOLBENCH_CACHE=str(root / "cache"),
              PROBE_ENABLE="1" if enable else "0", **env)
     p = subprocess.run([sys.executable, "-c", PROBE], env=e, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -158,7 +165,7 @@ def _sandboxed_env(pkg_root: Path, monkeypatch) -> tuple[str, dict]:
     monkeypatch.setattr(bytecode, "_active", str(pkg_root / "cache" / "pyc"))
     mode = sandbox.resolve_mode("cpu")[0]
     env = sandbox.sandbox_env(sandbox.worker_env(os.environ), mode, None)
-    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{pkg_root / 'site'}"
+    env["PYTHONPATH"] = _pythonpath(pkg_root / "site")
     return mode, env
 
 
@@ -371,7 +378,7 @@ def test_ctrl_c_during_the_fill_ends_the_command_as_one(pkg_root):
         (pkg / f"m{i}.py").write_text("X = [" + "i+1," * 150000 + "]\n")
     cache = pkg_root / "cache" / "pyc"
     cache.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(pkg_root / "site")]))
+    env = dict(os.environ, PYTHONPATH=_pythonpath(pkg_root / "site"))
     p = subprocess.Popen([sys.executable, "-c", CTRL_C_DRIVER, str(cache)], env=env, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -433,12 +440,26 @@ def test_a_cache_that_takes_no_file_is_given_up_until_the_packages_change(pkg_ro
     assert r["left"] == r["files"] == 3 and r["given_up"] is True and len(marks) == 1, (r, marks)
 
 
-def test_fill_does_not_raise_on_a_file_name_that_is_not_utf8(pkg_root, monkeypatch):
+def _strict_utf8_locales() -> list[str]:
+    """Installed UTF-8 locales other than C's, under which Python decodes stdin strictly."""
+    try:
+        out = subprocess.run(["locale", "-a"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [x for x in out.split() if x.lower().endswith((".utf8", ".utf-8")) and not x.startswith("C.")][:1]
+
+
+@pytest.mark.parametrize("lc_all", [None, *_strict_utf8_locales()])
+def test_fill_does_not_raise_on_a_file_name_that_is_not_utf8(pkg_root, monkeypatch, lc_all):
     """Red team 26: ``"\\n".join(todo).encode()`` raised UnicodeEncodeError on a name os.walk
     decoded with surrogates (a venv under a Latin-1 home, a package file so named): out of
-    the CLI's main after the command, a traceback and exit 1 in place of the command's own."""
+    the CLI's main after the command, a traceback and exit 1 in place of the command's own.
+    Then, under a UTF-8 locale such as en_US.UTF-8 (not C.UTF-8), compileall decoded its list
+    strictly and ended at that name before compiling anything: every file is compiled now."""
+    if lc_all:
+        monkeypatch.setenv("LC_ALL", lc_all)
     pkg = _pkg_with_modules(pkg_root, 1)
     (Path(os.fsdecode(bytes(pkg) + b"/caf\xe9.py"))).write_text("X = 1\n")
     cache = _use_cache(pkg_root, monkeypatch)
     r = bytecode.fill(("nopyc_pkg",), budget_s=60, jobs=1)
-    assert r["files"] == 3 and r["left"] <= 1, r
+    assert r["files"] == 3 and r["left"] == 0 and not r["given_up"], r

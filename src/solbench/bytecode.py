@@ -246,9 +246,12 @@ def fill(names: tuple[str, ...] | None = None, budget_s: float = FILL_BUDGET_S,
         # -I: the standard library's compileall and nothing else: ``-m`` would put the current
         # directory first on sys.path, and a ``compileall.py`` there (a candidate's folder the
         # user runs solbench from) would run here, trusted; no PYTHON* variable either, so the
-        # prefix is given with -X
-        p = subprocess.Popen([sys.executable, "-I", "-X", f"pycache_prefix={_active}", "-m", "compileall",
-                              "-q", "-j", str(jobs), "-i", "-"],
+        # prefix is given with -X. -X utf8: compileall reads its list from stdin, which under
+        # a UTF-8 locale (en_US.UTF-8) decodes strictly, so one file name that is not UTF-8
+        # ended it before its first file; UTF-8 mode reads stdin with surrogateescape, the
+        # inverse of the os.fsencode below
+        p = subprocess.Popen([sys.executable, "-I", "-X", "utf8", "-X", f"pycache_prefix={_active}",
+                              "-m", "compileall", "-q", "-j", str(jobs), "-i", "-"],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     except OSError:
