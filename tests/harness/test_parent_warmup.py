@@ -57,3 +57,28 @@ def test_the_warm_up_leaves_the_evaluations_inputs_unchanged(tmp_path):
     assert before.keys() == after.keys()
     for k in before:
         assert torch.equal(before[k], after[k]), k
+
+
+def test_a_first_workload_above_the_bound_is_warmed_by_the_smallest_under_it(tmp_path, monkeypatch):
+    """CUDA loads a kernel at its first launch whatever the sizes, so a first workload too big
+    to generate beside a starting worker is warmed by the problem's smallest one under the
+    bound (same definition, same kernels), and by none when every workload is above it."""
+    p = matmul_problem(tmp_path, (512, 32, 64))  # 3 n^2 float32: 3 MiB, 12 KiB, 48 KiB
+    big, small, mid = p.workloads
+    assert p.workload_bytes(big) == 3 * 512 * 512 * 4 and p.workload_bytes(small) == 3 * 32 * 32 * 4
+    made = []
+    from solbench.inputs import rounds
+    real = rounds.round_plan
+
+    def plan(n, problem=None, workload=None, extra=True):  # _generate imports it when called
+        made.append(workload.uuid)
+        return real(n, problem, workload, extra)
+
+    monkeypatch.setattr(rounds, "round_plan", plan)
+    monkeypatch.setattr(warmup, "MAX_SET_BYTES", 1 << 20)
+    assert warmup.warm_parent(p, big, "cpu")["error"] is None and made == ["w32"]
+    made.clear()
+    assert warmup.warm_parent(p, mid, "cpu")["error"] is None and made == ["w64"]  # itself
+    made.clear()
+    monkeypatch.setattr(warmup, "MAX_SET_BYTES", 1024)  # every workload above it
+    assert warmup.warm_parent(p, big, "cpu")["error"] is None and made == []
