@@ -19,9 +19,14 @@ with a live ``solbench run`` (reference as candidate), and prints per candidate 
     guards               ``timing.guards`` + ``ref_timing.guards``
     verify               ``timing.verify`` (timed-output verification: reference, fp64 truth,
                          comparison for the sampled iterations)
-    reference rest       ``reference_timing`` minus its ref_timing.* parts (load, no-op
-                         baseline, warm-up, pause/freeze, restart check)
-    timing rest          ``timing`` minus the above (warm-up, no-op baseline, slot fill)
+    reference rest       ``reference_timing`` minus its ref_timing.* parts above (its own
+                         rows, ``ref_timing.<part>``: freeze (the candidate stopped), load (the
+                         reference's slots), noop (its no-op baseline, first block), warmup,
+                         thaw (outputs poisoned, the candidate resumed))
+    timing rest          ``timing`` minus the above (its own rows, ``timing.<part>``: fill
+                         (the slots' first sets), noop (the candidate's no-op), warmup,
+                         reload (the candidate's slots after each reference block),
+                         late_recheck)
     guard check after timing  ``guards_after_timing``
     sol                  the SOL bound and score
     kernels              sum of the timed samples of both sides (what is *not* overhead)
@@ -69,6 +74,13 @@ GROUPS = ["worker start", "CUPTI first session", "profiler steady", "inputs", "c
 #: the parts of ``correctness`` (phases_s ``correctness.*``; traces made before they were
 #: recorded lack them): rows of the table, not added to the total a second time
 CORRECTNESS_PARTS = ["inputs", "reference", "call", "truth", "compare", "constant_check", "guards"]
+#: the recorded parts of the two rests (phases_s ``timing.<part>`` and ``ref_timing.<part>``;
+#: older traces lack them): rows of the table, not added to the total a second time
+TIMING_REST_PARTS = ["fill", "noop", "warmup", "reload", "late_recheck"]
+REFERENCE_REST_PARTS = ["freeze", "load", "noop", "warmup", "thaw"]
+PART_ROWS = (["correctness: " + k for k in CORRECTNESS_PARTS]
+             + ["timing rest: " + k for k in TIMING_REST_PARTS]
+             + ["reference rest: " + k for k in REFERENCE_REST_PARTS])
 #: groups a later workload of the same worker does not pay again
 PER_PAIR = ("worker start", "CUPTI first session")
 
@@ -93,6 +105,7 @@ def split(ev: dict, steady_profiler: float) -> dict[str, float] | None:
     calls = g("timing.calls") + g("ref_timing.calls")
     ref_parts = sum(g(k) for k in ("ref_timing.worker", "ref_timing.profiler", "ref_timing.inputs",
                                    "ref_timing.calls", "ref_timing.guards"))
+    # (the rests' own recorded parts, TIMING_REST_PARTS and REFERENCE_REST_PARTS, stay in them)
     cand_parts = sum(g(k) for k in ("timing.profiler", "timing.inputs", "timing.calls",
                                     "timing.guards", "timing.verify"))
     out = {
@@ -112,6 +125,10 @@ def split(ev: dict, steady_profiler: float) -> dict[str, float] | None:
     }
     for k in CORRECTNESS_PARTS:
         out["correctness: " + k] = g("correctness." + k)
+    for k in TIMING_REST_PARTS:
+        out["timing rest: " + k] = g("timing." + k)
+    for k in REFERENCE_REST_PARTS:
+        out["reference rest: " + k] = g("ref_timing." + k)
     out["total"] = sum(out[k] for k in GROUPS)
     out["overhead"] = out["total"] - kern
     out["overhead steady"] = out["overhead"] - sum(out[k] for k in PER_PAIR)
@@ -179,8 +196,7 @@ def analyse(rows: list[tuple[str, dict]], steady: float | None = None,
         for x in xs:
             x["per pair"] = sum(x[k] for k in PER_PAIR)
             x["total steady"] = x["total"] - x["per pair"]
-        keys = GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"] \
-            + ["correctness: " + k for k in CORRECTNESS_PARTS]
+        keys = GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"] + PART_ROWS
         st = {k: _stats([x[k] for x in xs]) for k in keys}
         # a pass is a sum over workloads: projected with means (medians understate a sum);
         # a pair's start is charged to its first workload, so per pair = their sum / pairs
@@ -217,8 +233,7 @@ def table(res: dict) -> str:
         f"{lab} ({res['labels'][lab]['traces']} workloads, {res['labels'][lab]['pairs']} pairs)"
         for lab in labs) + " |",
              "|---|" + "---|" * len(labs)]
-    for k in GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"] \
-            + ["correctness: " + k for k in CORRECTNESS_PARTS]:
+    for k in GROUPS + ["total", "overhead", "overhead steady", "per pair", "total steady"] + PART_ROWS:
         if k not in res["labels"][labs[0]]["phases"]:
             continue
         cells = [f"{res['labels'][lab]['phases'][k]['median']:.3f} / "

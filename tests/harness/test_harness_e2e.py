@@ -168,6 +168,11 @@ def test_phases_split_the_timing(runs):
         for k in ("profiler", "inputs", "calls", "guards"):
             assert ph[side + k] >= 0.0, (side + k, ph)
     assert ph["timing.verify"] > 0.0 and "ref_timing.verify" not in ph  # reference blocks verify nothing
+    # the two rests, split (bench/throughput.py's rows): every part recorded, each inside its phase
+    for k in ("fill", "noop", "warmup", "reload", "late_recheck"):
+        assert ph["timing." + k] >= 0.0, ("timing." + k, ph)
+    for k in ("freeze", "load", "noop", "warmup", "thaw"):
+        assert ph["ref_timing." + k] >= 0.0, ("ref_timing." + k, ph)
     cand = sum(v for k, v in ph.items() if k.startswith("timing."))
     ref = sum(v for k, v in ph.items() if k.startswith("ref_timing."))
     assert ref <= ph["reference_timing"] + 1e-3

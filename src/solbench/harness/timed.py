@@ -269,13 +269,17 @@ class TimedBlocks:
         """The steps of :meth:`time`, in the order of the module doc."""
         run, cfg = self.run, self.run.cfg
         h, findings = run.h, run.findings
+        t = time.perf_counter()
         scalars = self._first_fill()
+        t = run.tick("timing.fill", t)
         # no-op round trip of the candidate's own path (flush, messaging, its copy-out if
         # non-DPS) in its own worker: the baseline of the plausibility check only, which
         # judges the worker's clock against the parent's window
         hold = None if cfg.is_cuda else freeze.Hold(h, findings, candidate=True)
         overhead = noop_ms(h, findings, n=NOOP_N, hold=hold)
+        t = run.tick("timing.noop", t)
         self._warm_up(scalars)
+        run.tick("timing.warmup", t)
         tele_samples = []
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
@@ -285,7 +289,9 @@ class TimedBlocks:
             # the trusted no-op again, after the last block: a baseline that moved says the host
             # changed under the timing (harness.resolution)
             self._noop_again()
+        t = time.perf_counter()
         recheck.late_recheck(run, self.oracle, scalars, fresh=self.fresh, next_seed=self._next_seed)
+        run.tick("timing.late_recheck", t)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
         over, where = self._baseline(ref_overhead, overhead, hold)
@@ -541,7 +547,9 @@ class TimedBlocks:
         ref_overhead = self._reference_block(b, m, scalars, rng, ref_blocks, ref_overhead)
         if len(ref_blocks) > n0:
             self._order.append("R")
+        t = time.perf_counter()
         _load(self.run, self.run.h)
+        self.run.tick("timing.reload", t)
         return ref_overhead
 
     def _noop_again(self) -> None:
@@ -575,19 +583,24 @@ class TimedBlocks:
             rh = None
         if rh is not None:
             # the candidate cannot run (or slow the reference) while it is timed
+            t = time.perf_counter()
             frozen = freeze.freeze_candidate(h, findings)
             rh.resume()
+            t = run.tick("ref_timing.freeze", t)
             # the reference computes in buffers of its own, filled by the parent (never ones
             # the candidate's worker mapped); run.slots is the candidate's pool again after
             cand_slots = run.slots
             try:
                 self._load_reference_pool(rh)
+                t = run.tick("ref_timing.load", t)
                 if ref_overhead is None:
                     ref_overhead = self._reference_noop(rh)
+                    t = run.tick("ref_timing.noop", t)
                 self._reference_timed(rh, b, m, scalars, rng, ref_blocks)
             except Exception as e:  # noqa: BLE001 - reference timing is best effort
                 self._reference_failed(rh, e)
             finally:
+                t = time.perf_counter()
                 run.slots = cand_slots
                 # reference outputs must not be left where the candidate can read them
                 for sl in range(k):
@@ -597,6 +610,7 @@ class TimedBlocks:
                 if rh.alive:
                     rh.pause()
                 freeze.thaw(h, frozen)
+                run.tick("ref_timing.thaw", t)
             if self.refs.worker is rh and ref_sched_tampered(self.refs, rh, findings, "after"):
                 ref_blocks.clear()
         run.phases["reference_timing"] = round(run.phases.get("reference_timing", 0.0)
@@ -634,10 +648,12 @@ class TimedBlocks:
         others) and its timed block, appended to ``ref_blocks``."""
         run, cfg = self.run, self.run.cfg
         k = run.slots.k
+        t = time.perf_counter()
         for i in range(cfg.n_warmup() if b == 0 else 1):
             run.slots.restore(i % k, run.inplace_inputs)
             protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
                              timeout_s=run.call_timeout_s)
+        run.tick("ref_timing.warmup", t)
         ref_blocks.append(self._block(rh, scalars, m, verify=False, rng=rng, verify_n=0, findings=None))
 
     def _reference_failed(self, rh: WorkerHandle, e: Exception) -> None:
