@@ -205,7 +205,7 @@ class Evaluator:
                     continue
                 if handle is None or not handle.alive:
                     t_start = time.perf_counter()
-                    self.refs.prestart()
+                    self.refs.prestart(w)
                     # the parent's own kernels loaded while it waits for the worker (harness.warmup)
                     warm = ParentWarmup(self.problem, w, cfg.device)
                     started: dict = {}

@@ -42,7 +42,7 @@ WARM_SEED = 0x3A3A
 _warmed: set[str] = set()
 
 
-def _stand_in(problem, w):
+def stand_in(problem, w):
     """The workload whose input sets are made to warm ``w``'s: ``w`` itself when its set is
     at most :data:`MAX_SET_BYTES`, else the problem's smallest workload under that, else None.
     CUDA loads a kernel's module at its first launch whatever the sizes, so a small workload
@@ -59,10 +59,10 @@ def _stand_in(problem, w):
 
 def _generate(problem, w, device: str) -> None:
     """The input sets of every distinct input profile of the round plan of the first
-    workload, or of its stand-in (:func:`_stand_in`)."""
+    workload, or of its stand-in (:func:`stand_in`)."""
     from ..inputs.rounds import round_plan
 
-    w = _stand_in(problem, w)
+    w = stand_in(problem, w)
     if w is None:
         return
     t0 = time.perf_counter()

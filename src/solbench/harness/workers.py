@@ -374,13 +374,25 @@ def start_candidate(problem: Problem, solution: Solution, cfg: EvalConfig,
     return h, None
 
 
+def _warms(device: str) -> bool:
+    """Whether :meth:`ReferenceWorkers._warm` runs on ``device``: CUDA only (a CPU process
+    loads no kernel modules lazily)."""
+    return str(device).startswith("cuda")
+
+
+#: the reference's first calls in its new worker on CUDA (:meth:`ReferenceWorkers._warm`): the
+#: first loads the kernels, the second is a call as the timed warm-up will see it
+WARM_CALLS = 2
+
+
 class ReferenceWorkers:
     """The eager reference's worker of one problem (trusted code only).
 
     :meth:`prestart` starts it on a thread while the candidate's worker starts and is
     checked (both spawn, import torch and start CUDA in parallel: about 7 s a pair saved on
     the H200, phases_s ref_timing.worker + ref_timing.profiler); it is built before any
-    candidate code runs; :meth:`handle` takes it over."""
+    candidate code runs and, on CUDA, makes its first calls there too (:meth:`_warm`);
+    :meth:`handle` takes it over."""
 
     def __init__(self, problem: Problem, cfg: EvalConfig, spares: SparePool | None = None):
         self.problem = problem
@@ -389,12 +401,15 @@ class ReferenceWorkers:
         self.worker: WorkerHandle | None = None
         self._thread: threading.Thread | None = None
         self._box: dict = {}
+        #: the slot buffers of :meth:`_warm`'s calls, kept until close: the worker maps them
+        #: until its first timed block loads its own
+        self._warm_pools: list = []
         # the baseline is this process's own state when the Evaluator was made, before any
         # candidate ran: a worker inherits it, so a candidate that demoted this process (or
         # the new worker while it started beside the candidate's) is seen too
         self.sched0 = procfs.sched_state(os.getpid()).get(os.getpid())
 
-    def _new(self) -> WorkerHandle | None:
+    def _new(self, warm_for=None) -> WorkerHandle | None:
         try:
             h = new_worker(self.cfg.device, self.spares)
             from ..spec.problem import reference_solution
@@ -405,17 +420,60 @@ class ReferenceWorkers:
                 h.close()
                 return None
             h.sched0 = self.sched0 or procfs.sched_state(h.pid).get(h.pid)
+            if warm_for is not None and not self._warm(h, warm_for):
+                h.close()
+                return None
             return h
         except Exception:  # noqa: BLE001 - reference timing is best effort
             return None
 
-    def prestart(self) -> None:
+    def _warm(self, h: WorkerHandle, w) -> bool:
+        """On CUDA, the reference's first calls in its new worker ``h``, on a throwaway input
+        set of workload ``w`` or of its stand-in (``harness.warmup.stand_in``), so that what a
+        process pays once (CUDA loading each kernel's module at its first launch, library
+        handles) is not paid by the warm-up calls of the first timed block: 0.21-0.31 s of
+        ``ref_timing.warmup`` on an H100 for L1/013's first workload, against 0.015-0.02 s on
+        the next ones (bench/results/device_s27_h100). Runs on the prestart thread, joined
+        (:meth:`handle`) before any timed window opens; trusted code only (the reference, in
+        its own buffers). Returns False when the worker died or stopped answering (it is then
+        closed and started again when needed); anything else leaves the worker as it was."""
+        from . import warmup
+
+        if not _warms(self.cfg.device):
+            return True
+        try:
+            from ..inputs.generate import make_inputs
+            from .slots import SlotPool
+
+            wi = warmup.stand_in(self.problem, w)
+            if wi is None:
+                return True
+            values = make_inputs(self.problem, wi, warmup.WARM_SEED, self.cfg.device)
+            pool = SlotPool(self.problem, wi, 1, self.cfg.device, values)
+            self._warm_pools.append(pool)
+            scalars = pool.fill(0, values)
+            del values
+            protocol.request(h, protocol.Load(slots=pool.wire), timeout_s=limits.LOAD_S)
+            for _ in range(WARM_CALLS):
+                rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars),
+                                       timeout_s=self.cfg.first_call_timeout_s)
+                if isinstance(rep, protocol.ErrorReply):  # the timed blocks will say so
+                    break
+        except (WorkerDied, WorkerTimeout, ProtocolError):
+            return False
+        except Exception:  # noqa: BLE001 - a warm-up that cannot run leaves the loading to the blocks
+            return True
+        return True
+
+    def prestart(self, warm_for=None) -> None:
+        """Start the reference's worker on a thread; ``warm_for``: the first workload, whose
+        reference calls :meth:`_warm` makes in it once it is built (CUDA only)."""
         cfg = self.cfg
         if not cfg.reference_timing or not cfg.timing or self._thread is not None \
                 or (self.worker is not None and self.worker.alive):
             return
         box: dict = {}
-        th = threading.Thread(target=lambda: box.setdefault("h", self._new()),
+        th = threading.Thread(target=lambda: box.setdefault("h", self._new(warm_for)),
                               name="solbench-ref-prestart", daemon=True)
         th.start()
         self._thread, self._box = th, box
@@ -446,3 +504,6 @@ class ReferenceWorkers:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
+        for pool in self._warm_pools:  # after the worker that mapped them is gone
+            pool.close()
+        self._warm_pools = []
