@@ -54,7 +54,7 @@ def _cfg(**kw) -> EvalConfig:
 @pytest.fixture
 def record(monkeypatch):
     """The device check turned on; every request made on the prestart thread, (op, monotonic
-    time); every warm-up's SlotPool."""
+    time); every warm-up's SlotPool, and the thread each throwaway set was made on."""
     monkeypatch.setattr(workers, "_warms", lambda device: True)
     sent: list[tuple[str, float]] = []
     real = protocol.request
@@ -68,17 +68,25 @@ def record(monkeypatch):
     pools: list = []
     real_warm = workers.ReferenceWorkers._warm
 
-    def warm(self, h, w):
-        ok = real_warm(self, h, w)
+    def warm(self, h, pool, scalars):
+        ok = real_warm(self, h, pool, scalars)
         pools.extend(self._warm_pools)
         return ok
 
     monkeypatch.setattr(workers.ReferenceWorkers, "_warm", warm)
-    return sent, pools
+    made: list[tuple[str, float]] = []
+    real_set = workers.ReferenceWorkers._warm_set
+
+    def warm_set(self, w):
+        made.append((threading.current_thread().name, time.monotonic()))
+        return real_set(self, w)
+
+    monkeypatch.setattr(workers.ReferenceWorkers, "_warm_set", warm_set)
+    return sent, pools, made
 
 
 def test_the_reference_makes_its_first_calls_before_any_timed_window(tmp_path, solbench_cache, record):
-    sent, pools = record
+    sent, pools, made = record
     p = _problem(tmp_path / "p", REF)
     n0 = len(TIMED_WINDOWS)
     ev = Evaluator(p, _cfg())
@@ -90,6 +98,9 @@ def test_the_reference_makes_its_first_calls_before_any_timed_window(tmp_path, s
     ops = [op for op, _ in sent]
     # (its start's own requests first: the profiler's warm-up)
     assert ops[-(2 + workers.WARM_CALLS):] == ["build", "load"] + ["call"] * workers.WARM_CALLS, ops
+    # the throwaway set made on a thread of its own while the worker started and was built
+    t_build = [t for op, t in sent if op == "build"][-1]
+    assert len(made) == 1 and made[0][0] == "solbench-ref-warm-set" and made[0][1] < t_build, (made, t_build)
     first_window = min(w[1] for w in list(TIMED_WINDOWS)[n0:] if w[0] == "cpu")
     assert max(t for _, t in sent) < first_window
     # the reference's timed blocks ran (its worker kept, not started again)
@@ -99,7 +110,7 @@ def test_the_reference_makes_its_first_calls_before_any_timed_window(tmp_path, s
 
 def test_a_reference_worker_that_dies_in_its_first_calls_is_closed_and_the_run_goes_on(
         tmp_path, solbench_cache, record):
-    sent, _ = record
+    sent, _, _ = record
     p = _problem(tmp_path / "p", REF_DIES_FIRST)
     cand = py_solution("softmax", REF, p.definition.name)
     ev = Evaluator(p, _cfg())

@@ -410,6 +410,17 @@ class ReferenceWorkers:
         self.sched0 = procfs.sched_state(os.getpid()).get(os.getpid())
 
     def _new(self, warm_for=None) -> WorkerHandle | None:
+        """A new reference worker, built; ``warm_for``: a workload whose reference calls
+        :meth:`_warm` makes in it (CUDA only). None when it could not be started or built."""
+        prep: dict = {}
+        maker = None
+        if warm_for is not None and _warms(self.cfg.device):
+            # the throwaway set is made while the worker starts, so that what runs beside the
+            # candidate's first correctness rounds is only the worker's calls, not the parent's
+            # own generation (which would hold the parent's interpreter beside them)
+            maker = threading.Thread(target=lambda: prep.update(self._warm_set(warm_for)),
+                                     name="solbench-ref-warm-set", daemon=True)
+            maker.start()
         try:
             h = new_worker(self.cfg.device, self.spares)
             from ..spec.problem import reference_solution
@@ -420,44 +431,56 @@ class ReferenceWorkers:
                 h.close()
                 return None
             h.sched0 = self.sched0 or procfs.sched_state(h.pid).get(h.pid)
-            if warm_for is not None and not self._warm(h, warm_for):
-                h.close()
-                return None
+            if maker is not None:
+                maker.join()
+                if prep and not self._warm(h, prep["pool"], prep["scalars"]):
+                    h.close()
+                    return None
             return h
         except Exception:  # noqa: BLE001 - reference timing is best effort
             return None
+        finally:
+            if maker is not None:
+                maker.join()
 
-    def _warm(self, h: WorkerHandle, w) -> bool:
-        """On CUDA, the reference's first calls in its new worker ``h``, on a throwaway input
-        set of workload ``w`` or of its stand-in (``harness.warmup.stand_in``), so that what a
-        process pays once (CUDA loading each kernel's module at its first launch, library
-        handles) is not paid by the warm-up calls of the first timed block: 0.21-0.31 s of
-        ``ref_timing.warmup`` on an H100 for L1/013's first workload, against 0.015-0.02 s on
-        the next ones (bench/results/device_s27_h100). Runs on the prestart thread, joined
-        (:meth:`handle`) before any timed window opens; trusted code only (the reference, in
-        its own buffers). Returns False when the worker died or stopped answering (it is then
-        closed and started again when needed); anything else leaves the worker as it was."""
+    def _warm_set(self, w) -> dict:
+        """``{"pool": a one-slot SlotPool, "scalars"}`` holding a throwaway input set (the warm-up
+        seed of ``harness.warmup``) of workload ``w`` or of its stand-in
+        (``harness.warmup.stand_in``), for :meth:`_warm`; {} when there is none or it cannot be
+        made. The pool is kept until :meth:`close`: the worker maps its buffers until its first
+        timed block loads its own."""
         from . import warmup
 
-        if not _warms(self.cfg.device):
-            return True
         try:
             from ..inputs.generate import make_inputs
             from .slots import SlotPool
 
             wi = warmup.stand_in(self.problem, w)
             if wi is None:
-                return True
+                return {}
             values = make_inputs(self.problem, wi, warmup.WARM_SEED, self.cfg.device)
             pool = SlotPool(self.problem, wi, 1, self.cfg.device, values)
             self._warm_pools.append(pool)
-            scalars = pool.fill(0, values)
-            del values
+            return {"pool": pool, "scalars": pool.fill(0, values)}
+        except Exception:  # noqa: BLE001 - a warm-up that cannot run leaves the loading to the blocks
+            return {}
+
+    def _warm(self, h: WorkerHandle, pool, scalars: dict) -> bool:
+        """The reference's first calls in its new worker ``h`` on ``pool``'s throwaway set
+        (:meth:`_warm_set`), so that what a process pays once (CUDA loading each kernel's
+        module at its first launch, library handles) is not paid by the warm-up calls of the
+        first timed block: 0.23-0.31 s of ``ref_timing.warmup`` on an H100 for L1/013's first
+        workload, against 0.015-0.03 s with these calls (bench/results/device_s27_h100). Runs
+        on the prestart thread, joined (:meth:`handle`) before any timed window opens; trusted
+        code only (the reference, in its own buffers). Returns False when the worker died or
+        stopped answering (it is then closed and started again when needed); a call that fails
+        leaves the worker as it was (the timed blocks will say why)."""
+        try:
             protocol.request(h, protocol.Load(slots=pool.wire), timeout_s=limits.LOAD_S)
             for _ in range(WARM_CALLS):
                 rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars),
                                        timeout_s=self.cfg.first_call_timeout_s)
-                if isinstance(rep, protocol.ErrorReply):  # the timed blocks will say so
+                if isinstance(rep, protocol.ErrorReply):
                     break
         except (WorkerDied, WorkerTimeout, ProtocolError):
             return False
