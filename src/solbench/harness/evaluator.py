@@ -250,6 +250,10 @@ class Evaluator:
         finally:
             if handle is not None:
                 handle.close()
+            # no thread of this evaluation outlives it: a reference worker prestarted for a
+            # candidate that never reached its timing (no build, wrong everywhere) ends its start
+            # and warm-up calls here, not beside a window another evaluator opens next
+            self.refs.settle()
             self.flushes.drop("candidate")
             if any(t.evaluation.status in _BAD for t in traces):
                 # a candidate that crashed, hung or cheated may have touched processes of this
@@ -458,6 +462,8 @@ class Evaluator:
                         self.refs.handle()
                         run.tick("ref_timing.worker", t_ref)
                         run.tick("reference_timing", t_ref)
+                    else:  # a reference worker prestarted all the same: its warm-up ends first
+                        self.refs.settle()
                     with timed_window(cfg.device, f"{self.problem.name}/{w.uuid}"):
                         timing, ref_timing, tele = blocks.time()
                     self._phases["timing"] = round(time.perf_counter() - t_phase, 3)

@@ -510,12 +510,19 @@ class ReferenceWorkers:
         self._thread, self._box = None, {}
         return h
 
-    def handle(self) -> WorkerHandle | None:
+    def settle(self) -> None:
+        """Wait for the prestart thread, if any (its worker's start, build and warm-up calls),
+        and keep the worker it made. Called before any timed window, the reference's timed or
+        not (a memory plan that leaves it out), and before an evaluation returns, so that
+        none of it runs beside a window this or another evaluator opens later."""
         h = self.take_prestarted()
         if h is not None:
             if self.worker is not None and self.worker is not h:
                 self.worker.close()
             self.worker = h
+
+    def handle(self) -> WorkerHandle | None:
+        self.settle()
         if self.worker is None or not self.worker.alive:
             self.worker = self._new()
         return self.worker
