@@ -108,3 +108,119 @@ def test_no_prestart_thread_outlives_an_evaluation_that_timed_nothing(tmp_path, 
         assert not left, f"threads of the evaluation still running after it returned: {left}"
     finally:
         ev.close()
+
+
+REF_CUSTOM = REF + """
+import threading, time
+
+LOG = []
+
+
+def get_inputs(axes, device):
+    # two draws from the global generator seed_global seeded, apart (a set quantised on the
+    # CPU); the maker's is slow to start (a bigger set), so it draws while the parent makes
+    # the real sets
+    if threading.current_thread().name == "solbench-ref-warm-set":
+        time.sleep(2.0)  # seeded, then slow to start drawing
+    s0 = torch.initial_seed()
+    a = torch.rand(axes["rows"], 16)
+    time.sleep(0.5)
+    b = torch.rand(axes["rows"], 16)
+    g = torch.Generator().manual_seed(s0)
+    ok = torch.equal(a, torch.rand(axes["rows"], 16, generator=g)) and \\
+        torch.equal(b, torch.rand(axes["rows"], 16, generator=g))
+    LOG.append((threading.current_thread().name, ok))
+    return {"x": (a + b).to(device)}
+"""
+
+
+def test_custom_inputs_are_their_seeds_while_the_warm_set_is_made(tmp_path, solbench_cache, monkeypatch):
+    monkeypatch.setattr(workers, "_warms", lambda device: True)
+    p = _problem(tmp_path / "p", REF_CUSTOM, n=1, custom=True)
+    spares = workers.SparePool("cpu", 1)
+    spares.fill()
+    ev = Evaluator(p, _cfg(), spares=spares)
+    try:
+        time.sleep(6.0)  # the spare ready: the candidate's worker is a handover and a build
+        (t,) = ev.evaluate(py_solution("honest", REF, p.definition.name))
+    finally:
+        ev.close()
+        spares.close()
+    log = p.reference_module().LOG
+    assert any(name == "solbench-ref-warm-set" for name, _ in log), log
+    bad = [(name, ok) for name, ok in log if not ok]
+    assert not [b for b in bad if b[0] == "MainThread"], f"real input sets not their seed's: {bad} of {log}"
+    assert not bad, f"sets whose values are not their seed's (draws interleaved): {bad} of {log}"
+    assert t.evaluation.status == Status.PASSED, t.evaluation.log
+
+
+KB_SLOW = '''import threading, time
+import torch
+import torch.nn as nn
+
+N = 16
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(n, n))
+        time.sleep(0.5)  # a model with many layers to initialise
+        self.w2 = nn.Parameter(torch.randn(n, n))
+
+    def forward(self, x):
+        return x @ self.w1 @ self.w2
+
+
+def get_inputs():
+    x = torch.randn(8, N)
+    if threading.current_thread().name == "solbench-ref-warm-set":
+        for _ in range(16):  # a slow generation (a bigger set quantised in pieces on the CPU)
+            time.sleep(0.25)
+            torch.randn(4)
+    return [x]
+
+
+def get_init_inputs():
+    return [N]
+'''
+
+KB_HONEST = '''import time
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(n, n))
+        self.w2 = nn.Parameter(torch.randn(n, n))
+
+    def forward(self, x):
+        return torch.mm(torch.mm(x, self.w1), self.w2)
+'''
+
+
+def test_kernelbench_truth_weights_are_not_drawn_beside_the_warm_set(tmp_path, solbench_cache, monkeypatch):
+    """The parent builds the KernelBench Model for the truth (``Problem.make_reference``:
+    ``torch.manual_seed(init_seed)`` then the layers' draws from the global generator) on the
+    main thread while the warm-up's set (``get_inputs``, global generator too) is drawn on its
+    own thread: the truth's weights were no longer the ones every worker builds, and an
+    honest candidate read INCORRECT."""
+    from solbench.spec import load_solution
+
+    monkeypatch.setattr(workers, "_warms", lambda device: True)
+    (tmp_path / "kb_slow.py").write_text(KB_SLOW)
+    (tmp_path / "honest.py").write_text(KB_HONEST)
+    p = load_problem(tmp_path / "kb_slow.py")
+    spares = workers.SparePool("cpu", 1)
+    spares.fill()
+    ev = Evaluator(p, _cfg(), spares=spares)
+    try:
+        time.sleep(6.0)  # the spare ready: the candidate's worker is a handover and a build
+        traces = ev.evaluate(load_solution(tmp_path / "honest.py", p))
+    finally:
+        ev.close()
+        spares.close()
+    assert [t.evaluation.status for t in traces] == [Status.PASSED] * len(traces), \
+        [t.evaluation.log[-600:] for t in traces]

@@ -37,7 +37,7 @@ import torch
 from .. import paths
 from ..errors import MissingBlobError, SpecError
 from ..spec.dtypes import to_torch
-from ..spec.problem import Problem, find_blob
+from ..spec.problem import GLOBAL_RNG_LOCK, Problem, find_blob
 from ..spec.workload import CustomInput, SafetensorsInput, ScalarInput, Workload
 from .opclass import op_classes
 from .rules import InputRule, classify
@@ -658,8 +658,9 @@ def make_inputs(problem: Problem, workload: Workload, seed: int, device: str = "
         for k, src in workload.inputs.items():
             if isinstance(src, ScalarInput):
                 args[k] = src.value
-        seed_global(seed, device)
-        got = fn(args, torch.device(device))
+        with GLOBAL_RNG_LOCK:  # the draws of one seed, none of another thread's between them
+            seed_global(seed, device)
+            got = fn(args, torch.device(device))
         if not isinstance(got, dict):
             raise SpecError(problem.path, "custom_inputs_entrypoint",
                             f"returned {type(got).__name__}, expected a dict of inputs")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +22,13 @@ from .definition import Definition
 from .reference import import_source
 from .solution import Solution
 from .workload import CustomInput, SafetensorsInput, ScalarInput, Workload
+
+#: held around every draw from torch's process-global generators that a seed must fix
+#: (``torch.manual_seed`` then the draws): a custom-input entrypoint (``inputs.generate``) and
+#: a KernelBench Model's initialisation (:meth:`Problem.make_reference`). The parent makes
+#: input sets on more than one thread (the reference's warm-up set, ``harness.workers``),
+#: and draws of two threads interleaved give neither its seed's values
+GLOBAL_RNG_LOCK = threading.RLock()
 
 
 def _fmt_loc(loc: tuple) -> str:
@@ -112,8 +120,9 @@ class Problem:
         if self.kind == "kernelbench":
             import torch
 
-            torch.manual_seed(self.init_seed)
-            model = mod.Model(*self.init_args).to(device)
+            with GLOBAL_RNG_LOCK:  # no other thread draws between the seed and the layers
+                torch.manual_seed(self.init_seed)
+                model = mod.Model(*self.init_args).to(device)
             model.eval()
             return model
         fn = getattr(mod, "run", None)
