@@ -224,3 +224,37 @@ def test_kernelbench_truth_weights_are_not_drawn_beside_the_warm_set(tmp_path, s
         spares.close()
     assert [t.evaluation.status for t in traces] == [Status.PASSED] * len(traces), \
         [t.evaluation.log[-600:] for t in traces]
+
+
+REF_DIES_FIRST = """import os, sys
+import torch
+
+_calls = [0]
+
+def run(x):
+    _calls[0] += 1
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if _calls[0] == 1 and main is not None and main.name == "solbench.harness.worker":
+        os._exit(3)
+    return torch.softmax(x, dim=-1)
+"""
+
+
+def test_warm_pools_of_dead_reference_workers_are_freed(tmp_path, solbench_cache, monkeypatch):
+    """A reference worker that dies (in its warm-up calls here; an OOM or a timed-out block
+    does the same) is started again, warm-up and all, at the next candidate of a long-lived
+    Evaluator (``solbench serve``, ``run``'s Session): every one of those throwaway sets was
+    kept until ``close()``, which an honest candidate never calls, up to 64 MiB of device
+    memory each."""
+    monkeypatch.setattr(workers, "_warms", lambda device: True)
+    p = _problem(tmp_path / "p", REF_DIES_FIRST, n=1)
+    ev = Evaluator(p, _cfg())
+    try:
+        for i in range(3):
+            (t,) = ev.evaluate(py_solution(f"honest{i}", REF, p.definition.name))
+            assert t.evaluation.status == Status.PASSED, t.evaluation.log
+        live = [pool for pool in ev.refs._warm_pools if pool._make is not None]
+        assert len(live) <= 1, f"{len(live)} warm-up sets kept for workers that are gone"
+    finally:
+        ev.close()
+    assert not ev.refs._warm_pools

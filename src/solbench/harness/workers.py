@@ -436,12 +436,30 @@ class ReferenceWorkers:
                 if prep and not self._warm(h, prep["pool"], prep["scalars"]):
                     h.close()
                     return None
+                if prep:
+                    prep["pool"].warm_worker = h  # kept while this worker lives
             return h
         except Exception:  # noqa: BLE001 - reference timing is best effort
             return None
         finally:
             if maker is not None:
                 maker.join()
+                if prep and getattr(prep["pool"], "warm_worker", None) is None:
+                    self._drop_pool(prep["pool"])  # no worker maps it (none built, or it died)
+
+    def _drop_pool(self, pool) -> None:
+        pool.close()
+        if pool in self._warm_pools:
+            self._warm_pools.remove(pool)
+
+    def _prune_pools(self) -> None:
+        """Close the warm-up sets whose worker is gone (died, timed out, replaced): a
+        long-lived Evaluator that starts its reference again at each candidate keeps none of
+        them until :meth:`close`."""
+        for pool in list(self._warm_pools):
+            h = getattr(pool, "warm_worker", None)
+            if h is not None and not h.alive:
+                self._drop_pool(pool)
 
     def _warm_set(self, w) -> dict:
         """``{"pool": a one-slot SlotPool, "scalars"}`` holding a throwaway input set (the warm-up
@@ -495,6 +513,7 @@ class ReferenceWorkers:
         if not cfg.reference_timing or not cfg.timing or self._thread is not None \
                 or (self.worker is not None and self.worker.alive):
             return
+        self._prune_pools()  # (no prestart thread runs now: none adds one meanwhile)
         box: dict = {}
         th = threading.Thread(target=lambda: box.setdefault("h", self._new(warm_for)),
                               name="solbench-ref-prestart", daemon=True)
