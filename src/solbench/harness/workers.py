@@ -448,7 +448,10 @@ class ReferenceWorkers:
                     self._drop_pool(prep["pool"])  # no worker maps it (none built, or it died)
 
     def _drop_pool(self, pool) -> None:
-        pool.close()
+        try:
+            pool.close()
+        except Exception:  # noqa: BLE001 - never out of the prestart thread
+            pass
         if pool in self._warm_pools:
             self._warm_pools.remove(pool)
 
