@@ -36,11 +36,16 @@ def run(x):
 """
 
 
-def _problem(root, ref: str):
+def _problem(root, ref: str = REF, n: int = 2, custom: bool = False):
+    """A softmax problem of ``n`` workloads (rows 4, 5, ...), its input random or, with
+    ``custom``, made by the reference's ``get_inputs`` entrypoint."""
     d = {"name": "warm_softmax", "axes": {"rows": {"type": "var"}, "cols": {"type": "const", "value": 16}},
          "inputs": {"x": {"shape": ["rows", "cols"], "dtype": "float32"}},
          "outputs": {"y": {"shape": ["rows", "cols"], "dtype": "float32"}}, "reference": ref}
-    wls = [{"uuid": f"w{i}", "axes": {"rows": 4 + i}, "inputs": {"x": {"type": "random"}}} for i in range(2)]
+    src = {"type": "custom"} if custom else {"type": "random"}
+    if custom:
+        d["custom_inputs_entrypoint"] = "get_inputs"
+    wls = [{"uuid": f"w{i}", "axes": {"rows": 4 + i}, "inputs": {"x": src}} for i in range(n)]
     return load_problem(write_problem(root, d, wls))
 
 
@@ -51,10 +56,9 @@ def _cfg(**kw) -> EvalConfig:
     return EvalConfig(**base)
 
 
-@pytest.fixture
-def record(monkeypatch):
-    """The device check turned on; every request made on the prestart thread, (op, monotonic
-    time); every warm-up's SlotPool, and the thread each throwaway set was made on."""
+def prestart_requests(monkeypatch) -> list[tuple[str, float]]:
+    """The device check turned on; returns the list every request made on the prestart
+    thread is appended to, as (op, monotonic time)."""
     monkeypatch.setattr(workers, "_warms", lambda device: True)
     sent: list[tuple[str, float]] = []
     real = protocol.request
@@ -65,6 +69,14 @@ def record(monkeypatch):
         return real(h, req, *a, **k)
 
     monkeypatch.setattr(protocol, "request", spy)
+    return sent
+
+
+@pytest.fixture
+def record(monkeypatch):
+    """The device check turned on; every request made on the prestart thread, (op, monotonic
+    time); every warm-up's SlotPool, and the thread each throwaway set was made on."""
+    sent = prestart_requests(monkeypatch)
     pools: list = []
     real_warm = workers.ReferenceWorkers._warm
 

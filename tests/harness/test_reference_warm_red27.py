@@ -21,47 +21,23 @@ import types
 import pytest
 
 from solbench.harness import EvalConfig, Evaluator
-from solbench.harness import protocol, workers
+from solbench.harness import workers
 from solbench.harness.workers import TIMED_WINDOWS
 from solbench.spec import Status, load_problem
 
-from harness_helpers import py_solution, write_problem
-
-REF = "import torch\n\ndef run(x):\n    return torch.softmax(x, dim=-1)\n"
-
-
-def _problem(root, ref: str = REF, n: int = 2, custom: bool = False):
-    d = {"name": "warm_softmax", "axes": {"rows": {"type": "var"}, "cols": {"type": "const", "value": 16}},
-         "inputs": {"x": {"shape": ["rows", "cols"], "dtype": "float32"}},
-         "outputs": {"y": {"shape": ["rows", "cols"], "dtype": "float32"}}, "reference": ref}
-    src = {"type": "custom"} if custom else {"type": "random"}
-    if custom:
-        d["custom_inputs_entrypoint"] = "get_inputs"
-    wls = [{"uuid": f"w{i}", "axes": {"rows": 4 + i}, "inputs": {"x": src}} for i in range(n)]
-    return load_problem(write_problem(root, d, wls))
-
+from harness_helpers import py_solution
+from test_reference_warm import REF, REF_DIES_FIRST, _problem, prestart_requests
+from test_reference_warm import _cfg as _cfg_base
 
 def _cfg(**kw) -> EvalConfig:
-    base = dict(device="cpu", rounds=2, iters=3, warmup=1, seed=5, first_call_timeout_s=30.0,
-                call_timeout_s=30.0, build_timeout_s=120.0)
-    base.update(kw)
-    return EvalConfig(**base)
+    return _cfg_base(**{"rounds": 2, **kw})
 
 
 @pytest.fixture
 def slow_warm(monkeypatch):
     """The device check on; the warm-up's calls preceded by WARM_DELAY_S (a slow first CUDA
     launch); every request made on the prestart thread recorded as (op, monotonic time)."""
-    monkeypatch.setattr(workers, "_warms", lambda device: True)
-    sent: list[tuple[str, float]] = []
-    real = protocol.request
-
-    def spy(h, req, *a, **k):
-        if threading.current_thread().name == "solbench-ref-prestart":
-            sent.append((req.op, time.monotonic()))
-        return real(h, req, *a, **k)
-
-    monkeypatch.setattr(protocol, "request", spy)
+    sent = prestart_requests(monkeypatch)
     real_warm = workers.ReferenceWorkers._warm
 
     def warm(self, h, pool, scalars):
@@ -224,20 +200,6 @@ def test_kernelbench_truth_weights_are_not_drawn_beside_the_warm_set(tmp_path, s
         spares.close()
     assert [t.evaluation.status for t in traces] == [Status.PASSED] * len(traces), \
         [t.evaluation.log[-600:] for t in traces]
-
-
-REF_DIES_FIRST = """import os, sys
-import torch
-
-_calls = [0]
-
-def run(x):
-    _calls[0] += 1
-    main = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if _calls[0] == 1 and main is not None and main.name == "solbench.harness.worker":
-        os._exit(3)
-    return torch.softmax(x, dim=-1)
-"""
 
 
 def test_warm_pools_of_dead_reference_workers_are_freed(tmp_path, solbench_cache, monkeypatch):
