@@ -401,8 +401,8 @@ class ReferenceWorkers:
         self.worker: WorkerHandle | None = None
         self._thread: threading.Thread | None = None
         self._box: dict = {}
-        #: the slot buffers of :meth:`_warm`'s calls, kept until close: the worker maps them
-        #: until its first timed block loads its own
+        #: the slot buffers of :meth:`_warm`'s calls, each kept while the worker that mapped
+        #: them lives (``pool.warm_worker``), closed by :meth:`_prune_pools` or :meth:`close`
         self._warm_pools: list = []
         # the baseline is this process's own state when the Evaluator was made, before any
         # candidate ran: a worker inherits it, so a candidate that demoted this process (or
@@ -448,6 +448,7 @@ class ReferenceWorkers:
                     self._drop_pool(prep["pool"])  # no worker maps it (none built, or it died)
 
     def _drop_pool(self, pool) -> None:
+        """Close a warm-up set and forget it; never raises (it runs on the prestart thread)."""
         try:
             pool.close()
         except Exception:  # noqa: BLE001 - never out of the prestart thread
@@ -468,8 +469,8 @@ class ReferenceWorkers:
         """``{"pool": a one-slot SlotPool, "scalars"}`` holding a throwaway input set (the warm-up
         seed of ``harness.warmup``) of workload ``w`` or of its stand-in
         (``harness.warmup.stand_in``), for :meth:`_warm`; {} when there is none or it cannot be
-        made. The pool is kept until :meth:`close`: the worker maps its buffers until its first
-        timed block loads its own."""
+        made. The pool is kept while its worker lives (:meth:`_prune_pools`): the worker maps
+        its buffers until its first timed block loads its own."""
         from . import warmup
 
         try:
@@ -556,6 +557,5 @@ class ReferenceWorkers:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
-        for pool in self._warm_pools:  # after the worker that mapped them is gone
-            pool.close()
-        self._warm_pools = []
+        for pool in list(self._warm_pools):  # after the worker that mapped them is gone
+            self._drop_pool(pool)
