@@ -47,10 +47,9 @@ def stand_in(problem, w):
     at most :data:`MAX_SET_BYTES`, else the problem's smallest workload under that, else None.
     CUDA loads a kernel's module at its first launch whatever the sizes, so a small workload
     of the same definition loads what the first one will launch. Without it a big first
-    workload (L1/013's, 270 MB) warmed nothing and its rounds and verification paid the
-    loading: on an H100 ``correctness.inputs`` 0.11 s, ``correctness.compare`` 0.09 s and
-    ``timing.verify`` 0.15 s, against 0.007, 0.03 and 0.08 s for a warmed first workload
-    (bench/results/device_s27_h100)."""
+    workload (L1/013's, 270 MB) warmed no generation and its rounds paid the loading: on an
+    H100 ``correctness.inputs`` 0.074-0.112 s, against 0.008-0.011 s with the stand-in
+    (alternated, bench/results/device_s27_h100)."""
     if problem.workload_bytes(w) <= MAX_SET_BYTES:
         return w
     small = problem.smallest_workloads(1, MAX_SET_BYTES)
