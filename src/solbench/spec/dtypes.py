@@ -20,6 +20,16 @@ DTYPE_NAMES: tuple[str, ...] = (
     "float4_e2m1fn_x2", "int64", "int32", "int16", "int8", "uint8", "bool",
 )
 
+#: storage bytes of one element of each name (the packed fp4 names: one byte holding two
+#: values), without torch: choosing workloads by size (``--limit``, ``--max-bytes``) happens
+#: before the parent's torch import and decides whether the SOL counting child starts at once.
+#: ``tests/spec/test_dtypes.py`` checks every entry against torch's own element size.
+STORAGE_BYTES: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float4_e2m1": 1, "float4_e2m1fn_x2": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint8": 1, "bool": 1,
+}
+
 _TABLES: dict[str, Any] = {}
 
 

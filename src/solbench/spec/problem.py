@@ -142,8 +142,9 @@ class Problem:
         raise KeyError(key)
 
     def workload_bytes(self, w: Workload) -> int:
-        """Bytes of all declared inputs and outputs of ``w`` (from shapes; scalars count 8)."""
-        from .dtypes import element_bytes, to_torch
+        """Bytes of all declared inputs and outputs of ``w`` (from shapes; scalars count 8).
+        Needs no torch (:data:`~.dtypes.STORAGE_BYTES`)."""
+        from .dtypes import STORAGE_BYTES
 
         env = self.definition.resolve_axes(w.axes)
         total = 0
@@ -155,7 +156,7 @@ class Problem:
             n = 1
             for d in shape:
                 n *= d
-            total += int(n * element_bytes(to_torch(spec.dtype)))
+            total += n * STORAGE_BYTES[spec.dtype]
         return total
 
     def smallest_workloads(self, k: int = 1, max_bytes: int | None = None) -> list[Workload]:
