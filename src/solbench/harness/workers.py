@@ -433,10 +433,10 @@ class ReferenceWorkers:
             h.sched0 = self.sched0 or procfs.sched_state(h.pid).get(h.pid)
             if maker is not None:
                 maker.join()
-                if prep and not self._warm(h, prep["pool"], prep["scalars"]):
-                    h.close()
-                    return None
                 if prep:
+                    if not self._warm(h, prep["pool"], prep["scalars"]):
+                        h.close()
+                        return None
                     prep["pool"].warm_worker = h  # kept while this worker lives
             return h
         except Exception:  # noqa: BLE001 - reference timing is best effort
