@@ -150,8 +150,8 @@ PY
       for arm in old new; do python3 bench/trace_phases.py "$OUT/warmab_$arm.jsonl" | tee -a "$OUT/warmab.log"; done ;;
     spy)  # where the steady per-workload host time goes (issue 29 item 3): py-spy over the parent
       # and its workers during a four-workload evaluation (SPY_ARGS: `-w 0` for the first
-      # workload's own costs), the bound cached
-      P="$(ls -d $DATA/L1/013_*)"
+      # workload's own costs; SPY_PROB: another problem, a glob under the dataset), the bound cached
+      P="$(ls -d $DATA/${SPY_PROB:-L1/013_*})"
       step spy "${SPY_S:-120}" /tmp/site/bin/py-spy record --subprocesses --nonblocking --rate 400 --format raw \
         -o "$OUT/spy${SPY_TAG:-}.txt" -- python3 -m solbench eval $P ${SPY_ARGS:---limit 4} --device cuda \
         -o "$OUT/spy${SPY_TAG:-}.jsonl" ;;

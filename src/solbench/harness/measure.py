@@ -66,6 +66,10 @@ class Block:
     #: cross-check uses them; samples keep the whole window.
     wait: list[float | None] = field(default_factory=list)
     cpu: list[float | None] = field(default_factory=list)
+    #: the trusted reference's block: the run-queue wait (ms) of every thread of its worker
+    #: from the block's start to its end (``timed.worker_wait_ms``), which ``wait`` then
+    #: leaves out (it holds the parent's threads only); None for the candidate or unknown
+    worker_wait: float | None = None
 
 
 def _cat(blocks: list[Block], attr: str) -> list:

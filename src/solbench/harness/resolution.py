@@ -27,7 +27,9 @@ A speedup (a ratio outside the noise, or a bound with one CPU side unresolved) i
 3. the host was not loaded: the share of the timed windows (CUDA: the parent's round
    trips around the calls) that the parent's calling thread and the worker's threads spent
    runnable but waiting for a CPU
-   (``/proc/<pid>/task/*/schedstat``; :func:`solbench.proc.procfs.process_wait_ms`) is at most
+   (``/proc/<pid>/task/*/schedstat``; :func:`solbench.proc.procfs.process_wait_ms`; the
+   trusted reference's threads read at each block's start and end, between which they run
+   only inside its windows, the candidate's main thread around each call) is at most
    :data:`LOAD_WAIT_SHARE` on each side, and on the CPU known (a kernel without schedstat
    resolves no CPU speedup: the block agreement alone resolved 6% of same-code pairs under a model of
    drifting load);
@@ -87,7 +89,10 @@ def block_medians(samples: list[float | None], sizes: list[int]) -> list[float |
 class SideEvidence:
     """What the rule reads of one side: its samples (ms) in block order and the block sizes;
     whether the side's CPU time is resolved (None on CUDA) and its resolution (ms); the
-    run-queue wait (ms) and the window (ms) of each call, None where unknown."""
+    run-queue wait (ms) and the window (ms) of each call, None where unknown; ``block_wait_ms``:
+    where the worker's threads were read once a block rather than around each call (the
+    trusted reference: ``timed.worker_wait_ms``), their wait in each block (ms, None where
+    unknown), which ``wait_ms`` then leaves out; None when ``wait_ms`` holds it all."""
 
     samples: list[float | None]
     sizes: list[int]
@@ -95,13 +100,20 @@ class SideEvidence:
     resolution_ms: float | None = None
     wait_ms: list[float | None] = field(default_factory=list)
     window_ms: list[float] = field(default_factory=list)
+    block_wait_ms: list[float | None] | None = None
 
 
 def _wait_share(s: SideEvidence) -> float | None:
+    """The share of a side's windows (summed) it spent waiting for a CPU; None when unknown."""
     if not s.wait_ms or len(s.wait_ms) != len(s.window_ms) or any(w is None for w in s.wait_ms):
         return None
+    extra = 0.0
+    if s.block_wait_ms is not None:
+        if not s.block_wait_ms or any(w is None for w in s.block_wait_ms):
+            return None
+        extra = sum(s.block_wait_ms)
     tot = sum(s.window_ms)
-    return sum(s.wait_ms) / tot if tot > 0 else None
+    return (sum(s.wait_ms) + extra) / tot if tot > 0 else None
 
 
 def pair_resolution(cand: SideEvidence, ref: SideEvidence, *, is_cuda: bool,

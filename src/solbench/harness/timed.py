@@ -102,33 +102,47 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
 
 
 def load_wait_mark(worker_pid: int, all_threads: bool = False,
-                   reader_tid: int | None = None) -> tuple[float | None, float | None]:
+                   reader_tid: int | None = None, worker: bool = True) -> tuple[float | None, float | None]:
     """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread, of
     the parent's thread that reads the worker's replies (``reader_tid``: the reply waits for
     it to get a CPU before the calling thread sees it; a thread of the trusted parent, whose
     wait is the host's load), plus the worker's main thread, ms:
     :func:`procfs.runqueue_wait_ms`, or with ``all_threads`` every thread of the worker:
-    :func:`solbench.proc.procfs.process_wait_ms`; None when unknown; CPU time the worker
-    process has used, ms: :func:`procfs.process_cpu_ms`)."""
+    :func:`solbench.proc.procfs.process_wait_ms`, or with ``worker=False`` none of the
+    worker's (the caller reads them once a block: :func:`worker_wait_ms`); None when
+    unknown; CPU time the worker process has used, ms: :func:`procfs.process_cpu_ms`)."""
     a = procfs.runqueue_wait_ms(None)
     if a is not None and reader_tid is not None:
         r = procfs.thread_wait_ms(reader_tid)
         a = None if r is None else a + r
-    b = procfs.process_wait_ms(worker_pid) if all_threads else procfs.runqueue_wait_ms(worker_pid)
-    return (None if a is None or b is None else a + b), procfs.process_cpu_ms(worker_pid)
+    if worker:
+        b = procfs.process_wait_ms(worker_pid) if all_threads else procfs.runqueue_wait_ms(worker_pid)
+        a = None if a is None or b is None else a + b
+    return a, procfs.process_cpu_ms(worker_pid)
 
 
 def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
-                    all_threads: bool = False, reader_tid: int | None = None) -> tuple[float | None, float | None]:
+                    all_threads: bool = False, reader_tid: int | None = None,
+                    worker: bool = True) -> tuple[float | None, float | None]:
     """(wait, cpu) since ``mark``, ms, each None when unknown. ``wait``: the part of the time
     in which the parent's calling thread or the worker's main thread was runnable but had no
     CPU (in a held window they take turns: the parent sleeps on the reply while the worker
     runs, and the reverse, so the two do not overlap); a thread pool joined inside the call
     waits inside the worker's own clock, so it is not needed here. ``cpu``: the worker's CPU
     time, which load cannot stretch. Both serve only the plausibility cross-check, never a
-    sample."""
-    now = load_wait_mark(worker_pid, all_threads, reader_tid)
+    sample. ``all_threads``, ``reader_tid``, ``worker``: as for :func:`load_wait_mark`."""
+    now = load_wait_mark(worker_pid, all_threads, reader_tid, worker)
     return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip(mark, now))
+
+
+def worker_wait_ms(worker_pid: int) -> float | None:
+    """Run-queue wait (ms) of every thread of the worker so far (:func:`procfs.process_wait_ms`),
+    read at the start and at the end of a block of the trusted reference: that worker runs
+    nothing between its calls (on the CPU every process of it is stopped there, on CUDA it
+    waits for the next request), so the difference is its threads' wait inside the block's
+    windows, for one read of every thread per block instead of two per call (about 0.5 ms a
+    read for a worker of 40 threads on a 2-core host). None when unknown."""
+    return procfs.process_wait_ms(worker_pid)
 
 
 
@@ -186,6 +200,9 @@ class _BlockRun:
     to_verify: set[int]
     #: the last sub-phase mark (perf_counter seconds)
     tp: float
+    #: the reference's threads' run-queue wait at the block's start (:func:`worker_wait_ms`);
+    #: None for the candidate, or when unknown
+    worker_wait0: float | None = None
     seen_threads: set[int] = field(default_factory=set)
     #: threads new after the previous call, still there (stopped) when it ended: they
     #: count when they outlive the next call too (a joined pool's OS threads linger about
@@ -306,8 +323,9 @@ class TimedBlocks:
         if ref_timing is not None:
             self.resolution = pair_resolution(
                 *(SideEvidence(ts.samples_ms, [len(b.roundtrip) for b in bl], ts.resolved, ts.resolution_ms,
-                               [x for b in bl for x in b.wait], [x for b in bl for x in b.roundtrip])
-                  for _, bl, ts in sides),
+                               [x for b in bl for x in b.wait], [x for b in bl for x in b.roundtrip],
+                               None if who == "candidate" else [b.worker_wait for b in bl])
+                  for who, bl, ts in sides),
                 is_cuda=cfg.is_cuda, noop_first=self._noop_first, noop_last=self._noop_last, order=self._order)
         self._notes(plan, over, where, sides)
         self._advisories(sides)
@@ -722,8 +740,11 @@ class TimedBlocks:
         to_verify = set(rng.sample(range(m), min(verify_n, m))) if verify and m else set()
         blk = Block(cupti_reason=info.reason, l2_reset=info.l2_reset,
                     parent_copy=mem_fd is not None if non_dps and hold is not None else None)
+        # the trusted reference's threads are read once a block (worker_wait_ms), after
+        # its profiler started and (CPU) every process of it stopped
+        wait0 = None if candidate else worker_wait_ms(h.pid)
         return _BlockRun(h=h, candidate=candidate, pre=pre, hold=hold, mem_fd=mem_fd, blk=blk,
-                         base_tids=base_tids, to_verify=to_verify, tp=tp)
+                         base_tids=base_tids, to_verify=to_verify, tp=tp, worker_wait0=wait0)
 
     def _timed_call(self, br: _BlockRun, scalars: list, i: int) -> tuple[Any, float, set[int]]:
         """Timed call ``i`` of the block: its flush (held path: the parent's), its fresh inputs,
@@ -759,7 +780,7 @@ class TimedBlocks:
             # the candidate's: its main thread's (the plausibility cross-check); the
             # trusted reference's: every thread of its worker (harness.resolution's load
             # check; a candidate's own threads must not be able to call the host loaded)
-            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=reader)
+            w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate)
             t0 = time.perf_counter()
             hold.cont()
             # check: on both sides here. A sample on the CPU is this window less the no-op
@@ -774,8 +795,7 @@ class TimedBlocks:
             hold.stop()
             rt = (time.perf_counter() - t0) * 1e3
             if w0 is not None:
-                wait_ms, cpu_ms = load_wait_since(w0, h.pid, all_threads=not br.candidate,
-                                                  reader_tid=reader)
+                wait_ms, cpu_ms = load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate)
                 blk.wait.append(wait_ms)
                 blk.cpu.append(cpu_ms)
             hold.settle()
@@ -784,13 +804,12 @@ class TimedBlocks:
         else:
             # the run-queue wait around the call (outside the device span): a loaded
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
-            w0 = load_wait_mark(h.pid, all_threads=not br.candidate, reader_tid=reader)
+            w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate)
             t0 = time.perf_counter()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
-            blk.wait.append(load_wait_since(w0, h.pid, all_threads=not br.candidate,
-                                            reader_tid=reader)[0])
+            blk.wait.append(load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate)[0])
         br.tp = run.tick(pre + "calls", br.tp)
         return rep, rt, before
 
@@ -850,6 +869,9 @@ class TimedBlocks:
         grace), its profiler's device spans, each within its call's window, and
         ``background_thread`` for threads that appeared during the calls."""
         run, h, blk, hold = self.run, br.h, br.blk, br.hold
+        if not br.candidate:
+            w1 = worker_wait_ms(h.pid)
+            blk.worker_wait = None if w1 is None or br.worker_wait0 is None else max(w1 - br.worker_wait0, 0.0)
         if hold is not None:
             hold.cont()
             if br.candidate and br.pending:
