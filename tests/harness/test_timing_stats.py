@@ -377,3 +377,30 @@ def test_cuda_stats_keep_each_calls_kernel_sum_beside_its_span():
                       warmup=5, flush_bytes=0, findings=None, overhead=0.4)
     assert tm.samples_ms == [0.30, 0.32, 0.31] and tm.kernel_sum_samples_ms == [0.02, 0.021, 0.02]
     assert tm.kernel_sum_median_ms == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("cupti", [True, False])
+def test_cuda_samples_do_not_read_the_noop_baseline(cupti):
+    """On CUDA the no-op baseline subtracted on the CPU has no reader: the samples are device
+    spans (CUPTI) or CUDA-event windows, and only the candidate's plausibility check reads a
+    no-op (its own, ``plausibility_overhead``). So the reference worker's no-op requests are
+    made on the CPU only (harness/timed.py ``_reference_noop``): the same blocks give the same
+    statistics whatever baseline is passed."""
+    from solbench.harness.measure import Block, timing_stats
+    from solbench.harness.protocol import TimeEndReply
+
+    end = (TimeEndReply.model_validate({"cupti": True, "span_ms": [0.30, 0.32, 0.31, 0.33],
+                                        "kernel_sum_ms": [0.2] * 4, "late_ms": [0.0] * 4,
+                                        "kernel_sets": [["a"]] * 4})
+           if cupti else TimeEndReply.model_validate({"cupti": False, "reason": "no CUPTI"}))
+
+    def stats(overhead, findings):
+        blk = Block(host=[0.2] * 4, event=[0.34, 0.35, 0.36, 0.37], roundtrip=[0.9] * 4, end=end)
+        return timing_stats([blk], is_cuda=True, warmup=5, flush_bytes=0, findings=findings,
+                            overhead=overhead, plausibility_overhead=0.5 if findings is not None else None)
+
+    # the reference's side (no findings) and the candidate's (its own no-op for plausibility)
+    for findings in (None, []):
+        a, b = stats(0.0, findings), stats(7.5, findings)
+        assert a.samples_ms == b.samples_ms == ([0.30, 0.32, 0.31, 0.33] if cupti else [0.34, 0.35, 0.36, 0.37])
+        assert a.model_dump() == b.model_dump()

@@ -611,7 +611,7 @@ class TimedBlocks:
             try:
                 self._load_reference_pool(rh)
                 t = run.tick("ref_timing.load", t)
-                if ref_overhead is None:
+                if ref_overhead is None and not cfg.is_cuda:
                     ref_overhead = self._reference_noop(rh)
                     t = run.tick("ref_timing.noop", t)
                 self._reference_timed(rh, b, m, scalars, rng, ref_blocks)
@@ -652,7 +652,11 @@ class TimedBlocks:
         """The no-op baseline (ms) measured with trusted code (the reference's worker), at its
         first block: the candidate's own worker runs the candidate's hooks and could make its
         no-op slower, i.e. its subtraction larger. The DPS path (no copy-out) on the held path
-        both sides' calls take: see :meth:`_baseline`."""
+        both sides' calls take: see :meth:`_baseline`. CPU only: on CUDA a sample is device
+        time (CUPTI, else CUDA events), from which nothing is subtracted, the plausibility
+        check reads the candidate's own no-op, and the paired-block rule's no-op drift is a
+        CPU rule, so these nine requests had no reader there
+        (``tests/harness/test_timing_stats.py::test_cuda_samples_do_not_read_the_noop_baseline``)."""
         cfg = self.run.cfg
         ref_overhead = noop_ms(rh, None, n=NOOP_N, dps=True,
                                hold=None if cfg.is_cuda else freeze.Hold(rh, None, candidate=False),
