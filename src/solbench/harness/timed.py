@@ -101,8 +101,8 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
     return sorted(rts)[len(rts) // 2]
 
 
-def load_wait_mark(worker_pid: int, all_threads: bool = False,
-                   reader_tid: int | None = None, worker: bool = True) -> tuple[float | None, float | None]:
+def load_wait_mark(worker_pid: int, all_threads: bool = False, reader_tid: int | None = None,
+                   worker: bool = True, cpu: bool = True) -> tuple[float | None, float | None]:
     """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread, of
     the parent's thread that reads the worker's replies (``reader_tid``: the reply waits for
     it to get a CPU before the calling thread sees it; a thread of the trusted parent, whose
@@ -110,7 +110,8 @@ def load_wait_mark(worker_pid: int, all_threads: bool = False,
     :func:`procfs.runqueue_wait_ms`, or with ``all_threads`` every thread of the worker:
     :func:`solbench.proc.procfs.process_wait_ms`, or with ``worker=False`` none of the
     worker's (the caller reads them once a block: :func:`worker_wait_ms`); None when
-    unknown; CPU time the worker process has used, ms: :func:`procfs.process_cpu_ms`)."""
+    unknown; CPU time the worker process has used, ms: :func:`procfs.process_cpu_ms`, None
+    when ``cpu`` is False: only the CPU's plausibility check reads it)."""
     a = procfs.runqueue_wait_ms(None)
     if a is not None and reader_tid is not None:
         r = procfs.thread_wait_ms(reader_tid)
@@ -118,20 +119,20 @@ def load_wait_mark(worker_pid: int, all_threads: bool = False,
     if worker:
         b = procfs.process_wait_ms(worker_pid) if all_threads else procfs.runqueue_wait_ms(worker_pid)
         a = None if a is None or b is None else a + b
-    return a, procfs.process_cpu_ms(worker_pid)
+    return a, (procfs.process_cpu_ms(worker_pid) if cpu else None)
 
 
 def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
                     all_threads: bool = False, reader_tid: int | None = None,
-                    worker: bool = True) -> tuple[float | None, float | None]:
+                    worker: bool = True, cpu: bool = True) -> tuple[float | None, float | None]:
     """(wait, cpu) since ``mark``, ms, each None when unknown. ``wait``: the part of the time
     in which the parent's calling thread or the worker's main thread was runnable but had no
     CPU (in a held window they take turns: the parent sleeps on the reply while the worker
     runs, and the reverse, so the two do not overlap); a thread pool joined inside the call
     waits inside the worker's own clock, so it is not needed here. ``cpu``: the worker's CPU
     time, which load cannot stretch. Both serve only the plausibility cross-check, never a
-    sample. ``all_threads``, ``reader_tid``, ``worker``: as for :func:`load_wait_mark`."""
-    now = load_wait_mark(worker_pid, all_threads, reader_tid, worker)
+    sample. ``all_threads``, ``reader_tid``, ``worker``, ``cpu``: as for :func:`load_wait_mark`."""
+    now = load_wait_mark(worker_pid, all_threads, reader_tid, worker, cpu)
     return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip(mark, now))
 
 
@@ -808,12 +809,12 @@ class TimedBlocks:
         else:
             # the run-queue wait around the call (outside the device span): a loaded
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
-            w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate)
+            w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate, cpu=False)
             t0 = time.perf_counter()
             rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
-            blk.wait.append(load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate)[0])
+            blk.wait.append(load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate, cpu=False)[0])
         br.tp = run.tick(pre + "calls", br.tp)
         return rep, rt, before
 
