@@ -159,7 +159,7 @@ PY
           src=$PWD/src; [ "$arm" = old ] && src=$PWD/.ab_old/src
           step steadyab "${STEADYAB_S:-100}" env PYTHONPATH="/tmp/site:$src" python3 bench/throughput.py --live "$DATA" \
             --only "${STEADYAB_ONLY:-069_*,085_*,061_*,033_*}" --max-workloads 16 --device cuda --seed 0x5eed \
-            --budget-s "$(( ${STEADYAB_S:-100} - 25 ))" --out "$OUT/steadyab_${arm}_r$rep"
+            --budget-s "$(( ${STEADYAB_S:-100} - 25 ))" --src "$src" --out "$OUT/steadyab_${arm}_r$rep"
         done
       done
       for arm in old new; do

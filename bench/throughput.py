@@ -461,7 +461,7 @@ def live(target: str, out: Path, args) -> tuple[list[Path], float]:
     import os
     import signal
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + (
+    env = {**os.environ, "PYTHONPATH": str(args.src or ROOT / "src") + (
         ":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
     with open(out / "run.log", "w") as log, open(out / "summary.json", "wb") as summary:
         p = subprocess.Popen(cmd, stdout=summary, stderr=log, env=env)
@@ -503,6 +503,9 @@ def main(argv=None) -> int:
     ap.add_argument("--exclude-tag", action="append", default=None)
     ap.add_argument("--tag", action="append", default=None)
     ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--src", type=Path, default=None,
+                    help="the solbench source tree the live run imports (default: this checkout's src; "
+                         "an A/B points it at the other arm's tree)")
     ap.add_argument("--seed", default=None)
     ap.add_argument("--budget-s", type=float, default=280.0)
     ap.add_argument("--instrument", action="store_true",
