@@ -200,6 +200,15 @@ class SlotPool:
         self.pristine[i] = values
         return scalars
 
+    def scalars(self, i: int) -> dict[str, Any]:
+        """The per-call scalars of slot i's pristine input set, as :meth:`fill` returned them
+        (empty when the slot holds no set)."""
+        values = self.pristine[i]
+        if values is None:
+            return {}
+        return {str(j): values[name] for j, name in enumerate(self.names_in)
+                if not isinstance(values[name], torch.Tensor)}
+
     def forget(self, i: int) -> None:
         """Drop slot i's pristine input set (the parent's copy of the last set filled): before
         the next set is made, so two sets are never held at once. The next :meth:`fill`

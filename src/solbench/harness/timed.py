@@ -3,8 +3,9 @@
 Only the process being timed runs: the reference's worker is up and stopped while the
 candidate is timed, and the candidate's worker, every descendant of it and anything
 re-parented to the harness are stopped (SIGSTOP by pid) while the reference is
-(:mod:`.freeze`). Every timed call gets values never seen before at one of K addresses
-(:class:`~.slots.SlotPool`); a random sample of iterations, drawn after the call from the
+(:mod:`.freeze`). Every timed call of the candidate gets values never seen before at one
+of K addresses (:class:`~.slots.SlotPool`), the trusted reference the K sets of its own
+pool; a random sample of iterations, drawn after the call from the
 OS's secure random source, is verified against the reference, and after the whole loop one
 more call is judged (:mod:`.recheck`); after each call the parent reads the flush buffer it
 owns, the worker's threads and processes, and its own round-trip window (:mod:`.evidence`).
@@ -674,7 +675,7 @@ class TimedBlocks:
         t = time.perf_counter()
         for i in range(cfg.n_warmup() if b == 0 else 1):
             run.slots.restore(i % k, run.inplace_inputs)
-            protocol.request(rh, protocol.Call(slot=i % k, scalars=scalars[i % k]),
+            protocol.request(rh, protocol.Call(slot=i % k, scalars=run.slots.scalars(i % k)),
                              timeout_s=run.call_timeout_s)
         run.tick("ref_timing.warmup", t)
         ref_blocks.append(self._block(rh, scalars, m, verify=False, rng=rng, verify_n=0, findings=None))
@@ -767,9 +768,21 @@ class TimedBlocks:
             blk.flush_ms.append(fms)
             blk.flush_pinned += pinned
             br.tp = run.tick(pre + "flush", br.tp)
-        # every timed call gets values never seen before (by either worker), at one of K
-        # addresses; outputs are poisoned again by fill()
-        scalars[s] = slots.fill(s, self.fresh())
+        if br.candidate or slots.pristine[s] is None:
+            # every call of the candidate's gets values never seen before (by either worker),
+            # at one of K addresses; outputs are poisoned again by fill()
+            call_scalars = slots.fill(s, self.fresh())
+            if br.candidate:
+                scalars[s] = call_scalars
+        else:
+            # the trusted reference computes on the K sets of its own pool, each flushed from
+            # the cache before its call: fresh values defend against a candidate that keeps
+            # results for inputs it has seen, which the reference's code does not do, and its
+            # samples are drawn from the same distribution either way (0.5 ms of input
+            # generation a call on an H100 host). Inputs it writes in place get their values
+            # back first, as in the warm-up
+            slots.restore(s, run.inplace_inputs)
+            call_scalars = slots.scalars(s)
         br.tp = run.tick(pre + "inputs", br.tp)
         # the processes after the previous call's check (none of the candidate's runs between
         # its calls but its own threads: whatever one of them starts there counts as new, a
@@ -793,7 +806,7 @@ class TimedBlocks:
             # a reference call without it read ~0.9 ms (the dispatcher dumps on a 2-core host)
             # short, 0.001 ms for any call below that (red team 25). On CUDA a sample is device
             # time, which the check (after the call's sync) is not part of
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=call_scalars, i=i, flush=False,
                                                         parent_copy=br.mem_fd is not None,
                                                         check=True),
                                    timeout_s=run.call_timeout_s)
@@ -811,7 +824,7 @@ class TimedBlocks:
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
             w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate, cpu=False)
             t0 = time.perf_counter()
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate),
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=call_scalars, i=i, check=br.candidate),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
             blk.wait.append(load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate, cpu=False)[0])
