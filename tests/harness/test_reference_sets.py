@@ -1,8 +1,9 @@
-"""The trusted reference's timed calls compute on the K input sets of its own pool (harness/
-timed.py ``_timed_call``), not on a new set per call as the candidate's do: fresh values
-defend against a candidate keeping results for inputs it has seen, which the reference's
-code does not do. Inputs the reference writes in place get their pristine values back
-before each of its calls, so a non-idempotent update does not drift."""
+"""The trusted reference's timed calls compute on the input sets of its own pool (harness/
+timed.py ``_timed_call``), each for at most ``REF_SET_USES`` calls, not on a new set per call
+as the candidate's do: fresh values defend against a candidate keeping results for inputs it
+has seen, which the reference's code does not do. Inputs the reference writes in place get
+their pristine values back before each of its calls, so a non-idempotent update does not
+drift."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def test_reference_calls_use_its_pools_sets_restored_and_the_candidates_get_fres
         fresh_sides.append("R" if self._ref_pool is not None and self.run.slots is self._ref_pool else "C")
         return fresh(self)
 
+    uses: dict[int, list[int]] = {}
+    held: list[dict] = []
+
     def spy_request(h, req, *a, **k):
         tb = blocks[-1] if blocks else None
         if isinstance(req, protocol.TimeIter) and tb is not None and tb._ref_pool is not None \
@@ -44,6 +48,10 @@ def test_reference_calls_use_its_pools_sets_restored_and_the_candidates_get_fres
             pool = tb._ref_pool
             # what the reference is about to compute on is its slot's pristine set
             ref_calls.append(bits_equal(pool.slots[req.slot]["inputs"][0], pool.pristine[req.slot]["x"]))
+            # how many timed calls each set served (the set object, by identity; kept alive
+            # here so that no later set can get the same id)
+            held.append(pool.pristine[req.slot])
+            uses.setdefault(id(pool.pristine[req.slot]), []).append(req.slot)
         return request(h, req, *a, **k)
 
     monkeypatch.setattr(timed.TimedBlocks, "__init__", spy_init)
@@ -56,6 +64,10 @@ def test_reference_calls_use_its_pools_sets_restored_and_the_candidates_get_fres
     n_ref = ev.reference_timing.n_samples
     # every timed call of the reference was seen, each on its pool's pristine values
     assert len(ref_calls) == n_ref and all(ref_calls), (ref_calls, n_ref)
-    # no new set was made while the reference's pool was in use; the candidate's calls got theirs
-    assert "R" not in fresh_sides
+    # each set served at most REF_SET_USES of the reference's calls: new sets were made for it
+    # only once a set was used up (its n calls on K slots need at least n / 4 - K new ones)
+    assert max(len(v) for v in uses.values()) <= timed.REF_SET_USES
+    k = len(blocks[-1]._ref_uses)
+    assert fresh_sides.count("R") <= n_ref // timed.REF_SET_USES + 1
+    assert fresh_sides.count("R") >= n_ref // timed.REF_SET_USES - k
     assert fresh_sides.count("C") >= ev.timing.n_samples

@@ -4,8 +4,8 @@ Only the process being timed runs: the reference's worker is up and stopped whil
 candidate is timed, and the candidate's worker, every descendant of it and anything
 re-parented to the harness are stopped (SIGSTOP by pid) while the reference is
 (:mod:`.freeze`). Every timed call of the candidate gets values never seen before at one
-of K addresses (:class:`~.slots.SlotPool`), the trusted reference the K sets of its own
-pool; a random sample of iterations, drawn after the call from the
+of K addresses (:class:`~.slots.SlotPool`), the trusted reference a set of its own pool
+used for at most :data:`REF_SET_USES` calls; a random sample of iterations, drawn after the call from the
 OS's secure random source, is verified against the reference, and after the whole loop one
 more call is judged (:mod:`.recheck`); after each call the parent reads the flush buffer it
 owns, the worker's threads and processes, and its own round-trip window (:mod:`.evidence`).
@@ -52,6 +52,9 @@ from .workers import ReferenceWorkers
 UNSTABLE_IQR_RATIO = 0.5
 #: no-op round trips whose median is the baseline subtracted from both sides' CPU samples
 NOOP_N = 9
+#: timed calls of the trusted reference on one input set of its pool before the set is
+#: replaced by a new one (the candidate's calls get a new set each: ``_timed_call``)
+REF_SET_USES = 4
 
 #: the flush of timed iteration i writes this value (the worker's _timed_iter flushes i + 1)
 def flush_value(i: int) -> int:
@@ -225,6 +228,8 @@ class TimedBlocks:
         self.dps = dps
         self._set = 1000  # timed input sets are numbered from here (their seeds under --seed)
         self._ref_pool = None  # the reference's own buffers (SlotPool.twin), made at first use
+        #: timed calls of the reference on each slot's current set (REF_SET_USES)
+        self._ref_uses: list[int] = []
         #: reference timing given up for this workload (it ran out of device memory)
         self._ref_off = False
         #: the workers' kept flush buffers (None: the reference's twin pool makes its own)
@@ -647,6 +652,8 @@ class TimedBlocks:
             if self.flushes is not None and run.slots.flush is not None:
                 keep = self.flushes.get("reference", rh, run.flush_bytes, cfg.device)
             self._ref_pool = run.slots.twin(flush=keep)
+            # the twin's sets are the candidate's last ones, each not yet timed by the reference
+            self._ref_uses = [0] * self._ref_pool.k
         run.slots = self._ref_pool
         _load(run, rh)
 
@@ -768,21 +775,25 @@ class TimedBlocks:
             blk.flush_ms.append(fms)
             blk.flush_pinned += pinned
             br.tp = run.tick(pre + "flush", br.tp)
-        if br.candidate or slots.pristine[s] is None:
+        # the trusted reference computes on each set of its own pool for up to REF_SET_USES
+        # timed calls, each flushed from the cache before it: fresh values defend against a
+        # candidate that keeps results for inputs it has seen, which the reference's code does
+        # not do; its samples come from the same distribution of values either way, over at
+        # least one set in REF_SET_USES calls where values change its time (about 0.5 ms of
+        # input generation a call on an H100 host). Inputs it writes in place get their
+        # values back first, as in the warm-up
+        reuse = not br.candidate and slots.pristine[s] is not None and self._ref_uses[s] < REF_SET_USES
+        if reuse:
+            slots.restore(s, run.inplace_inputs)
+            call_scalars = slots.scalars(s)
+        else:
             # every call of the candidate's gets values never seen before (by either worker),
             # at one of K addresses; outputs are poisoned again by fill()
             call_scalars = slots.fill(s, self.fresh())
             if br.candidate:
                 scalars[s] = call_scalars
-        else:
-            # the trusted reference computes on the K sets of its own pool, each flushed from
-            # the cache before its call: fresh values defend against a candidate that keeps
-            # results for inputs it has seen, which the reference's code does not do, and its
-            # samples are drawn from the same distribution either way (0.5 ms of input
-            # generation a call on an H100 host). Inputs it writes in place get their values
-            # back first, as in the warm-up
-            slots.restore(s, run.inplace_inputs)
-            call_scalars = slots.scalars(s)
+        if not br.candidate:
+            self._ref_uses[s] = self._ref_uses[s] + 1 if reuse else 1
         br.tp = run.tick(pre + "inputs", br.tp)
         # the processes after the previous call's check (none of the candidate's runs between
         # its calls but its own threads: whatever one of them starts there counts as new, a
