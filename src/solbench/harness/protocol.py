@@ -103,9 +103,15 @@ class Load(Request):
 
 
 class Call(Request):
+    """An untimed call on slot ``slot``. ``ordering``: with the stream-ordering evidence
+    (CUDA: the gate kernel before the call, the shadow clone of the outputs and its
+    comparison after the device is idle: ``stream_unordered``), which only the correctness
+    rounds read; a warm-up call, whose outputs nobody judges, goes without it."""
+
     op: Literal["call"] = "call"
     slot: int
     scalars: dict[str, Any] = Field(default_factory=dict)
+    ordering: bool = True
 
 
 class Noop(Request):

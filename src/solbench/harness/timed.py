@@ -360,7 +360,8 @@ class TimedBlocks:
             # the last check's walk where there was one (the rounds' or the previous warm-up
             # call's): a process started in between counts as new (as in _timed_call)
             before = kids_since_last_check(run)
-            rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k]), timeout_s=run.call_timeout_s)
+            rep = protocol.request(h, protocol.Call(slot=i % k, scalars=scalars[i % k], ordering=False),
+                                   timeout_s=run.call_timeout_s)
             if isinstance(rep, protocol.ErrorReply):
                 raise CandidateError(f"warm-up call: {rep.type}: {rep.message}")
             interposition_seen(rep, findings, f"warm-up call {i}")
@@ -682,7 +683,7 @@ class TimedBlocks:
         t = time.perf_counter()
         for i in range(cfg.n_warmup() if b == 0 else 1):
             run.slots.restore(i % k, run.inplace_inputs)
-            protocol.request(rh, protocol.Call(slot=i % k, scalars=run.slots.scalars(i % k)),
+            protocol.request(rh, protocol.Call(slot=i % k, scalars=run.slots.scalars(i % k), ordering=False),
                              timeout_s=run.call_timeout_s)
         run.tick("ref_timing.warmup", t)
         ref_blocks.append(self._block(rh, scalars, m, verify=False, rng=rng, verify_n=0, findings=None))

@@ -394,7 +394,7 @@ class Worker:
 
     def _on_call(self, req: Call) -> tuple[str, dict]:
         slot = self._slot(req.slot)
-        meta = self._call(slot, req.scalars)
+        meta = self._call(slot, req.scalars, ordering=req.ordering)
         return "ok", meta
 
     def _on_noop(self, req: Noop) -> tuple[str, dict]:
@@ -604,15 +604,18 @@ class Worker:
             args.append(scalars.get(str(i), v) if v is None else v)
         return args
 
-    def _call(self, slot, scalars) -> dict:
+    def _call(self, slot, scalars, ordering: bool = True) -> dict:
         """One untimed call. On CUDA, before synchronising, the outputs are cloned on the
         caller's stream: if that snapshot differs from the outputs once the device is idle,
         work was still running on a stream the caller's stream does not wait for
-        (``stream_unordered``; a real caller would read unfinished outputs)."""
+        (``stream_unordered``; a real caller would read unfinished outputs). ``ordering``
+        False (a warm-up call, whose reply only the interposition and process checks read):
+        no gate, no shadow clone, ``stream_unordered`` None."""
         torch = self.torch
         args = self._args(slot, scalars)
+        ordering = ordering and self.is_cuda
         with torch.no_grad():
-            if self.is_cuda:
+            if ordering:
                 self._gate()
             t0 = _perf()
             ret = self.fn(*args, *slot["outputs"]) if self.dps else self.fn(*args)
@@ -625,12 +628,14 @@ class Worker:
                     self._sync()
                 return {"returned": None, "interposition": interp}
             shadow = None
-            if self.is_cuda:
+            if ordering:
                 outs = slot["outputs"] if self.dps else self._materialize(ret)[0]
                 shadow = [o.clone() if type(o) is torch.Tensor else None for o in outs]
                 self._sync()
                 unordered = [i for i, (o, c) in enumerate(zip(outs, shadow))
                              if c is not None and not correctness.bits_equal(o, c)]
+            elif self.is_cuda:
+                self._sync()
             meta = {"returned": None} if self.dps else self._copy_out(slot, ret, args)
             if not self.is_cuda:
                 self._prev_ret = ret

@@ -500,7 +500,7 @@ class ReferenceWorkers:
         try:
             protocol.request(h, protocol.Load(slots=pool.wire), timeout_s=limits.LOAD_S)
             for _ in range(WARM_CALLS):
-                rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars),
+                rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars, ordering=False),
                                        timeout_s=self.cfg.first_call_timeout_s)
                 if isinstance(rep, protocol.ErrorReply):
                     break
