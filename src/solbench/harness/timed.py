@@ -781,12 +781,16 @@ class TimedBlocks:
         # candidate that keeps results for inputs it has seen, which the reference's code does
         # not do; its samples come from the same distribution of values either way, over at
         # least one set in REF_SET_USES calls where values change its time (about 0.5 ms of
-        # input generation a call on an H100 host). Inputs it writes in place get their
-        # values back first, as in the warm-up
+        # input generation a call on an H100 host). The set is written into the slot again
+        # (every input, outputs poisoned: what fill() does for the candidate's calls), not
+        # only the inputs it writes in place: on the CPU the parent's flush does not reach
+        # the worker core's private L2 where the last-level cache does not include it (AMD
+        # Zen, Intel since Skylake-SP); the parent's write of the inputs is what takes the
+        # worker's copies of them out of it (red team 28:
+        # tests/harness/test_reference_set_rewrite.py)
         reuse = not br.candidate and slots.pristine[s] is not None and self._ref_uses[s] < REF_SET_USES
         if reuse:
-            slots.restore(s, run.inplace_inputs)
-            call_scalars = slots.scalars(s)
+            call_scalars = slots.fill(s, slots.pristine[s])
         else:
             # every call of the candidate's gets values never seen before (by either worker),
             # at one of K addresses; outputs are poisoned again by fill()
