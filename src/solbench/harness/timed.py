@@ -786,8 +786,7 @@ class TimedBlocks:
         # only the inputs it writes in place: on the CPU the parent's flush does not reach
         # the worker core's private L2 where the last-level cache does not include it (AMD
         # Zen, Intel since Skylake-SP); the parent's write of the inputs is what takes the
-        # worker's copies of them out of it (red team 28:
-        # tests/harness/test_reference_set_rewrite.py)
+        # worker's copies of them out of it (tests/harness/test_reference_set_rewrite.py)
         reuse = not br.candidate and slots.pristine[s] is not None and self._ref_uses[s] < REF_SET_USES
         if reuse:
             call_scalars = slots.fill(s, slots.pristine[s])
