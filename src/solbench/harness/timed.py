@@ -3,9 +3,8 @@
 Only the process being timed runs: the reference's worker is up and stopped while the
 candidate is timed, and the candidate's worker, every descendant of it and anything
 re-parented to the harness are stopped (SIGSTOP by pid) while the reference is
-(:mod:`.freeze`). Every timed call of the candidate gets values never seen before at one
-of K addresses (:class:`~.slots.SlotPool`), the trusted reference a set of its own pool
-used for at most :data:`REF_SET_USES` calls; a random sample of iterations, drawn after the call from the
+(:mod:`.freeze`). Every timed call gets values never seen before at one of K addresses
+(:class:`~.slots.SlotPool`); a random sample of iterations, drawn after the call from the
 OS's secure random source, is verified against the reference, and after the whole loop one
 more call is judged (:mod:`.recheck`); after each call the parent reads the flush buffer it
 owns, the worker's threads and processes, and its own round-trip window (:mod:`.evidence`).
@@ -52,9 +51,6 @@ from .workers import ReferenceWorkers
 UNSTABLE_IQR_RATIO = 0.5
 #: no-op round trips whose median is the baseline subtracted from both sides' CPU samples
 NOOP_N = 9
-#: timed calls of the trusted reference on one input set of its pool before the set is
-#: replaced by a new one (the candidate's calls get a new set each: ``_timed_call``)
-REF_SET_USES = 4
 
 #: the flush of timed iteration i writes this value (the worker's _timed_iter flushes i + 1)
 def flush_value(i: int) -> int:
@@ -228,8 +224,6 @@ class TimedBlocks:
         self.dps = dps
         self._set = 1000  # timed input sets are numbered from here (their seeds under --seed)
         self._ref_pool = None  # the reference's own buffers (SlotPool.twin), made at first use
-        #: timed calls of the reference on each slot's current set (REF_SET_USES)
-        self._ref_uses: list[int] = []
         #: reference timing given up for this workload (it ran out of device memory)
         self._ref_off = False
         #: the workers' kept flush buffers (None: the reference's twin pool makes its own)
@@ -653,8 +647,6 @@ class TimedBlocks:
             if self.flushes is not None and run.slots.flush is not None:
                 keep = self.flushes.get("reference", rh, run.flush_bytes, cfg.device)
             self._ref_pool = run.slots.twin(flush=keep)
-            # the twin's sets are the candidate's last ones, each not yet timed by the reference
-            self._ref_uses = [0] * self._ref_pool.k
         run.slots = self._ref_pool
         _load(run, rh)
 
@@ -776,28 +768,14 @@ class TimedBlocks:
             blk.flush_ms.append(fms)
             blk.flush_pinned += pinned
             br.tp = run.tick(pre + "flush", br.tp)
-        # the trusted reference computes on each set of its own pool for up to REF_SET_USES
-        # timed calls, each flushed from the cache before it: fresh values defend against a
-        # candidate that keeps results for inputs it has seen, which the reference's code does
-        # not do; its samples come from the same distribution of values either way, over at
-        # least one set in REF_SET_USES calls where values change its time (about 0.5 ms of
-        # input generation a call on an H100 host). The set is written into the slot again
-        # (every input, outputs poisoned: what fill() does for the candidate's calls), not
-        # only the inputs it writes in place: on the CPU the parent's flush does not reach
-        # the worker core's private L2 where the last-level cache does not include it (AMD
-        # Zen, Intel since Skylake-SP); the parent's write of the inputs is what takes the
-        # worker's copies of them out of it (tests/harness/test_reference_set_rewrite.py)
-        reuse = not br.candidate and slots.pristine[s] is not None and self._ref_uses[s] < REF_SET_USES
-        if reuse:
-            call_scalars = slots.fill(s, slots.pristine[s])
-        else:
-            # every call of the candidate's gets values never seen before (by either worker),
-            # at one of K addresses; outputs are poisoned again by fill()
-            call_scalars = slots.fill(s, self.fresh())
-            if br.candidate:
-                scalars[s] = call_scalars
-        if not br.candidate:
-            self._ref_uses[s] = self._ref_uses[s] + 1 if reuse else 1
+        # every timed call gets values never seen before (by either worker), at one of K
+        # addresses; outputs are poisoned again by fill(). The trusted reference too: its
+        # time may depend on the values (a routing, a sort), and the paired-block rule takes
+        # agreeing blocks for independent evidence, which a set reused across its calls is
+        # not (bench/set_reuse_sim.py: with each set serving four calls, a reference whose
+        # time spreads 5% between sets, timed against itself in blocks of 25 calls, resolved
+        # in 8-11% of trials instead of 5%)
+        scalars[s] = slots.fill(s, self.fresh())
         br.tp = run.tick(pre + "inputs", br.tp)
         # the processes after the previous call's check (none of the candidate's runs between
         # its calls but its own threads: whatever one of them starts there counts as new, a
@@ -821,7 +799,7 @@ class TimedBlocks:
             # a reference call without it read ~0.9 ms (the dispatcher dumps on a 2-core host)
             # short, 0.001 ms for any call below that (red team 25). On CUDA a sample is device
             # time, which the check (after the call's sync) is not part of
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=call_scalars, i=i, flush=False,
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, flush=False,
                                                         parent_copy=br.mem_fd is not None,
                                                         check=True),
                                    timeout_s=run.call_timeout_s)
@@ -839,7 +817,7 @@ class TimedBlocks:
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
             w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate, cpu=False)
             t0 = time.perf_counter()
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=call_scalars, i=i, check=br.candidate),
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
             blk.wait.append(load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate, cpu=False)[0])
