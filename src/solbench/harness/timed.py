@@ -141,8 +141,9 @@ def worker_wait_ms(worker_pid: int) -> float | None:
     read at the start and at the end of a block of the trusted reference: that worker runs
     nothing between its calls (on the CPU every process of it is stopped there, on CUDA it
     waits for the next request), so the difference is its threads' wait inside the block's
-    windows, for one read of every thread per block instead of two per call (about 0.5 ms a
-    read for a worker of 40 threads on a 2-core host). None when unknown."""
+    windows, for one read of every thread per block instead of two per call (0.4-1.2 ms a
+    read of a 40-thread process on a 2-core host, ``bench/procfs_cost.py``). None when
+    unknown."""
     return procfs.process_wait_ms(worker_pid)
 
 
@@ -789,8 +790,9 @@ class TimedBlocks:
         if hold is not None:
             # the call's window on the parent's clock: resume, request, reply, stop
             # the candidate's: its main thread's (the plausibility cross-check); the
-            # trusted reference's: every thread of its worker (harness.resolution's load
-            # check; a candidate's own threads must not be able to call the host loaded)
+            # trusted reference's threads are read at the block's start and end instead
+            # (worker_wait_ms: harness.resolution's load check; a candidate's own threads
+            # must not be able to call the host loaded), the parent's threads here
             w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate)
             t0 = time.perf_counter()
             hold.cont()
