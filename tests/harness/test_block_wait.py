@@ -11,11 +11,10 @@ import pytest
 
 from solbench.harness import EvalConfig, evaluate, timed
 from solbench.harness.resolution import LOAD_WAIT_SHARE, SideEvidence, pair_resolution
-from solbench.spec import load_problem
 from solbench.spec.problem import reference_solution
 from solbench.spec.trace import Status
 
-from harness_helpers import write_problem
+from harness_helpers import relu_problem
 
 SPAN_C, SPAN_R, RT = [0.100] * 8, [0.150] * 8, [1.0] * 8
 
@@ -48,19 +47,12 @@ def test_an_unknown_block_wait_makes_the_share_unknown(blocks):
     assert not cpu["resolved"] and "host load unknown" in cpu["reason"]
 
 
-RELU = {"name": "relu_bw", "axes": {"n": {"type": "var"}},
-        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
-        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n"}
-
-
 def test_the_reference_worker_is_read_once_at_each_block_start_and_end(tmp_path, monkeypatch):
     """A real CPU evaluation, the reference against itself, with the block read replaced by
     one whose value grows 50 ms at every read: the rule sees each reference block wait 50 ms
     (far above 10% of a relu's windows) and refuses the claim naming the reference, and the
     worker was read twice per reference block, not around each of its calls."""
-    prob = load_problem(write_problem(tmp_path / "relu", RELU, [
-        {"uuid": "w0", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    prob = relu_problem(tmp_path, name="relu_bw", uuid="w0")
     reads: list[int] = []
 
     def growing(pid):

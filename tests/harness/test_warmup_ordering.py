@@ -7,21 +7,14 @@ late re-check's judged calls."""
 from __future__ import annotations
 
 from solbench.harness import EvalConfig, evaluate, protocol, timed, workers
-from solbench.spec import load_problem
 from solbench.spec.problem import reference_solution
 from solbench.spec.trace import Status
 
-from harness_helpers import write_problem
-
-RELU = {"name": "relu_wo", "axes": {"n": {"type": "var"}},
-        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
-        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
-        "reference": "import torch\n\ndef run(x):\n    return torch.relu(x)\n"}
+from harness_helpers import relu_problem
 
 
 def test_warm_up_calls_skip_the_ordering_evidence_and_judged_calls_keep_it(tmp_path, monkeypatch):
-    prob = load_problem(write_problem(tmp_path / "relu", RELU, [
-        {"uuid": "w0", "axes": {"n": 4096}, "inputs": {"x": {"type": "random"}}}]))
+    prob = relu_problem(tmp_path, name="relu_wo", uuid="w0")
     where: list[str] = ["other"]
     seen: dict[str, list[bool]] = {}
     request = protocol.request
