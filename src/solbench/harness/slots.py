@@ -187,18 +187,15 @@ class SlotPool:
     def fill(self, i: int, values: dict) -> dict[str, Any]:
         """Copy an input set into slot i, poison its outputs; return the per-call scalars."""
         slot = self.slots[i]
-        scalars = {}
         for j, name in enumerate(self.names_in):
             v = values[name]
             if isinstance(v, torch.Tensor):
                 slot["inputs"][j].copy_(v)
-            else:
-                scalars[str(j)] = v
         for o in slot["outputs"]:
             poison_(o)
         _sync(self.device)
         self.pristine[i] = values
-        return scalars
+        return self.scalars(i)
 
     def scalars(self, i: int) -> dict[str, Any]:
         """The per-call scalars of slot i's pristine input set, as :meth:`fill` returned them
