@@ -41,7 +41,7 @@ def main() -> None:
                                                                                       desc=procfs.descendants(pid))),
             ("timed-call mark, main thread + CPU time", lambda: load_wait_mark(pid)),
             ("timed-call mark, parent only, no CPU time", lambda: load_wait_mark(pid, worker=False, cpu=False)),
-            ("every thread's wait (all_threads / worker_wait_ms)", lambda: worker_wait_ms(pid)),
+            ("every thread's wait (worker_wait_ms)", lambda: worker_wait_ms(pid)),
             ("worker CPU time", lambda: procfs.process_cpu_ms(pid)),
         ]
         for name, f in cases:

@@ -101,29 +101,27 @@ def noop_ms(h: WorkerHandle, findings: list[Finding] | None, n: int = 5, dps: bo
     return sorted(rts)[len(rts) // 2]
 
 
-def load_wait_mark(worker_pid: int, all_threads: bool = False, reader_tid: int | None = None,
-                   worker: bool = True, cpu: bool = True) -> tuple[float | None, float | None]:
+def load_wait_mark(worker_pid: int, reader_tid: int | None = None, worker: bool = True,
+                   cpu: bool = True) -> tuple[float | None, float | None]:
     """A mark for :func:`load_wait_since`: (run-queue wait of the parent's calling thread, of
     the parent's thread that reads the worker's replies (``reader_tid``: the reply waits for
     it to get a CPU before the calling thread sees it; a thread of the trusted parent, whose
-    wait is the host's load), plus the worker's main thread, ms:
-    :func:`procfs.runqueue_wait_ms`, or with ``all_threads`` every thread of the worker:
-    :func:`solbench.proc.procfs.process_wait_ms`, or with ``worker=False`` none of the
-    worker's (the caller reads them once a block: :func:`worker_wait_ms`); None when
-    unknown; CPU time the worker process has used, ms: :func:`procfs.process_cpu_ms`, None
-    when ``cpu`` is False: only the CPU's plausibility check reads it)."""
+    wait is the host's load), plus the worker's main thread (:func:`procfs.runqueue_wait_ms`;
+    with ``worker=False`` none of the worker's: the trusted reference's threads are read once
+    a block, :func:`worker_wait_ms`), ms, None when unknown; CPU time the worker process has
+    used, ms: :func:`procfs.process_cpu_ms`, None when ``cpu`` is False: only the CPU's
+    plausibility check reads it)."""
     a = procfs.runqueue_wait_ms(None)
     if a is not None and reader_tid is not None:
         r = procfs.thread_wait_ms(reader_tid)
         a = None if r is None else a + r
     if worker:
-        b = procfs.process_wait_ms(worker_pid) if all_threads else procfs.runqueue_wait_ms(worker_pid)
+        b = procfs.runqueue_wait_ms(worker_pid)
         a = None if a is None or b is None else a + b
     return a, (procfs.process_cpu_ms(worker_pid) if cpu else None)
 
 
-def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
-                    all_threads: bool = False, reader_tid: int | None = None,
+def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int, reader_tid: int | None = None,
                     worker: bool = True, cpu: bool = True) -> tuple[float | None, float | None]:
     """(wait, cpu) since ``mark``, ms, each None when unknown. ``wait``: the part of the time
     in which the parent's calling thread or the worker's main thread was runnable but had no
@@ -131,8 +129,8 @@ def load_wait_since(mark: tuple[float | None, float | None], worker_pid: int,
     runs, and the reverse, so the two do not overlap); a thread pool joined inside the call
     waits inside the worker's own clock, so it is not needed here. ``cpu``: the worker's CPU
     time, which load cannot stretch. Both serve only the plausibility cross-check, never a
-    sample. ``all_threads``, ``reader_tid``, ``worker``, ``cpu``: as for :func:`load_wait_mark`."""
-    now = load_wait_mark(worker_pid, all_threads, reader_tid, worker, cpu)
+    sample. ``reader_tid``, ``worker``, ``cpu``: as for :func:`load_wait_mark`."""
+    now = load_wait_mark(worker_pid, reader_tid, worker, cpu)
     return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip(mark, now))
 
 
