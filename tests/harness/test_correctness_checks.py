@@ -521,3 +521,36 @@ def test_misses_of_an_all_nan_output_name_no_largest_error():
     m = check_output("y", torch.full((3, 5), math.nan), ref, Tolerance(max_atol=0.5, max_rtol=0.0)).misses
     assert m["elements"] == 15 and m["first"] == [0, 0] and m["last"] == [2, 4]
     assert "largest_error" not in m
+
+
+def test_a_finite_chunk_is_read_from_the_device_once(monkeypatch):
+    """The figures of a chunk whose values are all finite (the counts of poisoned and of
+    differing elements included) come back in one read (``tolist``/``item``: on CUDA each is
+    a synchronisation); a chunk with a NaN takes a second one for its masks, and its misses
+    their own. The figures are those worked by hand: 3 chunks of 4 elements, one error of
+    0.5 at index 5 (tolerance 0.1), so 11 of 12 match and the largest error is there."""
+    from solbench.harness import correctness
+
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", 4)
+    reads = []
+    item, tolist = torch.Tensor.item, torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append("item") or item(t))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append("tolist") or tolist(t))
+    tol = Tolerance(max_atol=0.1, max_rtol=0.0)
+    ref = torch.arange(12, dtype=torch.float32)
+    out = ref.clone()
+    out[5] += 0.5
+    st = correctness._compare_chunked(out, ref, tol, poisoned=True)
+    # 3 chunks, one read each; the chunk with the miss reads its positions (first, last,
+    # its slices' counts: 2 + 4 items, slices of 1 element as n = 12 <= 64)
+    assert reads.count("tolist") == 3
+    assert reads.count("item") == 2 + 4
+    assert (st.matched, st.n, st.unwritten) == (11, 12, 0)
+    assert st.worst == (5, 5.5, 5.0) and st.max_abs == 0.5
+    assert (st.first_miss, st.last_miss) == (5, 5)
+    reads.clear()
+    out = ref.clone()
+    out[9] = math.nan  # chunk 8..11: the sums are NaN, the masked path reads again
+    st = correctness._compare_chunked(out, ref, tol, poisoned=False)
+    assert reads.count("tolist") == 3 + 1
+    assert st.has_nan and st.bad_special and st.matched == 11

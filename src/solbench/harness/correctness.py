@@ -541,104 +541,175 @@ def _compare_chunked(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, poiso
     for s, e in _spans(n, slice_len, fp4, chunk):
         ps, pe = (s // 2, -(-e // 2)) if fp4 else (s, e)
         oc_, rc_ = fo[ps:pe], fr[ps:pe]
+        # the chunk's two counts travel with its figures (_compare_piece: one read)
+        counts = []
         if poisoned:
-            st.unwritten += int(((_bits(oc_) == pb) & (_bits(rc_) != pb)).sum().item())
+            counts.append(((_bits(oc_) == pb) & (_bits(rc_) != pb)).sum())
         if exact:
-            st.n_diff += int((oc_ != rc_).sum().item())
+            counts.append((oc_ != rc_).sum())
         a, b = _as_float(oc_), _as_float(rc_)
-        _compare_piece(st, a, b, tol, s, slice_len)
+        got = _compare_piece(st, a, b, tol, s, slice_len, counts)
+        if poisoned:
+            st.unwritten += int(got.pop(0))
+        if exact:
+            st.n_diff += int(got.pop(0))
     return st
 
 
+def _read(parts: list[torch.Tensor]) -> list[float]:
+    """The values of ``parts`` (0-d or 1-d tensors of one device) as Python floats, in order,
+    in one device-to-host transfer. Exact: every float32 value and every integer count below
+    2**53 is a float64 as is."""
+    if not parts:
+        return []
+    return torch.cat([p.reshape(-1).to(torch.float64) for p in parts]).tolist()
+
+
 def _compare_piece(st: _Stats, a: torch.Tensor, b: torch.Tensor, tol: Tolerance, start: int,
-                   slice_len: int) -> None:
+                   slice_len: int, counts: list[torch.Tensor] | tuple = ()) -> list[float]:
     """Add the figures of one chunk (float copies ``a``/``b`` of elements start.. of the
-    flattened output) to ``st``."""
-    # the common case, every element of both sides finite, is told by the sums: a NaN or an
-    # infinity anywhere makes a sum NaN or infinite (an overflowing sum of finite values only
-    # takes the exact path below, which decides the same). The masks are made only then.
-    # Temporaries are few and reused in place (never ``a``/``b``: they may be the outputs
-    # themselves): on the CPU each large one costs its page faults.
-    special = not (math.isfinite(float(a.sum().item())) and math.isfinite(float(b.sum().item())))
-    finite = None
-    if special:
-        finite = torch.isfinite(a) & torch.isfinite(b)
-        a_nan, b_nan = torch.isnan(a), torch.isnan(b)
-        a_inf, b_inf = torch.isinf(a), torch.isinf(b)
-        st.has_nan |= bool(a_nan.any().item())
-        st.has_inf |= bool(a_inf.any().item())
-        both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
-        bad_special = a_nan | a_inf
-        if both_neg_inf is not None:
-            bad_special = bad_special & ~both_neg_inf
-        # a NaN/Inf of the candidate is excused only where the reference holds the same
-        # special value (a reference with an infinity elsewhere must not excuse a NaN here)
-        same_special = (a_nan & b_nan) | (a_inf & b_inf & (a == b))
-        st.bad_special |= bool((bad_special & ~same_special).any().item())
-        af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
-    else:
-        both_neg_inf = None
-        af, bf = a, b
+    flattened output) to ``st``; return the values of ``counts`` (0-d tensors of the chunk,
+    read in the same transfer).
+
+    The common case, every element of both sides finite, is told by the sums (a NaN or an
+    infinity anywhere makes a sum NaN or infinite; an overflowing sum of finite values only
+    takes the masked path, which decides the same). Its figures are computed on that
+    assumption and read from the device together with the sums, in one transfer: on CUDA
+    each separate read is a synchronisation, a dozen a chunk otherwise. Where a sum is not
+    finite they are dropped and made again with the masks."""
+    fig = _PieceFigures(a, b, a, b, tol, start, slice_len, st.n, zero=st.a_all_zero)
+    got = _read([a.sum(), b.sum(), *counts] + fig.parts)
+    sums, cnt, vals = got[:2], got[2:2 + len(counts)], got[2 + len(counts):]
+    if math.isfinite(sums[0]) and math.isfinite(sums[1]):
+        fig.apply(st, vals)
+        return cnt
+    del fig
+    finite = torch.isfinite(a) & torch.isfinite(b)
+    a_nan, b_nan = torch.isnan(a), torch.isnan(b)
+    a_inf, b_inf = torch.isinf(a), torch.isinf(b)
+    both_neg_inf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else None
+    bad_special = a_nan | a_inf
+    if both_neg_inf is not None:
+        bad_special = bad_special & ~both_neg_inf
+    # a NaN/Inf of the candidate is excused only where the reference holds the same
+    # special value (a reference with an infinity elsewhere must not excuse a NaN here)
+    same_special = (a_nan & b_nan) | (a_inf & b_inf & (a == b))
+    flags = [a_nan.any(), a_inf.any(), (bad_special & ~same_special).any()]
+    del a_nan, b_nan, a_inf, b_inf, bad_special, same_special
     # non-finite positions are 0 on both sides of af/bf, so |af-bf| is the finite difference
-    diff = af - bf
-    diff.abs_()
-    absb = bf.abs()
-    if diff.numel():
-        # the largest error, where it is and both values there, in one read from the device
-        k = diff.argmax()
-        top, va, vb, j = torch.stack((diff[k].double(), a[k].double(), b[k].double(), k.double())).tolist()
-        if st.worst is None or top > st.max_abs:
-            st.worst = (start + int(j), va, vb)
-        st.max_abs = max(st.max_abs, top)
-    rel = absb.clamp_min(1e-12)
-    torch.div(diff, rel, out=rel)
-    if rel.numel():
-        st.max_rel = max(st.max_rel, float(rel.max().item()))
-    del rel
-    lim = absb.mul(tol.max_rtol)  # atol + rtol * |b|, in this order of operations
-    lim.add_(tol.max_atol)
-    matched = diff <= lim
-    del lim
-    if special:
-        matched = matched & finite
-        if both_neg_inf is not None:
-            matched = matched | both_neg_inf
-    hits = int(matched.sum().item())
-    st.matched += hits
-    if hits < matched.numel():
-        _record_misses(st, ~matched, start, slice_len)
-    del matched
-    if absb.numel():
-        st.b_max = max(st.b_max, float(absb.max().item()))
-    if st.a_all_zero and a.numel():
-        lo, hi = torch.aminmax(a)
-        st.a_all_zero = float(lo.item()) == 0.0 and float(hi.item()) == 0.0
-    del diff, absb
-    # float64 copies, shared by the relative L2, the reference's norm and the slices
-    b64 = bf.double()
-    d64 = af.double() - b64
-    st.d_norms.append(float(torch.linalg.vector_norm(d64).item()))
-    st.b_norms.append(float(torch.linalg.vector_norm(b64).item()))
-    m = d64.numel()
-    if start % slice_len == 0 and (m % slice_len == 0 or start + m == st.n):
-        # whole slices (the last one may be short): one reduction per slice, zeros padding it
-        pad = (-m) % slice_len
-        if pad:
-            d64 = torch.cat([d64, d64.new_zeros(pad)])
-            b64 = torch.cat([b64, b64.new_zeros(pad)])
-        dn = torch.linalg.vector_norm(d64.view(-1, slice_len), dim=1).tolist()
-        bn = torch.linalg.vector_norm(b64.view(-1, slice_len), dim=1).tolist()
-        first = start // slice_len
-        for j, (x, y) in enumerate(zip(dn, bn)):
-            st.slice_d[first + j].append(x)
-            st.slice_b[first + j].append(y)
-    else:  # a piece of one slice, or straddling two
-        i = start // slice_len
-        while i * slice_len < start + m:
-            lo, hi = max(start, i * slice_len) - start, min(start + m, (i + 1) * slice_len) - start
-            st.slice_d[i].append(float(torch.linalg.vector_norm(d64[lo:hi]).item()))
-            st.slice_b[i].append(float(torch.linalg.vector_norm(b64[lo:hi]).item()))
-            i += 1
+    af, bf = torch.where(finite, a, 0), torch.where(finite, b, 0)
+    fig = _PieceFigures(af, bf, a, b, tol, start, slice_len, st.n, zero=st.a_all_zero,
+                        finite=finite, both_neg_inf=both_neg_inf)
+    got = _read(flags + fig.parts)
+    st.has_nan |= bool(got[0])
+    st.has_inf |= bool(got[1])
+    st.bad_special |= bool(got[2])
+    fig.apply(st, got[3:])
+    return cnt
+
+
+class _PieceFigures:
+    """The figures of one chunk as device tensors (:attr:`parts`), before any is read:
+    ``af``/``bf`` the values compared (``a``/``b`` with non-finite positions zeroed when
+    ``finite`` is given), ``a``/``b`` the chunk itself (the largest error's values, the
+    all-zero test). :meth:`apply` adds them, read, to a :class:`_Stats`."""
+
+    def __init__(self, af: torch.Tensor, bf: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                 tol: Tolerance, start: int, slice_len: int, n: int, *, zero: bool,
+                 finite: torch.Tensor | None = None, both_neg_inf: torch.Tensor | None = None):
+        self.start, self.slice_len, self.m = start, slice_len, af.numel()
+        parts: list[torch.Tensor] = []
+        # temporaries are few and reused in place (never af/bf: they may be the outputs
+        # themselves): on the CPU each large one costs its page faults
+        diff = af - bf
+        diff.abs_()
+        absb = bf.abs()
+        self.has = bool(self.m)
+        if self.has:
+            # the largest error, where it is and both values there
+            k = diff.argmax()
+            parts.append(torch.stack((diff[k].double(), a[k].double(), b[k].double(), k.double())))
+            rel = absb.clamp_min(1e-12)
+            torch.div(diff, rel, out=rel)
+            parts.append(rel.max())
+            del rel
+        lim = absb.mul(tol.max_rtol)  # atol + rtol * |b|, in this order of operations
+        lim.add_(tol.max_atol)
+        matched = diff <= lim
+        del lim
+        if finite is not None:
+            matched = matched & finite
+            if both_neg_inf is not None:
+                matched = matched | both_neg_inf
+        parts.append(matched.sum())
+        #: kept until the count is read: the misses' positions need it when some element missed
+        self.matched = matched
+        if self.has:
+            parts.append(absb.max())
+        self.zero = zero and self.has
+        if self.zero:
+            parts.extend(torch.aminmax(a))
+        del diff, absb
+        # float64 copies, shared by the relative L2, the reference's norm and the slices
+        b64 = bf.double()
+        d64 = af.double() - b64
+        parts.append(torch.linalg.vector_norm(d64))
+        parts.append(torch.linalg.vector_norm(b64))
+        # the slices' norms: one reduction per slice where the chunk is whole slices (the
+        # last one may be short: zeros pad it), else one per piece of a slice
+        m = self.m
+        self.first = start // slice_len
+        self.whole = start % slice_len == 0 and (m % slice_len == 0 or start + m == n)
+        if self.whole:
+            pad = (-m) % slice_len
+            if pad:
+                d64 = torch.cat([d64, d64.new_zeros(pad)])
+                b64 = torch.cat([b64, b64.new_zeros(pad)])
+            self.n_slices = d64.numel() // slice_len
+            parts.append(torch.linalg.vector_norm(d64.view(-1, slice_len), dim=1))
+            parts.append(torch.linalg.vector_norm(b64.view(-1, slice_len), dim=1))
+        else:  # a piece of one slice, or straddling two
+            self.pieces = []
+            i = self.first
+            while i * slice_len < start + m:
+                lo, hi = max(start, i * slice_len) - start, min(start + m, (i + 1) * slice_len) - start
+                self.pieces.append(i)
+                parts.append(torch.linalg.vector_norm(d64[lo:hi]))
+                parts.append(torch.linalg.vector_norm(b64[lo:hi]))
+                i += 1
+        self.parts = parts
+
+    def apply(self, st: _Stats, vals: list[float]) -> None:
+        """Add the figures, as read (``vals``, in the order of :attr:`parts`), to ``st``."""
+        it = iter(vals)
+        if self.has:
+            top, va, vb, j = next(it), next(it), next(it), next(it)
+            if st.worst is None or top > st.max_abs:
+                st.worst = (self.start + int(j), va, vb)
+            st.max_abs = max(st.max_abs, top)
+            st.max_rel = max(st.max_rel, next(it))
+        hits = int(next(it))
+        st.matched += hits
+        if hits < self.m:
+            _record_misses(st, ~self.matched, self.start, self.slice_len)
+        self.matched = None
+        if self.has:
+            st.b_max = max(st.b_max, next(it))
+        if self.zero:
+            lo, hi = next(it), next(it)
+            st.a_all_zero = lo == 0.0 and hi == 0.0
+        st.d_norms.append(next(it))
+        st.b_norms.append(next(it))
+        if self.whole:
+            dn = [next(it) for _ in range(self.n_slices)]
+            bn = [next(it) for _ in range(self.n_slices)]
+            for j, (x, y) in enumerate(zip(dn, bn)):
+                st.slice_d[self.first + j].append(x)
+                st.slice_b[self.first + j].append(y)
+        else:
+            for i in self.pieces:
+                st.slice_d[i].append(next(it))
+                st.slice_b[i].append(next(it))
 
 
 def _misses(st: _Stats, shape: tuple, fp4: bool) -> dict[str, Any]:
