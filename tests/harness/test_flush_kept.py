@@ -129,3 +129,24 @@ def test_flush_buffers_one_per_worker_and_role(tmp_path):
     finally:
         fb.close()
     assert r.tensor is None and y.tensor is None
+
+
+def test_flush_written_reads_random_words_of_the_whole_buffer():
+    """``SlotPool.flush_written``: the positions it reads are spread over the whole buffer
+    (over 100 calls of 64 positions into 1,000 words, both ends are reached: a draw
+    confined to a part would miss them), and it names exactly those where the value is not
+    the flush's: none on a fully written buffer, and on one whose upper half was skipped,
+    only positions of that half (a call finds one there but with probability 2**-64)."""
+    pool = object.__new__(slots.SlotPool)
+    pool.flush = torch.full((1000,), 7, dtype=torch.int32)
+    assert all(pool.flush_written(7) == [] for _ in range(20))
+    pool.flush[500:] = 0
+    seen: set[int] = set()
+    for _ in range(100):
+        bad = pool.flush_written(7)
+        assert bad and all(500 <= p < 1000 for p in bad)
+        seen.update(bad)
+    assert min(seen) < 520 and max(seen) > 980
+    pool.flush.fill_(0)
+    allpos = {p for _ in range(100) for p in pool.flush_written(7)}
+    assert min(allpos) < 20 and max(allpos) > 980 and all(0 <= p < 1000 for p in allpos)

@@ -83,6 +83,26 @@ def test_release_cached_is_a_no_op_on_the_cpu():
     assert slots.release_cached("cpu") == 0
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cached_idle_bytes_is_reserved_less_allocated():
+    """``slots.cached_idle_bytes`` (one read of the allocator's nested statistics) equals
+    torch's own ``memory_reserved - memory_allocated`` with nothing cached, with 64 MiB
+    freed into the cache, and after the cache is emptied."""
+    dev = "cuda"
+
+    def torch_figure():
+        return torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+
+    torch.cuda.empty_cache()
+    assert slots.cached_idle_bytes(dev) == torch_figure()
+    x = torch.empty(64 << 20, dtype=torch.uint8, device=dev)
+    del x
+    assert slots.cached_idle_bytes(dev) == torch_figure() >= 64 << 20
+    torch.cuda.empty_cache()
+    assert slots.cached_idle_bytes(dev) == torch_figure()
+
+
 def test_parent_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path, solbench_cache, monkeypatch):
     """A device-memory shortage of the parent's own judging (torch.OutOfMemoryError raised in
     the parent, as on the H200 before the fixes above) is no verdict on the candidate: the

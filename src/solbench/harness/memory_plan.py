@@ -61,6 +61,7 @@ from ..spec.dtypes import element_bytes, to_torch
 from ..spec.problem import Problem
 from ..spec.workload import Workload
 from .config import EvalConfig
+from .slots import cached_idle_bytes
 
 #: environment variable that sets the available bytes (``4G``, ``512M``, ``1e9``)
 ENV = paths.MEMORY_AVAILABLE
@@ -243,7 +244,7 @@ def available_bytes(device: str) -> tuple[int | None, str]:
     if torch.device(device).type == "cuda":
         dev = torch.device(device)
         free, _total = torch.cuda.mem_get_info(dev)
-        cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+        cached = cached_idle_bytes(dev)
         return int(free + max(cached, 0)), "free device memory"
     avail = procfs.mem_available()
     room = _cgroup_room()

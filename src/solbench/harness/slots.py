@@ -36,12 +36,23 @@ def release_cached(device: str) -> int:
     rounds and before every timed block, never inside a timed window."""
     if torch.device(device).type != "cuda" or not torch.cuda.is_available():
         return 0
-    idle = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    idle = cached_idle_bytes(device)
     if idle <= RELEASE_ABOVE:
         return 0
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()
-    return max(0, idle - (torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)))
+    return max(0, idle - cached_idle_bytes(device))
+
+
+def cached_idle_bytes(device: str) -> int:
+    """Bytes the parent's CUDA caching allocator holds reserved on ``device`` but not
+    allocated (``torch.cuda.memory_reserved - memory_allocated``), from one read of its
+    nested statistics: each of those two calls flattens the whole statistics tree in
+    Python, and this runs before every candidate call of the rounds and every timed block."""
+    st = torch.cuda.memory_stats_as_nested_dict(device)
+    if not st:  # the allocator not initialised on this device yet: nothing is cached
+        return 0
+    return int(st["reserved_bytes"]["all"]["current"]) - int(st["allocated_bytes"]["all"]["current"])
 
 
 class SlotPool:
@@ -166,8 +177,11 @@ class SlotPool:
         with it; a flush that skipped a fraction f of the buffer survives with (1-f)^n)."""
         if self.flush is None:
             return []
-        rng = secrets.SystemRandom()
-        pos = [rng.randrange(self.flush.numel()) for _ in range(n)]
+        # one read of the OS's source for all n positions (n reads otherwise, one a position,
+        # after every timed call): 64 bits each, reduced modulo the buffer's words, whose bias
+        # (under numel / 2**64) no flush can aim at
+        size = self.flush.numel()
+        pos = [x % size for x in memoryview(secrets.token_bytes(8 * n)).cast("Q")]
         got = self.flush[torch.tensor(pos, device=self.flush.device)].tolist()
         return [p for p, g in zip(pos, got) if g != value]
 
