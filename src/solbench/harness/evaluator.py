@@ -43,7 +43,7 @@ from ..spec.workload import Workload
 from . import protocol
 from .checks import finding
 from .config import EvalConfig, environment, select_workloads
-from .evidence import CandidateError, WorkloadRun, guard_findings, guard_request, guard_result
+from .evidence import CandidateError, WorkloadRun, guard_findings
 from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout
 from .rounds import Oracle, round_plan, run_rounds, make_set
 from ..inputs.seeds import InputSeeds, fingerprint
@@ -109,33 +109,6 @@ def flush_bytes(cfg: EvalConfig) -> int:
     return int(_cache_bytes())
 
 
-#: the largest workload (inputs and outputs, bytes) whose inputs are made ahead, while the
-#: previous workload's last integrity check runs in the worker (:meth:`Evaluator._lookahead`):
-#: a larger one's inputs take longer than the check, and would hold a second workload's
-#: buffers beside the first
-AHEAD_MAX_BYTES = 64 << 20
-
-
-@dataclasses.dataclass
-class _Ahead:
-    """Workload ``j``'s first steps (:meth:`Evaluator._inputs`: ``got``, into ``run``), made
-    for the worker ``h`` before its turn; taken only by that workload on that worker."""
-
-    j: int
-    w: Workload
-    h: Any
-    run: WorkloadRun
-    got: Any
-    seconds: float
-
-    def fits(self, j: int, w: Workload, h: Any) -> bool:
-        return self.j == j and self.w is w and self.h is h and getattr(h, "alive", False)
-
-    def close(self) -> None:
-        if self.run.slots is not None:
-            self.run.slots.close()
-
-
 class Evaluator:
     """Evaluates solutions of one problem; keeps the reference worker between solutions.
     ``spares``: workers started ahead (:class:`~.workers.SparePool`, shared by the
@@ -161,9 +134,6 @@ class Evaluator:
         #: the TraceContext of the evaluation in progress (``evaluate``'s ``context``)
         self._ctx = None
         self.telemetry = Telemetry(torch.device(cfg.device).index or 0) if cfg.is_cuda else None
-        #: the next workload's inputs, made ahead (_Ahead), and what makes them (set by evaluate)
-        self._ahead: _Ahead | None = None
-        self._lookahead = None
 
     # the reference's outputs, as the correctness rounds use them (tests call these)
     def reference(self):
@@ -208,8 +178,6 @@ class Evaluator:
         need = unmet_need(self.problem.definition, cfg.device)
         try:
             for j, w in enumerate(workloads):
-                if self._ahead is not None and not self._ahead.fits(j, w, handle):
-                    self._drop_ahead()  # its workload was skipped, or its worker replaced
                 if cfg.progress:
                     cfg.progress(w.uuid, j, len(workloads))
                 self._phases = {}
@@ -269,13 +237,7 @@ class Evaluator:
                                          for k, v in getattr(handle, "start_phases", {}).items()})
                 self._build_cache = getattr(handle, "build_cache", None)
                 pending_start_s = 0.0
-                # the next workload's inputs may be made during this one's last integrity
-                # check (_ahead_maker); taken only if that workload runs next on this worker
-                self._lookahead = self._ahead_maker(workloads, j, handle)
-                try:
-                    tr = self._workload_planned(handle, solution, w, j, mplan)
-                finally:
-                    self._lookahead = None
+                tr = self._workload_planned(handle, solution, w, j, mplan)
                 add(tr)
                 need = need or runtime_need_of(tr)
                 if tr.evaluation.status in _BAD:
@@ -286,7 +248,6 @@ class Evaluator:
                 if tr.evaluation.status == Status.TIMEOUT and not cfg.keep_going:
                     timed_out = tr
         finally:
-            self._drop_ahead()
             if handle is not None:
                 handle.close()
             # no thread of this evaluation outlives it: a reference worker prestarted for a
@@ -401,85 +362,11 @@ class Evaluator:
         finally:
             self.cfg = self.refs.cfg = cfg
 
-    def _ahead_maker(self, workloads: list[Workload], j: int, h: WorkerHandle):
-        """What :meth:`_workload` calls while workload ``j``'s last integrity check runs in the
-        worker ``h``: workload ``j + 1``'s first steps (:meth:`_inputs`) into ``self._ahead``,
-        for a workload of at most :data:`AHEAD_MAX_BYTES`. Its seeds are its own
-        (``InputSeeds(seed, j + 1)``), so its values are those it would get in its turn. None
-        for the last workload. Whatever the making raises leaves nothing behind: the
-        workload makes its inputs in its turn, and raises there as it would have."""
-        if j + 1 >= len(workloads):
-            return None
-        w = workloads[j + 1]
-
-        def make() -> None:
-            try:
-                if self.problem.workload_bytes(w) > AHEAD_MAX_BYTES:
-                    return
-            except Exception:  # noqa: BLE001 - an axis the workload does not resolve: its turn says so
-                return
-            t = time.perf_counter()
-            run = self._new_run(w, j + 1, h)
-            run.phases = {}
-            try:
-                got = self._inputs(run)
-            except Exception:  # noqa: BLE001 - see above
-                if run.slots is not None:
-                    run.slots.close()
-                return
-            self._ahead = _Ahead(j + 1, w, h, run, got, time.perf_counter() - t)
-
-        return make
-
-    def _drop_ahead(self) -> None:
-        if self._ahead is not None:
-            self._ahead.close()
-            self._ahead = None
-
-    def _new_run(self, w: Workload, j: int, h: WorkerHandle) -> WorkloadRun:
-        cfg = self.cfg
-        return WorkloadRun(problem=self.problem, cfg=cfg, w=w, j=j, h=h, seeds=InputSeeds(cfg.seed, j),
-                           phases=self._phases, call_timeout_s=cfg.later_call_timeout(0.0))
-
-    def _inputs(self, run: WorkloadRun) -> tuple[list, dict, float] | Failure:
-        """The parent's first steps of a workload, which send its worker nothing: the round
-        plan, round 0's input set and the slot pool (``run.slots``). Returns (plan, the set,
-        the seconds the set took) or the INVALID_REFERENCE / NOT_RUNNABLE failure."""
-        cfg, w = self.cfg, run.w
-        try:  # upstream rounds, then the strict and stress rounds the inputs call for
-            plan = round_plan(cfg.rounds, self.problem, w)
-        except SpecError as e:
-            return Failure(Status.INVALID_REFERENCE, f"input rules: {e}")
-        t_set = time.perf_counter()
-        first = make_set(run, plan[0])
-        if isinstance(first, Failure):
-            return first
-        t_set = time.perf_counter() - t_set
-        wbytes = max(self.problem.workload_bytes(w), 1)
-        k = cfg.n_slots(wbytes)
-        try:
-            run.slots = SlotPool(self.problem, w, k, cfg.device, first)
-        except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory
-            return Failure(Status.INVALID_REFERENCE, (
-                f"could not allocate the workload's buffers ({k} slots of {wbytes:,} bytes): "
-                f"{type(e).__name__}: {e}"))
-        return plan, first, t_set
-
     def _workload(self, h: WorkerHandle, solution: Solution, w: Workload, j: int,
                   pre_findings: list[Finding] = ()) -> Trace:
         cfg = self.cfg
-        t_phase = time.perf_counter()
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead.fits(j, w, h):
-            # made while the previous workload's last integrity check ran (_lookahead)
-            run, got = ahead.run, ahead.got
-            run.phases, run.cfg, run.call_timeout_s = self._phases, cfg, cfg.later_call_timeout(0.0)
-            self._phases["inputs.ahead"] = round(ahead.seconds, 4)
-        else:
-            if ahead is not None:
-                ahead.close()
-            run = self._new_run(w, j, h)
-            got = self._inputs(run)
+        run = WorkloadRun(problem=self.problem, cfg=cfg, w=w, j=j, h=h, seeds=InputSeeds(cfg.seed, j),
+                          phases=self._phases, call_timeout_s=cfg.later_call_timeout(0.0))
         run.findings.extend(pre_findings)
 
         def done(failure: Failure | None, corr: Correctness | None = None, **kw) -> Trace:
@@ -502,17 +389,30 @@ class Evaluator:
             log = "\n".join(run.logs + [h.log_since_last(cfg.log_cap)])
             return self._trace(solution, w, run, failure, log, correctness=corr, **kw)
 
+        t_phase = time.perf_counter()
         h.cap_harness_ops(cfg.call_timeout_s)  # --timeout bounds the harness's own ops too
-        if isinstance(got, Failure):
-            if run.slots is not None:
-                run.slots.close()
-            return self._trace(solution, w, run, got)
-        plan, first, t_set = got
-        note = input_sets_notice(self.problem.name, w.uuid, len(plan), run.slots.k, cfg, t_set,
+        try:  # upstream rounds, then the strict and stress rounds the inputs call for
+            plan = round_plan(cfg.rounds, self.problem, w)
+        except SpecError as e:
+            return self._trace(solution, w, run, Failure(Status.INVALID_REFERENCE, f"input rules: {e}"))
+        t_set = time.perf_counter()
+        first = make_set(run, plan[0])
+        if isinstance(first, Failure):
+            return self._trace(solution, w, run, first)
+        t_set = time.perf_counter() - t_set
+        wbytes = max(self.problem.workload_bytes(w), 1)
+        k = cfg.n_slots(wbytes)
+        note = input_sets_notice(self.problem.name, w.uuid, len(plan), k, cfg, t_set,
                                  sum(v.nbytes for v in first.values() if isinstance(v, torch.Tensor)),
                                  late=1 + any(spec.profile == "stress_sparse" for spec in plan))
         if note:
             print(note, file=sys.stderr, flush=True)
+        try:
+            run.slots = SlotPool(self.problem, w, k, cfg.device, first)
+        except (MemoryError, OSError, RuntimeError) as e:  # mmap/ftruncate/CUDA out of memory
+            return self._trace(solution, w, run, Failure(Status.INVALID_REFERENCE, (
+                f"could not allocate the workload's buffers ({k} slots of {wbytes:,} bytes): "
+                f"{type(e).__name__}: {e}")))
         try:
             run.tol = w.tolerance_or_default()
             run.flush_bytes = flush_bytes(cfg)
@@ -575,15 +475,7 @@ class Evaluator:
                 except (WorkerDied, ProtocolError, CandidateError) as e:
                     return done(Failure(Status.RUNTIME_ERROR, f"timing: {e}"), corr)
                 t_guard = time.perf_counter()
-                # the whole dispatcher read (the worker's longest check, 0.06-0.09 s on an H100
-                # host) runs while the parent makes the next workload's inputs, which send this
-                # worker nothing; its reply is read before anything else is
-                pending = guard_request(run, "after timing")
-                try:
-                    if pending is not None and self._lookahead is not None:
-                        self._lookahead()
-                finally:
-                    guard_result(run, "after timing", pending)
+                guard_findings(run, "after timing")
                 run.tick("guards_after_timing", t_guard)
             return done(None, corr, timing=timing, ref_timing=ref_timing, telemetry=tele,
                         resolution=getattr(blocks, "resolution", None) if timing is not None else None)

@@ -268,32 +268,10 @@ def guard_findings(run: WorkloadRun, when: str, full: bool = True) -> None:
     ``full=False``: the worker's dispatcher check reads only the operators it runs itself
     around a call (:class:`~.protocol.Guards`); for a check that another, full one follows in
     the same workload."""
-    guard_result(run, when, guard_request(run, when, full))
-
-
-def guard_request(run: WorkloadRun, when: str, full: bool = True) -> "protocol.Pending | None":
-    """The first half of :func:`guard_findings`: the parent's own read of the worker's memory,
-    then the request sent; the worker checks while the parent goes on with work of its own
-    that sends the worker nothing (:func:`guard_result` reads the reply). None when the
-    request could not be sent (the finding is recorded)."""
     h, findings = run.h, run.findings
     memguard_findings(run, when)  # first: the parent's own read, before any reply of the worker's
     try:
-        return protocol.send(h, protocol.Guards(full=full), timeout_s=limits.GUARDS_S)
-    except (WorkerDied, WorkerTimeout, ProtocolError) as e:
-        add_once(findings, finding("guard_check_failed",
-                                   f"the worker did not answer the integrity check {when}: {e}"))
-        return None
-
-
-def guard_result(run: WorkloadRun, when: str, pending: "protocol.Pending | None") -> None:
-    """The second half of :func:`guard_findings`: the reply of :func:`guard_request`, judged,
-    then the parent's process check."""
-    h, findings = run.h, run.findings
-    if pending is None:
-        return
-    try:
-        g = protocol.receive(pending)
+        g = protocol.request(h, protocol.Guards(full=full), timeout_s=limits.GUARDS_S)
     except protocol.ReplyInvalid as e:
         add_once(findings, finding("guard_reply_invalid", f"{when}: {e}", {"reason": e.reason}))
         return

@@ -740,16 +740,6 @@ class WorkerHandle:
     def request(self, op: str, payload: dict | None = None, timeout_s: float = limits.REQUEST_S) -> tuple[str, dict]:
         """Send one request and wait for its reply. Raises WorkerDied / WorkerTimeout /
         ProtocolError; the worker is unusable after any of them."""
-        return self.receive_reply(self.send_request(op, payload, timeout_s))
-
-    def send_request(self, op: str, payload: dict | None = None,
-                     timeout_s: float = limits.REQUEST_S) -> tuple[int, float, str, float]:
-        """Send one request; :meth:`receive_reply` of the returned ticket waits for its reply
-        (the limit counts from now). Raises ProtocolError while another request's reply is
-        unread: the worker answers in order, and a reply read under another request's number
-        is a protocol error that ends the worker. Raises as :meth:`request` does."""
-        if getattr(self, "_pending_seq", None) is not None:
-            raise ProtocolError(f"request {op!r} sent while the reply to request #{self._pending_seq} is unread")
         if not self.alive:
             raise WorkerDied(self._exitcode(), op)
         if self.tampered is not None:
@@ -784,18 +774,7 @@ class WorkerHandle:
             self._send_all(head + body, send_deadline, send_limit, op)
         except (BrokenPipeError, ConnectionError, OSError):
             self._dead(op)
-        self._pending_seq = self.seq
-        return self.seq, timeout_s, op, t0
-
-    def receive_reply(self, ticket: tuple[int, float, str, float]) -> tuple[str, dict]:
-        """The reply to the request of ``ticket`` (:meth:`send_request`)."""
-        seq, timeout_s, op, t0 = ticket
-        if getattr(self, "_pending_seq", None) != seq:
-            raise ProtocolError(f"the reply to request #{seq} ({op!r}) is not the one awaited")
-        try:
-            return self._wait(seq, timeout_s, op, started=t0)
-        finally:
-            self._pending_seq = None
+        return self._wait(self.seq, timeout_s, op, started=t0)
 
     def log_since_last(self, cap: int = 8192) -> str:
         """New log text since the previous call, keeping the last ``cap`` characters."""

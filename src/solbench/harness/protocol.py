@@ -464,49 +464,9 @@ def request(handle, req: Request, timeout_s: float) -> _Msg:
     WorkerTimeout, ProtocolError, ReplyInvalid or ReplyContradiction; the last is also
     recorded in ``handle.contradictions``). ``req`` must be of its op's model in
     :data:`REQUESTS` (TypeError otherwise): the worker parses it through that model."""
-    _registered(req)
-    status, payload = handle.request(req.op, req.payload(), timeout_s=timeout_s)
-    return _parsed(handle, req, status, payload)
-
-
-class Pending:
-    """A request sent to a worker whose reply is not read yet (:func:`send`); :func:`receive`
-    reads it. Nothing else may be sent to that worker in between (the handle refuses)."""
-
-    def __init__(self, handle, req: Request, ticket: Any = None, answer: tuple | None = None,
-                 error: BaseException | None = None):
-        self.handle, self.req, self.ticket, self.answer, self.error = handle, req, ticket, answer, error
-
-
-def send(handle, req: Request, timeout_s: float) -> Pending:
-    """Send ``req`` without waiting for its reply: the worker handles it while the parent does
-    other work, and :func:`receive` returns the reply as :func:`request` would (its limit
-    counts from now). A handle that can only make whole requests (no ``send_request``)
-    makes it now; its errors are raised by :func:`receive`."""
-    _registered(req)
-    if hasattr(handle, "send_request"):
-        return Pending(handle, req, ticket=handle.send_request(req.op, req.payload(), timeout_s=timeout_s))
-    try:
-        return Pending(handle, req, answer=handle.request(req.op, req.payload(), timeout_s=timeout_s))
-    except Exception as e:  # noqa: BLE001 - raised where the reply is read, as request() would
-        return Pending(handle, req, error=e)
-
-
-def receive(p: Pending) -> _Msg:
-    """The parsed reply of the request ``p`` (:func:`send`); raises what :func:`request`
-    raises."""
-    if p.error is not None:
-        raise p.error
-    status, payload = p.answer if p.ticket is None else p.handle.receive_reply(p.ticket)
-    return _parsed(p.handle, p.req, status, payload)
-
-
-def _registered(req: Request) -> None:
     if REQUESTS.get(req.op) is not type(req):
         raise TypeError(f"{type(req).__name__} (op {req.op!r}) is not the registered request model of its op")
-
-
-def _parsed(handle, req: Request, status: str, payload: dict) -> _Msg:
+    status, payload = handle.request(req.op, req.payload(), timeout_s=timeout_s)
     rep = parse_reply(req.op, status, payload)
     why = contradiction(getattr(handle, "device", "cuda"), rep)
     if why is not None:
