@@ -525,26 +525,41 @@ def test_misses_of_an_all_nan_output_name_no_largest_error():
 
 def test_a_finite_chunk_is_read_from_the_device_once(monkeypatch):
     """The figures of a chunk whose values are all finite (the counts of poisoned and of
-    differing elements included) come back in one read (``tolist``/``item``: on CUDA each is
-    a synchronisation); a chunk with a NaN takes a second one for its masks, and its misses
-    their own. The figures are those worked by hand: 3 chunks of 4 elements, one error of
-    0.5 at index 5 (tolerance 0.1), so 11 of 12 match and the largest error is there."""
+    differing elements included) come back in one read (on CUDA each read is a
+    synchronisation): one ``tolist`` and no scalar read, counted at the dispatcher
+    (``aten::_local_scalar_dense`` is every host read of a scalar, those torch makes itself
+    from a 0-d index included). A chunk with a miss reads its positions (first, last, its
+    slices' counts) besides, and one with a NaN takes a second ``tolist`` for its masks. The
+    figures are those worked by hand: 3 chunks of 4 elements, one error of 0.5 at index 5
+    (tolerance 0.1), so 11 of 12 match and the largest error is there."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
     from solbench.harness import correctness
 
     monkeypatch.setattr(correctness, "COMPARE_CHUNK", 4)
     reads = []
-    item, tolist = torch.Tensor.item, torch.Tensor.tolist
-    monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append("item") or item(t))
+    tolist = torch.Tensor.tolist
     monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append("tolist") or tolist(t))
+
+    class Reads(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._local_scalar_dense.default:
+                reads.append("scalar")
+            return func(*args, **(kwargs or {}))
+
     tol = Tolerance(max_atol=0.1, max_rtol=0.0)
     ref = torch.arange(12, dtype=torch.float32)
+    with Reads():
+        st = correctness._compare_chunked(ref.clone(), ref, tol, poisoned=True)
+    assert reads == ["tolist"] * 3
+    assert (st.matched, st.n, st.unwritten, st.max_abs) == (12, 12, 0, 0.0)
+    reads.clear()
     out = ref.clone()
     out[5] += 0.5
-    st = correctness._compare_chunked(out, ref, tol, poisoned=True)
-    # 3 chunks, one read each; the chunk with the miss reads its positions (first, last,
-    # its slices' counts: 2 + 4 items, slices of 1 element as n = 12 <= 64)
-    assert reads.count("tolist") == 3
-    assert reads.count("item") == 2 + 4
+    with Reads():
+        st = correctness._compare_chunked(out, ref, tol, poisoned=True)
+    # the chunk 4..7 with the miss: its first and last (2) and its 4 one-element slices' counts
+    assert reads.count("tolist") == 3 and reads.count("scalar") == 2 + 4
     assert (st.matched, st.n, st.unwritten) == (11, 12, 0)
     assert st.worst == (5, 5.5, 5.0) and st.max_abs == 0.5
     assert (st.first_miss, st.last_miss) == (5, 5)
@@ -554,3 +569,97 @@ def test_a_finite_chunk_is_read_from_the_device_once(monkeypatch):
     st = correctness._compare_chunked(out, ref, tol, poisoned=False)
     assert reads.count("tolist") == 3 + 1
     assert st.has_nan and st.bad_special and st.matched == 11
+
+
+# ---- every figure against one whole-tensor computation, made independently ----
+
+def _whole_tensor_figures(out, ref, tol, poisoned):
+    """The figures of ``_compare_chunked`` computed over the whole flattened output at once,
+    masks always applied, as the rules state them (no chunks, no finite-first path)."""
+    from solbench.harness import correctness as c
+
+    a, b = c._as_float(out.reshape(-1)), c._as_float(ref.reshape(-1))
+    fin = torch.isfinite(a) & torch.isfinite(b)
+    af, bf = torch.where(fin, a, 0), torch.where(fin, b, 0)
+    diff = (af - bf).abs()
+    lim = bf.abs() * tol.max_rtol + tol.max_atol
+    both_ninf = (a == -math.inf) & (b == -math.inf) if tol.allow_negative_inf else torch.zeros_like(fin)
+    matched = ((diff <= lim) & fin) | both_ninf
+    bad = (torch.isnan(a) | torch.isinf(a)) & ~both_ninf
+    same = (torch.isnan(a) & torch.isnan(b)) | (torch.isinf(a) & (a == b))
+    k = int(diff.argmax())
+    miss = (~matched).nonzero().reshape(-1).tolist()
+    e = dict(matched=int(matched.sum()), max_abs=float(diff.max()), b_max=float(bf.abs().max()),
+             max_rel=float((diff / bf.abs().clamp_min(1e-12)).max()), worst=(k, float(a[k]), float(b[k])),
+             has_nan=bool(torch.isnan(a).any()), has_inf=bool(torch.isinf(a).any()),
+             bad_special=bool((bad & ~same).any()), a_all_zero=bool((a == 0).all()),
+             first_miss=miss[0] if miss else -1, last_miss=miss[-1] if miss else -1)
+    n = a.numel()
+    slice_len = -(-n // min(64, n))
+    e["miss_slices"] = [sum(1 for i in miss if i // slice_len == s) for s in range(min(64, n))]
+    if c.is_exact_dtype(ref.dtype):
+        e["n_diff"] = int((out != ref).sum())
+    if poisoned:
+        pb = c._poison_bits(out.dtype)
+        e["unwritten"] = int(((c._bits(out) == pb) & (c._bits(ref) != pb)).sum())
+    norms = (float(torch.linalg.vector_norm(af.double() - bf.double())), float(torch.linalg.vector_norm(bf.double())))
+    return e, norms
+
+
+def _random_case(rng, g):
+    """(out, ref, tol, poisoned) drawn with ``rng`` (random.Random) and ``g`` (torch)."""
+    dt = rng.choice([torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.bool])
+    n = rng.choice([1, 2, 7, 64, 65, 130])
+    ref = torch.randn(n, generator=g, dtype=torch.float64) * 10 ** rng.uniform(-3, 3)
+    if rng.random() < 0.3:
+        ref[: rng.randrange(n + 1)] = 3e38  # finite, but a float32 sum of them overflows
+    out = ref + torch.randn(n, generator=g, dtype=torch.float64) * rng.choice([0.0, 1e-4, 1e-1, 10.0])
+    for t in (out, ref):
+        for _ in range(rng.choice([0, 0, 1, 3])):
+            t[rng.randrange(n)] = rng.choice([math.nan, math.inf, -math.inf, -0.0, 1e-45])
+    if rng.random() < 0.3:
+        i = rng.randrange(n)
+        out[i] = ref[i] = rng.choice([math.nan, math.inf, -math.inf])
+    if rng.random() < 0.1:
+        out.zero_()
+    if dt == torch.bool:
+        out, ref = out > 0, ref > 0
+    elif dt == torch.int64:
+        out = torch.nan_to_num(out, 0.0, 1e15, -1e15).clamp(-1e15, 1e15).to(dt) + 2 ** 40
+        ref = torch.nan_to_num(ref, 0.0, 1e15, -1e15).clamp(-1e15, 1e15).to(dt) + 2 ** 40
+    else:
+        out, ref = out.to(dt), ref.to(dt)
+    poisoned = rng.random() < 0.5
+    if poisoned and rng.random() < 0.5:
+        out.view(torch.uint8)[rng.randrange(n) * out.element_size():] = POISON_BYTE
+    tol = Tolerance(max_atol=rng.choice([0.0, 1e-3, 1.0]), max_rtol=rng.choice([0.0, 1e-2]),
+                    allow_negative_inf=rng.random() < 0.5)
+    return out, ref, tol, poisoned
+
+
+def _same_or_both_nan(x, w):
+    if isinstance(w, tuple):
+        return len(x) == len(w) and all(p == q or _same_or_both_nan(p, q) for p, q in zip(x, w))
+    return x == w or (isinstance(w, float) and math.isnan(w) and math.isnan(x))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_chunked_figures_equal_a_whole_tensor_computation(seed):
+    """Random outputs of every kind of dtype (float32/16, bf16, float64, int64 ids above
+    2**40, bool) with NaN, infinities, -0.0, subnormals, all zeros, finite values whose
+    float32 sum overflows, poisoned tails and -inf allowances, compared in chunks of 1 to
+    2**25 elements: every figure equals that of one whole-tensor computation with the masks
+    always applied (norms to 1e-12 relative, the rest exactly)."""
+    import random
+
+    from solbench.harness import correctness as c
+
+    rng, g = random.Random(seed), torch.Generator().manual_seed(seed)
+    for _ in range(25):
+        out, ref, tol, poisoned = _random_case(rng, g)
+        st = c._compare_chunked(out, ref, tol, poisoned, rng.choice([1, 2, 3, 5, 64, 1 << 25]))
+        want, norms = _whole_tensor_figures(out, ref, tol, poisoned)
+        for key, w in want.items():
+            assert _same_or_both_nan(getattr(st, key), w), (key, getattr(st, key), w, seed)
+        assert c._norm_of(st.d_norms) == pytest.approx(norms[0], rel=1e-12, nan_ok=True)
+        assert c._norm_of(st.b_norms) == pytest.approx(norms[1], rel=1e-12, nan_ok=True)

@@ -558,8 +558,8 @@ def _compare_chunked(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, poiso
 
 def _read(parts: list[torch.Tensor]) -> list[float]:
     """The values of ``parts`` (0-d or 1-d tensors of one device) as Python floats, in order,
-    in one device-to-host transfer. Exact: every float32 value and every integer count below
-    2**53 is a float64 as is."""
+    in one device-to-host transfer. Exact: every float32 or float64 value and every integer
+    count below 2**53 is a float64 as is."""
     if not parts:
         return []
     return torch.cat([p.reshape(-1).to(torch.float64) for p in parts]).tolist()
@@ -626,9 +626,10 @@ class _PieceFigures:
         absb = bf.abs()
         self.has = bool(self.m)
         if self.has:
-            # the largest error, where it is and both values there
-            k = diff.argmax()
-            parts.append(torch.stack((diff[k].double(), a[k].double(), b[k].double(), k.double())))
+            # the largest error, where it is and both values there; indexed with a 1-element
+            # tensor, since a 0-d index is read to the host first (a synchronisation on CUDA)
+            k = diff.argmax().reshape(1)
+            parts.append(torch.cat((diff[k].double(), a[k].double(), b[k].double(), k.double())))
             rel = absb.clamp_min(1e-12)
             torch.div(diff, rel, out=rel)
             parts.append(rel.max())
