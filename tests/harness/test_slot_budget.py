@@ -83,6 +83,32 @@ def test_release_cached_is_a_no_op_on_the_cpu():
     assert slots.release_cached("cpu") == 0
 
 
+def test_cached_idle_bytes_reads_the_statistics_as_torch_does(monkeypatch):
+    """Without a GPU: the allocator's statistics faked (96 MiB reserved, 40 MiB allocated),
+    ``slots.cached_idle_bytes`` gives torch's own ``memory_reserved - memory_allocated`` over
+    the same statistics, 56 MiB, from one read of them; with CUDA never initialised, 0."""
+    if not torch.cuda.is_initialized():
+        assert slots.cached_idle_bytes("cuda") == 0
+
+    def stat(cur):
+        return {"current": cur, "peak": cur + 99, "allocated": cur + 7, "freed": 7}
+
+    fake = {"reserved_bytes": {"all": stat(96 << 20), "large_pool": stat(80 << 20), "small_pool": stat(16 << 20)},
+            "allocated_bytes": {"all": stat(40 << 20), "large_pool": stat(36 << 20), "small_pool": stat(4 << 20)}}
+    calls = []
+
+    def nested(device=None):
+        calls.append(device)
+        return fake
+
+    monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict", nested)
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", nested)
+    want = torch.cuda.memory_reserved("cuda:0") - torch.cuda.memory_allocated("cuda:0")
+    calls.clear()
+    assert slots.cached_idle_bytes("cuda:0") == want == 56 << 20
+    assert calls == ["cuda:0"]
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cached_idle_bytes_is_reserved_less_allocated():

@@ -44,13 +44,13 @@ def release_cached(device: str) -> int:
     return max(0, idle - cached_idle_bytes(device))
 
 
-def cached_idle_bytes(device: str) -> int:
+def cached_idle_bytes(device: "str | torch.device") -> int:
     """Bytes the parent's CUDA caching allocator holds reserved on ``device`` but not
     allocated (``torch.cuda.memory_reserved - memory_allocated``), from one read of its
     nested statistics: each of those two calls flattens the whole statistics tree in
     Python, and this runs before every candidate call of the rounds and every timed block."""
     st = torch.cuda.memory_stats_as_nested_dict(device)
-    if not st:  # the allocator not initialised on this device yet: nothing is cached
+    if not st:  # CUDA not initialised in this process: nothing is cached
         return 0
     return int(st["reserved_bytes"]["all"]["current"]) - int(st["allocated_bytes"]["all"]["current"])
 
