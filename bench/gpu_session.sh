@@ -149,13 +149,17 @@ PY
       done
       for arm in old new; do python3 bench/trace_phases.py "$OUT/warmab_$arm.jsonl" | tee -a "$OUT/warmab.log"; done ;;
     steadyab)  # the steady per-workload overhead (issue 29 item 3): the tree before (carried as
-      # .ab.patch from it, git-ignored) against this one, alternated, on a few eager dev problems
-      # with all their workloads (STEADYAB_ONLY globs, STEADYAB_S seconds an arm, STEADYAB_REPS)
+      # .ab.patch from it, git-ignored) against this one, on a few eager dev problems with all
+      # their workloads (STEADYAB_ONLY globs, STEADYAB_S seconds an arm, STEADYAB_REPS). Runs in
+      # ABBA order (old new, then new old): a host whose figures drift run after run (device_s29
+      # call 2: 0.744, 0.782, 0.795, 0.821 s in the order run) biases a plain alternation against
+      # whichever arm runs second. Compare with bench/steady_paired.py (the workloads both ran)
       if [ ! -d .ab_old/src ] && [ -f .ab.patch ]; then
         mkdir -p .ab_old && cp -r src .ab_old/ && (cd .ab_old && patch -s -p1 -R < ../.ab.patch || git apply -R ../.ab.patch)
       fi
       for rep in $(seq 1 "${STEADYAB_REPS:-2}"); do
-        for arm in old new; do
+        arms="old new"; [ $((rep % 2)) -eq 0 ] && arms="new old"
+        for arm in $arms; do
           src=$PWD/src; [ "$arm" = old ] && src=$PWD/.ab_old/src
           step steadyab "${STEADYAB_S:-100}" env PYTHONPATH="/tmp/site:$src" python3 bench/throughput.py --live "$DATA" \
             --only "${STEADYAB_ONLY:-069_*,085_*,061_*,033_*}" --max-workloads 16 --device cuda --seed 0x5eed \
@@ -164,7 +168,9 @@ PY
       done
       for arm in old new; do
         python3 bench/throughput.py $OUT/steadyab_${arm}_r*_run --out "$OUT/steadyab_$arm" | tee -a "$OUT/steadyab.log"
-      done ;;
+      done
+      python3 bench/steady_paired.py --old "$OUT/steadyab_old_r*_run/results.jsonl" \
+        --new "$OUT/steadyab_new_r*_run/results.jsonl" | tee -a "$OUT/steadyab.log" ;;
     cmpreads)  # one output comparison's device reads (harness/correctness.py), the tree before
       # (.ab_old, made from .ab.patch as steadyab makes it) against this one, and the CUDA tests
       # of the parent's reads (correctness, slots)
