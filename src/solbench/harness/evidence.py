@@ -29,7 +29,7 @@ from ..spec.workload import Workload
 from . import guards, protocol
 from .checks import add_once, finding, has
 from .config import EvalConfig
-from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout, stray_children
+from .process import ProtocolError, WorkerDied, WorkerHandle, WorkerTimeout, stray_children, unregistered_children
 from .slots import SlotPool
 
 #: seconds a thread seen right after a timed call gets to exit before it counts
@@ -76,6 +76,10 @@ class WorkloadRun:
     replay: Any = None
     #: the worker's descendants at the last :func:`process_check` (None before one)
     kids_seen: set[int] | None = None
+    #: the pid cursor (:func:`~solbench.proc.procfs.pid_cursor`) read just before the last
+    #: walk that found no process of the candidate's anywhere (:func:`process_check`); None
+    #: when there is no such walk, or the cursor cannot be trusted for this worker
+    clean_mark: int | None = None
 
     def __post_init__(self):
         from .replay import ReplayWatch
@@ -118,7 +122,30 @@ def window_check(run: WorkloadRun, when: str, reported: dict[str, float | None],
                 {"reported": name, "reported_ms": ms, "parent_window_ms": window_ms}))
 
 
+def _cursor_covers(h: WorkerHandle) -> bool:
+    """Whether every process or thread this worker's candidate can start moves the pid
+    cursor (:func:`~solbench.proc.procfs.pid_cursor`): the cursor moves on this host, and the
+    candidate holds no capability over this process's user namespace, so it cannot pick its
+    own ids (``clone3``'s ``set_tid``, which leaves the cursor where it was): it runs in a user
+    namespace of its own, or as a host uid other than root. Unsandboxed, never."""
+    sb = getattr(h, "sandbox", None) or {}
+    mode = sb.get("mode")
+    return (mode == "userns" or (mode == "uid" and sb.get("uid") not in (None, 0))) \
+        and procfs.pid_cursor_moves()
+
+
+def _nothing_started(run: WorkloadRun) -> bool:
+    """True when no task has been created on this host since the last clean walk
+    (:attr:`WorkloadRun.clean_mark`): the candidate then has no process anywhere, since it had
+    none at that walk and every new one moves the cursor."""
+    return run.clean_mark is not None and procfs.pid_cursor() == run.clean_mark
+
+
 def kids_before(run: WorkloadRun) -> set[int]:
+    """The worker's descendants now, the baseline of a call: none without a walk when
+    nothing was started since the last clean walk (:func:`_nothing_started`)."""
+    if _nothing_started(run):
+        return set()
     return procfs.descendants(run.h.pid)
 
 
@@ -136,16 +163,33 @@ def process_check(run: WorkloadRun, before: set[int], when: str, late: bool) -> 
     the harness. Checked after every call, so a process the candidate starts in each call is
     seen in each call, whatever the workload's length. Returns True when one was found.
     The worker's descendants it walked are left in ``run.kids_seen`` (the next timed call's
-    ``before``: :meth:`~.timed.TimedBlocks._timed_call`)."""
+    ``before``: :meth:`~.timed.TimedBlocks._timed_call`).
+
+    The walks (every thread's ``children`` file of the worker, of this process and of the
+    sandbox's init: about 0.5 ms a call) are skipped when the last walk found no process of
+    the candidate's anywhere and the pid cursor has not moved since the read just before it
+    (:func:`_nothing_started`): no process can exist now that did not then. That reading
+    is stricter than a walk, which misses a process started and ended within the call."""
+    if _nothing_started(run):
+        run.kids_seen = set()
+        return False
+    mark = procfs.pid_cursor() if _cursor_covers(run.h) else None
+    run.clean_mark = None
     run.kids_seen = procfs.descendants(run.h.pid)
-    extra = guards.unexplained_children(run.h.pid, before, late=late, desc=run.kids_seen) + stray_children()
+    strays = unregistered_children()
+    extra = guards.unexplained_children(run.h.pid, before, late=late, desc=run.kids_seen) + stray_children(strays)
     # a process in the sandbox outside the worker's tree is never an honest helper
+    outside = run.h.outside_worker_tree()
     extra += [{"pid": pid, "outside_worker_tree": True, "cmdline": procfs.cmdline(pid)[:200]}
-              for pid in run.h.outside_worker_tree()]
+              for pid in outside]
     if extra:
         add_once(run.findings, finding("child_process", f"the worker started processes {when}: {extra[:3]}",
                                        {"processes": extra[:20], "when": when}))
         return True
+    if not run.kids_seen and not strays and not outside:
+        # nothing of the candidate's exists, an allowed helper included (one could be
+        # re-parented later without a new id): the next check may rely on the cursor
+        run.clean_mark = mark
     return False
 
 

@@ -171,14 +171,15 @@ def become_subreaper() -> None:
             signals.become_subreaper()
 
 
-def stray_children() -> list[dict[str, Any]]:
+def stray_children(unregistered: list[int] | None = None) -> list[dict[str, Any]]:
     """Children of this process that are neither workers, nor registered helpers, nor older
     than the first worker, nor runtime helpers (:func:`~.guards._allowed`, judged by the real
-    executable): processes a candidate left behind (re-parented to us)."""
+    executable): processes a candidate left behind (re-parented to us). ``unregistered``:
+    :func:`unregistered_children` when the caller has just read it."""
     from .guards import _allowed
 
     out = []
-    for c in unregistered_children():
+    for c in (unregistered_children() if unregistered is None else unregistered):
         cmd = procfs.cmdline(c)
         # an empty command line is a process gone, or one that blanked it (procfs.gone)
         if (cmd or not procfs.gone(c)) and not _allowed(cmd, procfs.exe_name(c) or "?"):

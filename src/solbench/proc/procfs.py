@@ -190,6 +190,42 @@ def descendants(pid: int) -> set[int]:
     return seen
 
 
+def pid_cursor() -> int | None:
+    """The last process id the kernel handed out in this process's pid namespace (the fifth
+    field of ``/proc/loadavg``, proc(5)); None when it cannot be read.
+
+    Every new task, process or thread, takes an id in its own pid namespace *and in every
+    ancestor one* (``alloc_pid`` in kernel/pid.c), so a process started anywhere below this
+    one, a sandbox's nested namespace included, moves this cursor. The one exception is a
+    caller that picks its own id (``clone3`` with ``set_tid``), which needs
+    CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN over the user namespace owning this namespace:
+    see :func:`pid_cursor_moves` and ``harness.evidence.process_check``."""
+    data = read_bytes("/proc/loadavg")
+    try:
+        return int(data.split()[4]) if data else None
+    except (IndexError, ValueError):
+        return None
+
+
+_CURSOR_MOVES: list[bool] = []
+
+
+def pid_cursor_moves() -> bool:
+    """Whether :func:`pid_cursor` moves when a task is created here: checked once per
+    process by starting and joining a thread between two reads (an emulated /proc, e.g. a
+    user-space kernel, may print a fixed or zero value there)."""
+    if not _CURSOR_MOVES:
+        import threading
+
+        a = pid_cursor()
+        t = threading.Thread(target=lambda: None, name="solbench-pid-cursor-check")
+        t.start()
+        t.join()
+        b = pid_cursor()
+        _CURSOR_MOVES.append(a is not None and b is not None and a > 0 and b != a)
+    return _CURSOR_MOVES[0]
+
+
 def cmdline(pid: int) -> str:
     """The command line of ``pid``, arguments joined by spaces ("" when gone, or a zombie).
     The process writes its own argv: it proves nothing about the program (:func:`exe_name`)."""
