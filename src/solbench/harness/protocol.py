@@ -151,6 +151,12 @@ class TimeIter(Request):
     #: call on an H100 host), whose result the parent reads for the candidate only. Never on the
     #: CPU, where the sample is the parent's window less a no-op baseline that includes the check
     check: bool = True
+    #: False only for the trusted reference's calls on CUDA: the worker leaves the returned
+    #: outputs where they are (no copy into the slot, no sync, no poisoning of the returned
+    #: buffers): nothing reads a reference's timed outputs, and its sample is device time,
+    #: which ends at the end marker before any copy-out. The candidate's calls keep it on every
+    #: call, verified or not, so its buffers tell it nothing about which calls were verified
+    copy_out: bool = True
 
 
 class GuardTable(Request):

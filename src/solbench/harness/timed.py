@@ -817,7 +817,8 @@ class TimedBlocks:
             # host stretches a launch-bound call's gaps (harness.resolution's load check)
             w0 = load_wait_mark(h.pid, reader_tid=reader, worker=br.candidate, cpu=False)
             t0 = time.perf_counter()
-            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate),
+            rep = protocol.request(h, protocol.TimeIter(slot=s, scalars=scalars[s], i=i, check=br.candidate,
+                                                        copy_out=br.candidate),
                                    timeout_s=run.call_timeout_s)
             rt = (time.perf_counter() - t0) * 1e3
             blk.wait.append(load_wait_since(w0, h.pid, reader_tid=reader, worker=br.candidate, cpu=False)[0])

@@ -462,7 +462,8 @@ class Worker:
     def _on_time_iter(self, req: TimeIter) -> tuple[str, dict]:
         # every field is read here, before the clock starts in _timed_iter
         return "ok", self._timed_iter(self._slot(req.slot), req.scalars, req.i, flush=req.flush,
-                                      parent_copy=req.parent_copy and not self.is_cuda, check=req.check)
+                                      parent_copy=req.parent_copy and not self.is_cuda, check=req.check,
+                                      copy_out=req.copy_out or not self.is_cuda)
 
     def _on_time_end(self, req: TimeEnd) -> tuple[str, dict]:
         return "ok", self._time_end()
@@ -819,7 +820,7 @@ class Worker:
             self._sync()
 
     def _timed_iter(self, slot, scalars, i: int, flush: bool = True, parent_copy: bool = False,
-                    check: bool = True) -> dict:
+                    check: bool = True, copy_out: bool = True) -> dict:
         torch = self.torch
         args = self._args(slot, scalars)
         if flush:
@@ -855,7 +856,7 @@ class Worker:
             meta["interposition"] = interp
             self.timed_n += 1
             return meta
-        if not self.dps:
+        if not self.dps and copy_out:
             meta.update(self._copy_out(slot, ret, args, mat, parent_copy=parent_copy))
         self.timed_n += 1
         return meta
