@@ -296,8 +296,9 @@ class WorkerHandle:
 
     Trust boundary: requests go parent -> worker pickled (the worker may unpickle what the
     parent sends); replies come back as length-prefixed **JSON only**, at most
-    :data:`MAX_REPLY_BYTES`, read by a reader thread so a stalled or garbage reply can never
-    block or execute code in the parent; requests are sent non-blocking with a deadline, so a
+    :data:`MAX_REPLY_BYTES`, read by the waiting thread without blocking past the request's
+    deadline (:meth:`_read_reply`), so a stalled or garbage reply can never block or execute
+    code in the parent; requests are sent non-blocking with a deadline, so a
     worker that stops reading cannot block it either. After every reply the parent checks
     from /proc that the worker still holds exactly the sockets it was handed
     (:meth:`check_channels`). Tensors are never sent back: the parent owns every
@@ -467,12 +468,9 @@ class WorkerHandle:
             self.pgid = os.getpgid(self.pid)
         except OSError:
             self.pgid = self.pid
-        self._replies: queue.Queue = queue.Queue()
-        self._reader = threading.Thread(target=self._read_replies, daemon=True)
-        self._reader.start()
-        #: the reply reader's thread id: its run-queue wait is the host's load, taken out of
-        #: a timed call's round trip like the calling thread's (timed.load_wait_mark)
-        self.reader_tid: int | None = self._reader.native_id
+        #: replies are read by the thread that waits for them (:meth:`_read_reply`): there is
+        #: no reader thread whose run-queue wait would add to a call's round trip
+        self.reader_tid: int | None = None
         if status != "ok":
             self.kill()
             raise WorkerDied(self._exitcode(), f"start: {hello.get('message')}")
@@ -534,71 +532,93 @@ class WorkerHandle:
             else:
                 self.log_dropped += len(chunk)
 
-    def _read_replies(self) -> None:
-        """Reader thread: JSON replies only, size-capped; anything else ends the channel."""
-        while True:
+    def _read_reply(self, deadline: float, during: str) -> tuple[str, Any]:
+        """One reply, read by the calling thread from the worker's socket: ``("msg", [seq,
+        status, payload])``, ``("eof", why)`` (the worker closed its end), ``("garbage", why)``
+        (not a frame of at most :data:`MAX_REPLY_BYTES` of JSON ``[seq, status, payload]``) or
+        ``("timeout", None)`` once ``deadline`` (``time.monotonic``) passes with the reply
+        incomplete. The framing is multiprocessing.Connection's (what the worker's
+        ``send_bytes`` writes): a signed 4-byte big-endian length, or -1 and an unsigned 8-byte
+        one. Every read is non-blocking behind a ``select`` bounded by the deadline, so a
+        worker that sends part of a frame and stops cannot hold the parent; between two
+        slices of at most 0.25 s a worker that exited is :meth:`_dead` (its socket may stay
+        open in a child that inherited it)."""
+        import select
+        import struct
+
+        sock = self._sock
+        buf = bytearray()
+        need, body_len = 4, None
+        while len(buf) < need:
             try:
-                raw = self.conn.recv_bytes(MAX_REPLY_BYTES)
-            except (EOFError, OSError) as e:
-                self._replies.put(("eof", str(e)))
-                return
-            try:
-                msg = json.loads(raw.decode("utf-8"))
-                if not (isinstance(msg, list) and len(msg) == 3 and isinstance(msg[0], int)
-                        and isinstance(msg[1], str) and isinstance(msg[2], dict)):
-                    raise ValueError("not a [seq, status, payload] reply")
-            except Exception as e:  # noqa: BLE001 - ValueError, UnicodeDecodeError, RecursionError (deep nesting)
-                self._replies.put(("garbage", f"{type(e).__name__}: {str(e)[:200]}"))
-                return
-            self._replies.put(("msg", msg))
+                chunk = sock.recv(min(need - len(buf), 1 << 20), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "timeout", None
+                r, _, _ = select.select([sock], [], [], min(left, 0.25))
+                if not r and self.proc.poll() is not None:
+                    self._dead(during)
+                continue
+            except OSError as e:
+                return "eof", str(e)
+            if not chunk:
+                return "eof", "the worker closed its end of the channel"
+            buf += chunk
+            if body_len is None and len(buf) == need:
+                if need == 4:
+                    (n,) = struct.unpack("!i", bytes(buf))
+                    if n == -1:
+                        need = 12
+                        continue
+                    if n < 0:
+                        return "garbage", f"a frame length of {n}"
+                else:
+                    (n,) = struct.unpack("!Q", bytes(buf[4:12]))
+                if n > MAX_REPLY_BYTES:
+                    return "garbage", f"a reply of {n:,} bytes (at most {MAX_REPLY_BYTES:,})"
+                body_len, need = n, need + n
+        try:
+            msg = json.loads(bytes(buf[need - body_len:]).decode("utf-8"))
+            if not (isinstance(msg, list) and len(msg) == 3 and isinstance(msg[0], int)
+                    and isinstance(msg[1], str) and isinstance(msg[2], dict)):
+                raise ValueError("not a [seq, status, payload] reply")
+        except Exception as e:  # noqa: BLE001 - ValueError, UnicodeDecodeError, RecursionError (deep nesting)
+            return "garbage", f"{type(e).__name__}: {str(e)[:200]}"
+        return "msg", msg
 
     def _wait(self, seq: int, timeout_s: float, during: str, started: float | None = None):
-        if not hasattr(self, "_replies"):
-            # before the reader exists (hello): read one reply directly, JSON only
-            if not self.conn.poll(timeout_s):
-                self.kill()
-                raise WorkerTimeout(timeout_s, during)
-            try:
-                msg = json.loads(self.conn.recv_bytes(MAX_REPLY_BYTES).decode("utf-8"))
-                return msg[1], msg[2]
-            except Exception as e:  # noqa: BLE001
-                self.kill()
-                # a worker that died before its hello says why only in its log: keep the tail
-                tail = " | ".join(self.log_since_last(1200).strip().splitlines()[-6:])
-                raise ProtocolError(f"no hello from the worker (exit {self._exitcode()}): "
-                                    f"{type(e).__name__}: {e}" + (f"; log: {tail}" if tail else "")) from None
         deadline = (started if started is not None else time.monotonic()) + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise WorkerTimeout(timeout_s, during)
-            try:
-                kind, item = self._replies.get(timeout=min(left, 0.25))
-            except queue.Empty:
-                if self.proc.poll() is not None and self._replies.empty():
-                    time.sleep(0.05)
-                    if self._replies.empty():
-                        self._dead(during)
-                continue
-            if kind == "eof":
-                self._dead(during)
-            if kind == "garbage":
-                self.kill()
-                raise ProtocolError(f"unreadable reply during {during}: {item}")
-            rseq, status, payload = item
-            if rseq != seq:
-                self.kill()
-                raise ProtocolError(f"reply #{rseq} to request #{seq} during {during}")
-            # the reply's content is data; where it came from is checked by the parent itself
-            self.check_channels(during, full=during in FULL_CHANNEL_CHECK_OPS)
-            if self.tampered is not None and during != "build":
-                # nothing from this worker is read any more (the build reply only names the
-                # entry's kind: the evaluation's first request then ends the workload, where
-                # the finding is recorded)
-                self.kill()
-                raise ChannelTampered(during, self.tampered)
+        kind, item = self._read_reply(deadline, during)
+        if kind == "timeout":
+            self.kill()
+            raise WorkerTimeout(timeout_s, during)
+        if seq == 0 and kind != "msg":
+            # no hello: a worker that died before it says why only in its log: keep the tail
+            self.kill()
+            tail = " | ".join(self.log_since_last(1200).strip().splitlines()[-6:])
+            raise ProtocolError(f"no hello from the worker (exit {self._exitcode()}): "
+                                f"{kind}: {item}" + (f"; log: {tail}" if tail else ""))
+        if kind == "eof":
+            self._dead(during)
+        if kind == "garbage":
+            self.kill()
+            raise ProtocolError(f"unreadable reply during {during}: {item}")
+        rseq, status, payload = item
+        if seq == 0:  # the hello: before any channel check is set up
             return status, payload
+        if rseq != seq:
+            self.kill()
+            raise ProtocolError(f"reply #{rseq} to request #{seq} during {during}")
+        # the reply's content is data; where it came from is checked by the parent itself
+        self.check_channels(during, full=during in FULL_CHANNEL_CHECK_OPS)
+        if self.tampered is not None and during != "build":
+            # nothing from this worker is read any more (the build reply only names the
+            # entry's kind: the evaluation's first request then ends the workload, where
+            # the finding is recorded)
+            self.kill()
+            raise ChannelTampered(during, self.tampered)
+        return status, payload
 
     def cap_harness_ops(self, call_timeout_s: float | None) -> None:
         """With a call limit set (``--timeout``), no harness op of :data:`CAPPED_OPS` waits
