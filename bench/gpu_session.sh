@@ -183,7 +183,7 @@ PY
       step probes 90 python3 bench/wakeup_latency.py --n 400 --out "$OUT/wakeup.json" ;;
     cursor)  # the process check's pid cursor on this host, and the reference's copy-out on CUDA
       step cursor 240 python3 -m pytest -q -p no:cacheprovider -rs tests/harness/test_pid_cursor.py \
-        tests/harness/test_reference_copy_out.py tests/harness/test_warmup_ordering.py ;;
+        tests/harness/test_reference_copy_out.py tests/harness/test_warmup_ordering.py tests/harness/test_reply_reader.py ;;
     cmpreads)  # one output comparison's device reads (harness/correctness.py), the tree before
       # (.ab_old, made from .ab.patch as steadyab makes it) against this one, and the CUDA tests
       # of the parent's reads (correctness, slots)
