@@ -764,48 +764,13 @@ def _record_misses(st: _Stats, miss: torch.Tensor, start: int, slice_len: int) -
 
 
 def _worst_of_slices(slice_d: list, slice_b: list) -> float:
-    """Worst relative L2 error over the slices whose reference norm is at least 1e-3 of the
-    median slice norm (:func:`_worst_slice`); 0 under two compared elements."""
+    """Worst relative L2 error (difference norm over reference norm) over the slices of the
+    flattened output whose reference norm is at least 1e-3 of the median slice norm; 0 under
+    two compared elements."""
     if len(slice_d) < 2:
         return 0.0
     num = torch.tensor([_norm_of(x) for x in slice_d], dtype=torch.float64)
     den = torch.tensor([_norm_of(x) for x in slice_b], dtype=torch.float64)
-    med = den.median()
-    keep = den > 1e-3 * med
-    if not bool(keep.any()):
-        return 0.0
-    return float((num[keep] / den[keep]).max().item())
-
-
-def _all_zero(a: torch.Tensor) -> bool:
-    """Every element of ``a`` is zero (max |a| == 0; a NaN is not zero)."""
-    if not a.numel():
-        return True
-    lo, hi = torch.aminmax(a)
-    return float(lo.item()) == 0.0 and float(hi.item()) == 0.0
-
-
-def _worst_slice(a: torch.Tensor, b: torch.Tensor, max_slices: int = 64) -> float:
-    """Worst relative L2 error over up to ``max_slices`` contiguous chunks of the flattened
-    output, ignoring chunks whose reference norm is below 1e-3 of the median chunk norm."""
-    return _worst_slice_of(a.double() - b.double(), b.double(), max_slices)
-
-
-def _worst_slice_of(d: torch.Tensor, b: torch.Tensor, max_slices: int = 64) -> float:
-    """:func:`_worst_slice` from the float64 difference ``d = a - b`` and ``b``."""
-    n = d.numel()
-    if n < 2:
-        return 0.0
-    k = min(max_slices, n)
-    d2 = d.reshape(-1)
-    b2 = b.reshape(-1)
-    pad = (-n) % k
-    if pad:
-        d2 = torch.cat([d2, d2.new_zeros(pad)])
-        b2 = torch.cat([b2, b2.new_zeros(pad)])
-    d2, b2 = d2.view(k, -1), b2.view(k, -1)
-    num = torch.linalg.vector_norm(d2, dim=1)
-    den = torch.linalg.vector_norm(b2, dim=1)
     med = den.median()
     keep = den > 1e-3 * med
     if not bool(keep.any()):

@@ -47,7 +47,6 @@ this process's caching allocator holds unused.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
