@@ -4,6 +4,7 @@ trusted only where the candidate cannot pick its own ids, and a candidate that s
 process late, after many calls checked by the cursor alone, is still caught in that call."""
 import os
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,54 @@ def test_an_honest_candidate_is_checked_by_the_cursor_and_passes(tmp_path, solbe
     (t,) = evaluate(p, s, EvalConfig(device="cpu", rounds=2, iters=40))
     assert t.evaluation.status == Status.PASSED, (t.evaluation.status, t.evaluation.findings)
     assert n["cursor"] >= n["checks"] // 2, n
+
+
+@pytest.mark.parametrize("mode", ["prove", "silent"])
+def test_the_workers_request_spin_runs_no_code_of_the_candidates(tmp_path, solbench_cache, mode):
+    """Red team 30: cand_red30_spin_hook.py rebinds the worker's ``_conn_fd`` (and, on the CPU,
+    ``is_cuda``) to objects whose comparison or truth test runs its code. Before, the spin in
+    ``Worker.loop`` read them before every request: the hook ran 46 times over 30 calls and the
+    candidate PASSED. Now the loop reads both once, before any candidate code, and the parent's
+    read of the worker's memory finds them rebound (``harness_patch``)."""
+    p = matmul_problem(tmp_path, (128,))
+    s = load_solution(HERE / "cand_red30_spin_hook.py", p)
+    src = s.sources[0].content.replace('MODE = "silent"', f'MODE = "{mode}"').replace("PROVE_AT = 30", "PROVE_AT = 3")
+    s = s.model_copy(update={"sources": [s.sources[0].model_copy(update={"content": src})]})
+    (t,) = evaluate(p, s, EvalConfig(device="cpu", rounds=2, iters=40))
+    ev = t.evaluation
+    if mode == "prove":  # its third call says how often its hook ran
+        assert "SPIN HOOK ran 0 times" in (ev.log or ""), (ev.status, (ev.log or "")[-500:])
+    else:
+        assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
+        f = [x for x in ev.findings if x.check == "harness_patch"]
+        assert f and "worker._conn_fd" in f[0].message and "worker.is_cuda" in f[0].message, f
+
+
+class _Run:
+    def __init__(self):
+        self.h = types.SimpleNamespace(pid=4242, sandbox={"mode": "uid", "uid": 1001},
+                                       outside_worker_tree=lambda: [])
+        self.findings, self.kids_seen, self.clean_mark = [], None, None
+
+
+@needs_cursor
+@pytest.mark.parametrize("during_walk, marked", [
+    ((100, 50), True),    # nothing made or reaped on the host while the walk read its files
+    ((100, 49), False),   # a task reaped meanwhile: a process may have moved between two files
+    ((101, 51), False),   # a task made meanwhile
+])
+def test_a_walk_is_trusted_for_the_cursor_only_if_the_host_stood_still(monkeypatch, during_walk, marked):
+    """Red team 30 (cand_red30_reparent_race.py): a child C of a candidate thread exits and is
+    reaped while the parent reads the worker's ``children`` files one thread at a time; its
+    child G, re-parented to the worker's leader (the subreaper) without a new id, was in no file
+    the walk read, the walk looked clean, and the cursor never moved again (PASSED in 1 of 6
+    tries, G alive through every timed call). The mark is now kept only when the host's task
+    count and cursor (one read of /proc/loadavg) are the same before and after the walk."""
+    marks = iter([(100, 50), during_walk])
+    monkeypatch.setattr(procfs, "task_mark", lambda: next(marks))
+    monkeypatch.setattr(procfs, "descendants", lambda pid: set())
+    monkeypatch.setattr(evidence, "unregistered_children", lambda: [])
+    run = _Run()
+    assert evidence.process_check(run, set(), "in a test", late=True) is False
+    assert run.findings == [] and run.kids_seen == set()
+    assert run.clean_mark == (100 if marked else None)

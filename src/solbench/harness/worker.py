@@ -65,7 +65,10 @@ _select = _select_mod.select
 #: dispatcher guard: tests/harness/cand_dispatch_guard_rebound.py)
 _PINNED = ("conn", "dispatch", "guards", "snapshot", "_interp0", "_conn0", "torch", "_sync",
            "_record_function", "_l2", "_l2_sig", "flags0", "_streams0", "_harness_fns", "_Event",
-           "_stream_ctx", "_acts")
+           "_stream_ctx", "_acts",
+           # plain values the harness's own steps branch on: an object of the candidate's in
+           # their place (a truthy ``is_cuda`` whose __bool__ runs its code) would run it there
+           "is_cuda", "_conn_fd", "device", "stream0", "_preroll_s")
 #: the CUPTI recorder's attributes that hold what its sessions run through (bound at its
 #: creation, before any candidate code)
 _ACTS_PINNED = ("_enable", "_disable", "_flush_all", "_stream_id", "_register", "_raw", "_demangle",
@@ -248,14 +251,20 @@ class Worker:
 
     # ------------------------------------------------------------------ protocol
     def loop(self) -> None:
+        # read once, here, before the first request (so before any candidate code exists):
+        # the spin below reads no attribute a candidate could rebind to an object of its own
+        # (an fd whose comparison runs its code would run it between any two requests;
+        # red team 30), and takes only an exact int and float
+        spin_fd = self._conn_fd if self.is_cuda is True else -1
+        spin_s = float(REQUEST_SPIN_S)
         while True:
-            if self.is_cuda and self._conn_fd >= 0:
+            if type(spin_fd) is int and spin_fd >= 0 and type(spin_s) is float:
                 # the parent's next request of a timed block comes within about a millisecond
                 # (its checks and the next input set): a thread that blocks at once lets its
                 # core fall idle, and waking it costs more than the wait (bench/wakeup_latency.py).
                 # Only harness code runs here, and a paused worker (SIGSTOP) does not spin
                 t_spin = _perf()
-                while _perf() - t_spin < REQUEST_SPIN_S and not _select((self._conn_fd,), (), (), 0)[0]:
+                while _perf() - t_spin < spin_s and not _select((spin_fd,), (), (), 0)[0]:
                     pass
             try:
                 msg = self.conn.recv()

@@ -207,6 +207,21 @@ def pid_cursor() -> int | None:
         return None
 
 
+def task_mark() -> tuple[int, int] | None:
+    """(the pid cursor, the number of tasks on the host) from one read of ``/proc/loadavg``
+    (its fifth field, and the total after the ``/`` of its fourth; proc(5)); None when it
+    cannot be read. The count falls when a task is released (a thread at its exit, a process
+    when it is reaped), so two equal marks around a walk of ``children`` files mean that no
+    task was made or reaped meanwhile: no process was re-parented during the walk by the
+    exit and reaping of its parent (see ``harness.evidence.process_check``)."""
+    data = read_bytes("/proc/loadavg")
+    try:
+        f = data.split()
+        return int(f[4]), int(f[3].split(b"/")[1])
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
 _CURSOR_MOVES: list[bool] = []
 
 
