@@ -187,3 +187,34 @@ def test_a_walk_is_trusted_for_the_cursor_only_if_the_host_stood_still(monkeypat
     assert evidence.process_check(run, set(), "in a test", late=True) is False
     assert run.findings == [] and run.kids_seen == set()
     assert run.clean_mark == (100 if marked else None)
+
+
+def test_the_workers_changing_state_of_a_foreign_type_is_a_hack(tmp_path, solbench_cache):
+    """The family of the spin's fd (red team 30), for the state that changes during a run and
+    so cannot be pinned: ``markers`` replaced by a ``str`` subclass whose ``__eq__`` runs the
+    candidate's code is ``interposition`` at the call after it was set."""
+    p = matmul_problem(tmp_path, (128,))
+    (t,) = evaluate(p, load_solution(HERE / "cand_state_str_subclass.py", p),
+                    EvalConfig(device="cpu", rounds=2, iters=10))
+    ev = t.evaluation
+    assert ev.status == Status.REWARD_HACK, (ev.status, ev.findings)
+    f = [x for x in ev.findings if x.check == "interposition"]
+    assert f and "markers: " in str(f[0].evidence) and "_Markers" in str(f[0].evidence), f
+
+
+def test_the_workers_state_types_at_start_are_all_allowed():
+    """Every attribute the check reads holds an allowed type in a fresh worker (no candidate):
+    the check flags nothing by itself."""
+    class _Conn:
+        def send_bytes(self, *a):
+            pass
+
+        def fileno(self):
+            return -1
+
+    from solbench.harness import worker as W
+
+    w = W.Worker(_Conn(), "cpu")
+    assert W.Worker._foreign_state(w) == []
+    w.__dict__["timed_n"] = 3.0
+    assert W.Worker._foreign_state(w) == ["timed_n: builtins.float"]

@@ -68,7 +68,18 @@ _PINNED = ("conn", "dispatch", "guards", "snapshot", "_interp0", "_conn0", "torc
            "_stream_ctx", "_acts",
            # plain values the harness's own steps branch on: an object of the candidate's in
            # their place (a truthy ``is_cuda`` whose __bool__ runs its code) would run it there
-           "is_cuda", "_conn_fd", "device", "stream0", "_preroll_s")
+           "is_cuda", "_conn_fd", "device", "stream0", "_preroll_s", "_state_types")
+#: the Worker's own state that its steps read after a call and that changes during a run (so
+#: it cannot be pinned), with the exact types each may hold; ``end_buf`` and ``prof`` are
+#: added per worker, with torch's classes as bound at its start (``Worker._state_types``,
+#: pinned). Checked after every call (:meth:`Worker._foreign_state`)
+#: (a tuple, guarded by name with the harness functions: nothing in it can be changed in place)
+_PLAIN_STATE: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("dps", (bool,)), ("markers", (str,)), ("timed_n", (int,)), ("flush_bytes", (int,)),
+    ("call_host_ms", (float,)), ("_markers_note", (str, type(None))), ("_acts_note", (str, type(None))),
+    ("timed_host", (list,)), ("timed_event", (list,)), ("_mapped", (dict,)), ("_noop_src", (list,)),
+    ("_mstreams", (type(None), list)),
+)
 #: the CUPTI recorder's attributes that hold what its sessions run through (bound at its
 #: creation, before any candidate code)
 _ACTS_PINNED = ("_enable", "_disable", "_flush_all", "_stream_id", "_register", "_raw", "_demangle",
@@ -164,7 +175,7 @@ class Worker:
                                   # read: rebinding one would blind them
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
                                   **{f"worker.{n}": (mod, n) for n in ("_MRO", "_TYPE_DICT", "_WORKER_KEYS",
-                                                                       "_WORKER_MRO")}})
+                                                                       "_WORKER_MRO", "_PLAIN_STATE")}})
         self._harness_fns.update(_timeline_guards())
         self._conn0 = conn
         try:  # torch's default-device mode, as bound now (see _function_modes)
@@ -233,6 +244,11 @@ class Worker:
                 self._acts = open_session()
             except Exception as e:  # noqa: BLE001 - any failure means: torch.profiler, as before
                 self._acts_note = f"cupti-python unavailable ({type(e).__name__}: {str(e)[:200]})"
+        # the exact types of the state _foreign_state reads, torch's classes as bound now
+        self._state_types = _PLAIN_STATE + (
+            ("end_buf", (type(None), torch.Tensor)),
+            ("prof", (type(None), torch.profiler.profile)
+             + ((type(self._acts),) if self._acts is not None else ())))
         # last: the dispatcher's kernel table once the harness's own imports and CUDA start-up
         # are done, before any candidate code exists
         self.dispatch = guards.DispatchGuard()
@@ -618,6 +634,9 @@ class Worker:
         shadow = sorted(k for k in vars(self) if k in Worker.__dict__)
         if shadow:
             out.append(f"instance attributes shadow Worker methods: {shadow}")
+        foreign = Worker._foreign_state(self)
+        if foreign:
+            out.append(f"the worker's own state holds objects of other types: {foreign}"[:300])
         if self.__dict__.get("conn") is not self._conn0:
             out.append("the worker's connection object was replaced")
         if self._flush_sig is not None and self._flush_signature() != self._flush_sig:
@@ -626,6 +645,21 @@ class Worker:
             out.append("the persisting-L2 reset was replaced or disabled")
         out.extend(self.dispatch.changes(full=full))
         return out
+
+    def _foreign_state(self) -> list[str]:
+        """Attributes of :data:`_PLAIN_STATE` (the Worker's own state its steps read, which
+        changes during a run and so cannot be pinned) that hold an object of another type than
+        the exact ones listed: an object of the candidate's there (a ``str`` subclass whose
+        ``__eq__`` runs its code, read by the copy-out after the clock) runs its code inside the
+        harness's steps. Compared by identity of types only, so nothing of the candidate's runs."""
+        d = self.__dict__
+        bad = []
+        for k, types_ in self._state_types:
+            if k in d:
+                tv = type(dict.get(d, k))
+                if not any(tv is x for x in types_):
+                    bad.append(f"{k}: {tv.__module__}.{tv.__qualname__}"[:80])
+        return bad
 
     # ------------------------------------------------------------------ calls
     def _args(self, slot, scalars):
