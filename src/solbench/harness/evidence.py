@@ -34,6 +34,13 @@ from .slots import SlotPool
 
 #: seconds a thread seen right after a timed call gets to exit before it counts
 THREAD_GRACE_S = 0.005
+#: seconds the last timed call's new threads get, once the stopped worker is resumed at a
+#: block's end, to finish exiting (polled: honest ones go within a millisecond or two). What
+#: a thread does then cannot change that call's outputs, already copied while it was stopped,
+#: nor any later call's (new inputs, a new flush); a thread alive after it counts. On a loaded
+#: 2-core host a thread joined in the call but stopped before its exit ended took more than the
+#: 5 ms of THREAD_GRACE_S to get a CPU (an honest per-call pool flagged, once, in a full test run)
+THREAD_END_GRACE_S = 0.05
 
 #: a reported time may exceed the parent's window around the same call by this much (ms)
 #: plus 5% (clock granularity; both clocks are CLOCK_MONOTONIC on Linux)

@@ -36,7 +36,7 @@ from ..spec.trace import Finding, TimingStats
 from . import freeze, guards, peek, protocol, recheck
 from .checks import add_once, finding, has
 from .correctness import poison_
-from .evidence import (THREAD_GRACE_S, CandidateError, WorkloadRun, interposition_seen, kernel_precision_check,
+from .evidence import (THREAD_END_GRACE_S, THREAD_GRACE_S, CandidateError, WorkloadRun, interposition_seen, kernel_precision_check,
                        kids_since_last_check, new_threads, process_check, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle
@@ -887,9 +887,14 @@ class TimedBlocks:
         if hold is not None:
             hold.cont()
             if br.candidate and br.pending:
-                # the last call's new threads get the same grace as elsewhere, now running
+                # the last call's new threads, now running, get THREAD_END_GRACE_S to be gone
+                left, t_end = set(br.pending), time.monotonic() + THREAD_END_GRACE_S
                 time.sleep(THREAD_GRACE_S)
-                br.seen_threads |= br.pending & procfs.thread_ids(h.pid)
+                left &= procfs.thread_ids(h.pid)
+                while left and time.monotonic() < t_end:
+                    time.sleep(0.002)
+                    left &= procfs.thread_ids(h.pid)
+                br.seen_threads |= left
         end = protocol.request(h, protocol.TimeEnd(), timeout_s=limits.TIME_END_S)
         if isinstance(end, protocol.ErrorReply):
             raise CandidateError(f"time_end: {end.type}: {end.message}")
