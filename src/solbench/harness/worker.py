@@ -53,11 +53,13 @@ _T_IMPORTS = time.monotonic()
 _MRO, _TYPE_DICT = type.__dict__["__mro__"], type.__dict__["__dict__"]
 
 _perf = time.perf_counter  # captured before any candidate code exists
-import select as _select_mod  # noqa: E402
-
 #: the C function, captured now: the request spin (:meth:`Worker.loop`) goes through no
 #: Python-level method a candidate could replace (Connection.poll, selectors, ...)
-_select = _select_mod.select
+from select import select as _select  # noqa: E402
+
+#: a type's name and module read through type's own descriptors: a metaclass of the
+#: candidate's cannot run its code when a foreign state's type is named (Worker._foreign_state)
+_QUALNAME, _MODULE = type.__dict__["__qualname__"], type.__dict__["__module__"]
 
 #: the Worker's attributes that are set once, in ``__init__``, and hold what its checks run
 #: through: the parent reads that each still holds its object (memguard.instance_table; a
@@ -175,7 +177,8 @@ class Worker:
                                   # read: rebinding one would blind them
                                   **{f"guards.{n}": (guards, n) for n in ("_lookup", "_targets", "_MRO", "_TYPE_DICT")},
                                   **{f"worker.{n}": (mod, n) for n in ("_MRO", "_TYPE_DICT", "_WORKER_KEYS",
-                                                                       "_WORKER_MRO", "_PLAIN_STATE")}})
+                                                                       "_WORKER_MRO", "_PLAIN_STATE",
+                                                                       "_QUALNAME", "_MODULE")}})
         self._harness_fns.update(_timeline_guards())
         self._conn0 = conn
         try:  # torch's default-device mode, as bound now (see _function_modes)
@@ -658,7 +661,7 @@ class Worker:
             if k in d:
                 tv = type(dict.get(d, k))
                 if not any(tv is x for x in types_):
-                    bad.append(f"{k}: {tv.__module__}.{tv.__qualname__}"[:80])
+                    bad.append(f"{k}: {_MODULE.__get__(tv, type)}.{_QUALNAME.__get__(tv, type)}"[:80])
         return bad
 
     # ------------------------------------------------------------------ calls
