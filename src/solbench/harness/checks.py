@@ -148,7 +148,13 @@ register("stress_reference_failed", A, """The problem's reference gives NaN/Inf,
     apply to this workload and the candidate is not judged on it.""")
 register("timed_output_mismatch", H, """A timed iteration chosen at random after the call (OS secure
     random source) produced wrong outputs for its inputs although the correctness rounds
-    passed.""")
+    passed, and the same inputs asked for again after the timed loop, untimed, were answered
+    right (or could not be asked: the call was not judged): it answered differently while
+    timed. Wrong there too: ``timed_output_wrong``.""")
+register("timed_output_wrong", I, """A verified timed iteration's outputs were wrong for its inputs,
+    and asked for again after the timed loop in an untimed call they were wrong again: an error
+    of the candidate's own on those values (the correctness rounds' input sets did not show it),
+    not a candidate that answers differently while it is timed (``timed_output_mismatch``).""")
 register("late_output_mismatch", I, """One more call after the whole timed loop (on the last timed
     input set of slot 0 with a few signs flipped, or fresh values where no input may change;
     then a sparse stress set where the workload has one and the reference holds on it)

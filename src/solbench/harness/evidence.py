@@ -87,6 +87,9 @@ class WorkloadRun:
     #: walk that found no process of the candidate's anywhere (:func:`process_check`); None
     #: when there is no such walk, or the cursor cannot be trusted for this worker
     clean_mark: int | None = None
+    #: (iteration, its input set on the CPU) of the first verified timed iteration that
+    #: failed, asked for again after the timed loop (:func:`~.recheck.ask_again`)
+    timed_miss: tuple[int, dict] | None = None
 
     def __post_init__(self):
         from .replay import ReplayWatch

@@ -5,7 +5,13 @@ the timed calls themselves, so a candidate cannot be right only while it is watc
 
 - :func:`verify_timed`: a random sample of timed iterations (drawn by the parent from the
   OS's secure random source, unknown to the worker) checked with the same limits as the
-  correctness rounds; ``timed_output_mismatch`` (INCORRECT), ``input_mutation``;
+  correctness rounds; ``timed_output_mismatch`` (a hack until :func:`ask_again` settles it),
+  ``input_mutation``;
+- :func:`ask_again`: after the whole timed loop, the input set of a verified timed iteration
+  that failed is asked for again in an untimed call judged like a correctness round: right
+  there, the candidate answered differently while timed (``timed_output_mismatch`` stands, a
+  hack); wrong there too, it is wrong for those inputs whenever asked, a data-dependent error
+  the rounds' input sets missed (``timed_output_wrong``, INCORRECT);
 - :func:`late_recheck`: after the whole timed loop, one more call on the last timed input set
   of slot 0 with a few values changed (an output cache keyed on the inputs' identity hands
   back that call's answer: ``cached_output``), then one on the sparse stress set where the
@@ -199,6 +205,9 @@ def verify_timed(run: WorkloadRun, oracle: Oracle, i: int, s: int, *, dps: bool)
         run.replay.failed_call(f"timed iteration {i}", outs, findings, returned=not dps)
     if not rep.passed and not has(findings, "timed_output_mismatch"):
         o = next(x for x in rep.outputs if x.failed_check)
+        # kept (off the device: the memory plan holds one set a slot) for :func:`ask_again`
+        run.timed_miss = (i, {k: v.cpu() if isinstance(v, torch.Tensor) else v
+                              for k, v in slots.pristine[s].items()})
         findings.append(finding(
             "timed_output_mismatch",
             f"timed iteration {i}: output wrong for its inputs ({o.name}: {o.failed_check}: {o.detail}) "
@@ -209,3 +218,60 @@ def verify_timed(run: WorkloadRun, oracle: Oracle, i: int, s: int, *, dps: bool)
     if mutated and not has(findings, "input_mutation"):
         findings.append(finding("input_mutation", f"timed iteration {i} wrote to inputs {mutated}",
                                 {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
+
+
+def ask_again(run: WorkloadRun, oracle: Oracle, scalars: list) -> None:
+    """Settle a ``timed_output_mismatch``: the input set of the first verified timed
+    iteration that failed (``run.timed_miss``) asked for again, after the whole timed loop,
+    in an untimed call on slot 0 judged like a correctness round.
+
+    A hack is a candidate that answers differently while it is timed (skips work, detects
+    the loop, caches): asked again outside the loop it answers right, and the finding stands,
+    with that evidence. A candidate wrong for those inputs there too is wrong whenever asked,
+    an error of its own that the correctness rounds' input sets did not show (a wrong constant
+    that only some rows' values expose): the finding is replaced by ``timed_output_wrong``
+    (INCORRECT), which keeps the timed iteration's figures. A repeat whose outputs are an
+    earlier passing call's bits is ``cached_output`` (:mod:`.replay`), a hack either way.
+    Anything else (an interposition, a returned output of the wrong kind, a repeat that
+    cannot be judged) leaves the hack. Raises CandidateError when the call fails."""
+    miss, findings, slots = run.timed_miss, run.findings, run.slots
+    f = next((x for x in findings if x.check == "timed_output_mismatch"), None)
+    if miss is None or f is None or slots is None:
+        return
+    i, kept = miss
+    when = f"timed iteration {i}'s input set asked again after the timed loop"
+    last0 = [o.clone() for o in slots.outputs(0)]
+    slots.forget(0)  # one set on the device at a time
+    values = {k: v.to(run.cfg.device) if isinstance(v, torch.Tensor) else v for k, v in kept.items()}
+    scalars[0] = slots.fill(0, values)
+    before = kids_before(run)
+    rep = protocol.request(run.h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
+    if isinstance(rep, protocol.ErrorReply):
+        raise CandidateError(f"{when}: {rep.type}: {rep.message}")
+    interposition_seen(rep, findings, when)
+    process_check(run, before, f"in {when}", late=True)
+    if rep.interposition or returned_issue(run, rep) is not None:
+        return
+    outs = [o.clone() for o in slots.outputs(0)]
+    ip_cand = slots.input_tensors(0, run.inplace_inputs)
+    try:
+        ref_out, ref_after = oracle.run_observed(values, keep=run.inplace_inputs)
+        rep_c, _ = oracle.judge(outs, ref_out, values, run.tol, slots, run.cfg.precision_check,
+                                precision_evidence=False, inplace=inplace_judged(run, ref_after, ip_cand))
+    except Exception:  # noqa: BLE001 - no judgement of the repeat: the finding stands as it is
+        return
+    if rep_c.passed:
+        run.replay.passed_call(when, outs)
+        f.evidence["asked_again"] = "right"
+        f.message += "; asked again after the timed loop, untimed, on the same inputs: right"
+        return
+    if run.replay.failed_call(when, outs, findings, returned=rep.returned is not None,
+                              also=[("the last call on slot 0's input objects", last0)]) is not None:
+        return
+    o = next(x for x in rep_c.outputs if x.failed_check)
+    findings[findings.index(f)] = finding(
+        "timed_output_wrong",
+        f"timed iteration {i}: output wrong for its inputs, and wrong again when the same inputs were asked "
+        f"for after the timed loop, untimed ({o.name}: {o.failed_check}: {o.detail}): an error the "
+        "correctness rounds' input sets did not show",
+        {**f.evidence, "asked_again": {"failed_check": o.failed_check, "rel_l2": o.rel_l2, "output": o.name}})

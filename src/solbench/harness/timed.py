@@ -308,6 +308,7 @@ class TimedBlocks:
             self._noop_again()
         t = time.perf_counter()
         recheck.late_recheck(run, self.oracle, scalars, fresh=self.fresh, next_seed=self._next_seed)
+        recheck.ask_again(run, self.oracle, scalars)  # only after a failed verification
         run.tick("timing.late_recheck", t)
         if self.telemetry is not None and self.telemetry.ok:
             tele_samples.append(self.telemetry.sample())
