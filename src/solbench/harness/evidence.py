@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -45,6 +45,26 @@ THREAD_END_GRACE_S = 0.05
 #: a reported time may exceed the parent's window around the same call by this much (ms)
 #: plus 5% (clock granularity; both clocks are CLOCK_MONOTONIC on Linux)
 WINDOW_SLACK_MS = 0.5
+
+
+def outlived_a_call(pid: int, pending: dict[int, int | None], now: set[int],
+                    run_ns: Callable[[int, int], int | None] | None = None) -> set[int]:
+    """The threads of ``pending`` (new after the previous timed call: tid -> its CPU time in
+    ns then, :func:`~solbench.proc.procfs.thread_run_ns`, None if unread) that are still
+    alive after this call (``now``) and ran during it: background threads. A thread that got
+    no CPU in the whole call did nothing in it (on the CPU every process of the worker is
+    stopped outside the calls, so a call is its only time to run): an honest pool's thread,
+    joined and stopped before its exit ended, starved by a loaded host through the next
+    call too, is left pending (it gets the block's end grace, THREAD_END_GRACE_S). A CPU time
+    that cannot be read either side counts as run."""
+    run_ns = run_ns or procfs.thread_run_ns
+    out = set()
+    for t, r0 in pending.items():
+        if t in now:
+            r1 = run_ns(pid, t)
+            if r0 is None or r1 is None or r1 != r0:
+                out.add(t)
+    return out
 
 
 class CandidateError(Exception):

@@ -37,7 +37,7 @@ from . import freeze, guards, peek, protocol, recheck
 from .checks import add_once, finding, has
 from .correctness import poison_
 from .evidence import (THREAD_END_GRACE_S, THREAD_GRACE_S, CandidateError, WorkloadRun, interposition_seen, kernel_precision_check,
-                       kids_since_last_check, new_threads, process_check, window_check)
+                       kids_since_last_check, new_threads, outlived_a_call, process_check, window_check)
 from .measure import FIRST_CALL_MIN_BLOCK, Block, first_call_outliers, timing_stats
 from .process import WorkerHandle
 from .rounds import Oracle
@@ -204,10 +204,11 @@ class _BlockRun:
     #: None for the candidate, or when unknown
     worker_wait0: float | None = None
     seen_threads: set[int] = field(default_factory=set)
-    #: threads new after the previous call, still there (stopped) when it ended: they
-    #: count when they outlive the next call too (a joined pool's OS threads linger about
-    #: a millisecond after join and were stopped before they could exit)
-    pending: set[int] = field(default_factory=set)
+    #: threads new after a previous call, still there (stopped) when it ended -> their CPU
+    #: time (ns) then: they count when they outlive a later call having run in it
+    #: (:func:`~.evidence.outlived_a_call`; a joined pool's OS threads linger about a
+    #: millisecond after join and were stopped before they could exit)
+    pending: dict[int, int | None] = field(default_factory=dict)
 
 
 class TimedBlocks:
@@ -862,8 +863,9 @@ class TimedBlocks:
             br.seen_threads |= new_threads(run, br.base_tids, br.seen_threads)
         else:
             now = procfs.thread_ids(h.pid)
-            br.seen_threads |= br.pending & now
-            br.pending = now - br.base_tids - br.seen_threads
+            br.seen_threads |= outlived_a_call(h.pid, br.pending, now)
+            br.pending = {t: br.pending[t] if t in br.pending else procfs.thread_run_ns(h.pid, t)
+                          for t in now - br.base_tids - br.seen_threads}
         process_check(run, before, f"in timed iteration {i}", late=True)
         bad = run.slots.flush_written(flush_value(i))
         if bad and not has(findings, "flush_skipped"):

@@ -334,6 +334,18 @@ def runqueue_wait_ms(pid: int | None = None) -> float | None:
                               else f"/proc/{pid}/task/{pid}/schedstat")
 
 
+def thread_run_ns(pid: int, tid: int) -> int | None:
+    """Nanoseconds thread ``tid`` of process ``pid`` has spent on a CPU since it started: the
+    first field of ``/proc/<pid>/task/<tid>/schedstat`` (Linux,
+    Documentation/scheduler/sched-stats.rst), kept by the kernel, so the thread cannot set
+    it. None when the thread is gone or the kernel keeps no such statistics."""
+    txt = read_text(f"/proc/{pid}/task/{tid}/schedstat")
+    try:
+        return int(txt.split()[0]) if txt else None
+    except (IndexError, ValueError):
+        return None
+
+
 def thread_wait_ms(tid: int) -> float | None:
     """:func:`runqueue_wait_ms` of thread ``tid`` of this process (ms; None when the thread
     is gone or the kernel keeps no such statistics)."""
