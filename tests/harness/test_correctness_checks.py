@@ -92,6 +92,24 @@ def test_write_coverage_exact_fraction():
     assert check_output("o", out, ref, Tolerance()).failed_check == "nan_inf"
 
 
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.int64, torch.int8, torch.bool,
+                                torch.float8_e4m3fn, torch.float4_e2m1fn_x2])
+def test_poison_of_a_strided_view_writes_its_bytes_only(dt):
+    """A transposed, sliced view (not contiguous) gets the poison byte in exactly its own
+    elements' bytes; the rest of the storage is untouched (a fill with a value would write a
+    default NaN in floats, fail in integers, write 1 in bools)."""
+    raw = torch.zeros(6, 8, 8, dtype=torch.uint8)  # 8 bytes an element: room for every dtype
+    es = torch.empty(0, dtype=dt).element_size()
+    base = raw[:, :, :es].contiguous().view(dt).reshape(6, 8)  # 6x8 elements of dt, zero bits
+    t = base.t()[1:, ::2]  # 7x3, strides (1, 16): not contiguous
+    assert not t.is_contiguous()
+    poison_(t)
+    b = base.view(torch.uint8).reshape(6, 8, es)
+    want = torch.zeros(6, 8, dtype=torch.bool)
+    want[::2, 1:] = True  # t[i, j] is base[2j, i + 1]
+    assert bool((b[want] == POISON_BYTE).all()) and bool((b[~want] == 0).all())
+
+
 def test_write_coverage_ignores_positions_where_reference_equals_poison():
     # int32 poison is -1 (all bytes 0xFF): an unwritten -1 where the reference is -1 is fine
     ref = torch.tensor([-1, 5, 7, -1], dtype=torch.int32)

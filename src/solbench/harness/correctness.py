@@ -68,9 +68,20 @@ def dtype_eps(dtype: torch.dtype) -> float:
 
 
 def poison_(t: torch.Tensor) -> torch.Tensor:
-    """Fill ``t`` in place with the poison byte pattern (any dtype). Returns ``t``."""
+    """Fill ``t`` in place with the poison byte pattern (any dtype, any strides). Returns ``t``.
+    A non-contiguous ``t`` is filled through a byte view of its own storage (its shape plus
+    one dim of its element's bytes, its strides in bytes): a fill with a value would write a
+    default NaN in floats (not the all-ones payload the replay check reads), fail in integers
+    and write 1 in bools."""
     if t.numel():
-        t.reshape(-1).view(torch.uint8).fill_(POISON_BYTE) if t.is_contiguous() else t.fill_(float("nan"))
+        if t.is_contiguous():
+            t.reshape(-1).view(torch.uint8).fill_(POISON_BYTE)
+        else:
+            es = t.element_size()
+            u = torch.empty(0, dtype=torch.uint8, device=t.device)
+            u.set_(t.untyped_storage(), t.storage_offset() * es, tuple(t.shape) + (es,),
+                   tuple(x * es for x in t.stride()) + (1,))
+            u.fill_(POISON_BYTE)
     return t
 
 
