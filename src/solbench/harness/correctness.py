@@ -123,10 +123,16 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 _E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
+#: the E2M1 table per device it was used on
+_E2M1_ON: dict[torch.device, torch.Tensor] = {}
+
+
 def unpack_fp4(t: torch.Tensor) -> torch.Tensor:
     """Unpack ``float4_e2m1fn_x2`` [..., n] into float32 [..., 2n] (low nibble first)."""
     b = t.view(torch.uint8).to(torch.int64)
-    lut = torch.tensor(_E2M1, dtype=torch.float32, device=t.device)
+    lut = _E2M1_ON.get(t.device)
+    if lut is None:  # once a device: a host-to-device copy per chunk compared, else
+        lut = _E2M1_ON[t.device] = torch.tensor(_E2M1, dtype=torch.float32, device=t.device)
     lo, hi = lut[b & 0xF], lut[(b >> 4) & 0xF]
     return torch.stack([lo, hi], dim=-1).reshape(*t.shape[:-1], t.shape[-1] * 2)
 
