@@ -2,8 +2,12 @@
 after the timed loop, untimed (harness/recheck.py, ``ask_again``): wrong there too is the
 candidate's own error (``timed_output_wrong``, INCORRECT_NUMERICAL); right there is a candidate
 that answers differently while timed (``timed_output_mismatch``, REWARD_HACK). End to end on
-the CPU with real candidates on the corpus's gelu_f32 (3 upstream rounds + 2 stress rounds)."""
+the CPU with real candidates on the corpus's gelu_f32 (3 upstream rounds + 2 stress rounds).
+And the honest output whose bytes are not its values (a negative-bit view), which the CPU timed
+calls' copy-out read raw: wrong while timed, right asked again, a false hack before."""
 from pathlib import Path
+
+import torch
 
 from solbench.harness import EvalConfig, evaluate
 from solbench.spec import Status, load_problem, load_solution
@@ -36,5 +40,20 @@ def test_right_when_asked_again_stays_a_hack(solbench_cache):
     assert e.status == Status.REWARD_HACK, (e.log, e.findings)
     (f,) = [f for f in e.findings if f.check == "timed_output_mismatch"]
     assert f.severity == "hack" and f.evidence["asked_again"] == "right", f
-    assert "asked again after the timed loop, untimed, on the same inputs: right" in f.message
+    assert "asked again after the timed loop, untimed, on the same inputs: right (" in f.message
     assert not any(x.check == "cached_output" for x in e.findings), e.findings
+
+
+def test_an_output_with_the_negative_bit_is_read_as_its_values(solbench_cache):
+    """An honest non-DPS output whose bytes are not its values (the negative bit) was read raw
+    by the parent's copy-out of the CPU timed calls: every timed output -y, right when asked
+    again untimed (the worker's copy through torch), REWARD_HACK. The worker now copies such
+    an output itself, inside the call's window."""
+    from solbench.harness.guards import lazy_bits
+
+    y = torch.randn(4, 3)
+    v = torch.complex(torch.zeros_like(y), -y).conj().imag
+    assert v.is_neg() and torch.equal(v, y) and lazy_bits(v) and not lazy_bits(y)
+    assert lazy_bits(torch.complex(y, y).conj()) and lazy_bits(torch._efficientzerotensor(3))
+    e = _eval("cand_neg_view_output.py")
+    assert e.status == Status.PASSED, (e.log, e.findings)

@@ -11,13 +11,17 @@ from solbench.proc import procfs
 
 
 def test_only_threads_alive_that_ran_count():
-    pending = {11: 100, 12: 100, 13: None, 14: 100, 15: 100}
-    after = {11: 100, 12: 150, 13: 7, 15: None}  # 14 is gone; 15 cannot be read any more
-    got = outlived_a_call(1, pending, now={11, 12, 13, 15, 99}, run_ns=lambda pid, t: after.get(t))
-    # 11 alive but got no CPU: left pending; 12 ran; 13 and 15 unreadable count as run; 14 exited;
-    # 99 was not pending (new in this call: pending from now on, judged after the next call)
-    assert got == {12, 13, 15}
-    assert outlived_a_call(1, {}, now={1, 2}, run_ns=lambda pid, t: 0) == set()
+    pid, me = os.getpid(), threading.get_native_id()  # a thread that exists: this one
+    gone = 4194301  # above the kernel's largest pid (pid_max is at most 2**22): no such thread
+    pending = {11: 100, 12: 100, 13: None, 14: 100, me: 100, gone: 100}
+    after = {11: 100, 12: 150, 13: 7}  # 14 exited; me and gone cannot be read
+    got = outlived_a_call(pid, pending, now={11, 12, 13, me, gone, 99}, run_ns=lambda p, t: after.get(t))
+    # 11 alive but got no CPU: left pending; 12 ran; 13 unread before counts as run; 14 exited;
+    # me unreadable but alive counts as run; gone listed but exited before its read does not;
+    # 99 was not pending (new in this call: pending from now on, judged after the next call).
+    # (11, 12, 13 are not threads of this process: only an unreadable CPU time looks at /proc)
+    assert got == {12, 13, me}
+    assert outlived_a_call(pid, {}, now={1, 2}, run_ns=lambda p, t: 0) == set()
 
 
 def test_thread_run_ns_moves_only_while_the_thread_runs():

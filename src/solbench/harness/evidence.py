@@ -56,12 +56,15 @@ def outlived_a_call(pid: int, pending: dict[int, int | None], now: set[int],
     stopped outside the calls, so a call is its only time to run): an honest pool's thread,
     joined and stopped before its exit ended, starved by a loaded host through the next
     call too, is left pending (it gets the block's end grace, THREAD_END_GRACE_S). A CPU time
-    that cannot be read either side counts as run."""
+    that cannot be read either side counts as run, unless the thread is gone by then (it
+    exited between the listing and the read)."""
     run_ns = run_ns or procfs.thread_run_ns
     out = set()
     for t, r0 in pending.items():
         if t in now:
             r1 = run_ns(pid, t)
+            if r1 is None and not os.path.exists(f"/proc/{pid}/task/{t}"):
+                continue
             if r0 is None or r1 is None or r1 != r0:
                 out.add(t)
     return out

@@ -266,6 +266,20 @@ def python_keyed(t: torch.Tensor) -> bool:
 _TENSOR = torch.Tensor
 
 
+#: TensorBase's own C methods for a tensor's lazy bits, bound at import (before any candidate code)
+_IS_NEG, _IS_CONJ, _IS_ZERO = (torch._C.TensorBase.is_neg, torch._C.TensorBase.is_conj,
+                               torch._C.TensorBase._is_zerotensor)
+
+
+def lazy_bits(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values are not the bytes at its address: a view with the negative or
+    conjugate bit set (``x.conj().imag``, ``torch.conj`` of a complex tensor: every read
+    through torch negates or conjugates) or a ZeroTensor (no storage). Reading its memory
+    (the parent's copy-out of CPU timed calls, ``peek.parent_copy_out``) gets other values;
+    a copy through torch (``dst.copy_(t)``) resolves them."""
+    return bool(_IS_NEG(t) or _IS_CONJ(t) or _IS_ZERO(t))
+
+
 def foreign_tensors(tensors: Sequence[Any]) -> int:
     """How many of ``tensors`` (the worker's own buffers: slot inputs and outputs, the flush
     buffer) are instances of a ``torch.Tensor`` subclass. ``buf.__class__ = Sub`` keeps the

@@ -908,7 +908,7 @@ class TimedBlocks:
             for i, (x, rt) in enumerate(zip(end.span_ms, blk.roundtrip)):
                 window_check(run, f"timed iteration {i}", {"span_ms": x}, rt)
         if br.candidate and br.seen_threads:
-            findings.append(finding("background_thread",
+            add_once(findings, finding("background_thread",
                                     f"{len(br.seen_threads)} OS thread(s) appeared during timed calls",
                                     {"thread_ids": sorted(br.seen_threads)[:20]}))
         blk.end = end

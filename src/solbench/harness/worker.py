@@ -40,6 +40,7 @@ from .. import paths  # noqa: E402
 from . import correctness  # noqa: E402
 from .flagread import backend_flags as _backend_flags  # noqa: E402
 from .guards import foreign_tensors as _foreign_tensors  # noqa: E402
+from .guards import lazy_bits as _lazy_bits  # noqa: E402
 from .guards import python_keyed as _python_keyed  # noqa: E402
 from .protocol import (  # noqa: E402
                        REQUESTS, Build, Call, GuardTable, Guards, Load, Noop, Ping, RequestInvalid, TimeBegin,
@@ -153,7 +154,7 @@ class Worker:
         self._harness_fns = {f"worker.Worker.{n}": (Worker, n) for n, v in list(Worker.__dict__.items())
                              if callable(v)}
         self._harness_fns.update({f"worker.{n}": (mod, n) for n in ("_perf", "_select", "_cache_bytes", "_backend_flags",
-                                                                          "_python_keyed", "_foreign_tensors")})
+                                                                          "_python_keyed", "_foreign_tensors", "_lazy_bits")})
         self._harness_fns["correctness.bits_equal"] = (correctness, "bits_equal")
         self._harness_fns.update(_request_guards(mod))
         from . import cupti_activity, l2, pages, shm, timing
@@ -835,6 +836,11 @@ class Worker:
             # the clock (and a CPU computation would leave nothing on the device to time)
             if not m["plain"] or tuple(o.shape) != tuple(dst.shape) or o.dtype != dst.dtype \
                     or o.device.type != dst.device.type:
+                continue
+            if parent_copy and _lazy_bits(o):
+                # its bytes are not its values: copied here, through torch, which resolves
+                # the bit inside the window (materializing it is the call's work)
+                dst.copy_(o)
                 continue
             if parent_copy and o.is_contiguous():
                 m["addr"] = o.data_ptr()
