@@ -7,6 +7,7 @@ And the honest output whose bytes are not its values (a negative-bit view), whic
 calls' copy-out read raw: wrong while timed, right asked again, a false hack before."""
 from pathlib import Path
 
+import pytest
 import torch
 
 from solbench.harness import EvalConfig, evaluate
@@ -57,3 +58,26 @@ def test_an_output_with_the_negative_bit_is_read_as_its_values(solbench_cache):
     assert lazy_bits(torch.complex(y, y).conj()) and lazy_bits(torch._efficientzerotensor(3))
     e = _eval("cand_neg_view_output.py")
     assert e.status == Status.PASSED, (e.log, e.findings)
+
+
+def test_a_cheat_repeating_its_wrong_answer_still_fails(solbench_cache):
+    """Red team: a ReLU while timed that remembers the values it so answered and answers them
+    wrong again when asked untimed. The repeat cannot tell it from an honest error (the
+    documented limit: INCORRECT, not REWARD_HACK); it fails either way, and a fresh set
+    untimed (the late re-check, a few signs flipped) is answered right."""
+    e = _eval("cand_red31_repeat_wrong.py")
+    assert e.status == Status.INCORRECT_NUMERICAL, (e.log, e.findings)
+    assert {f.check for f in e.findings if f.severity == "fail"} == {"timed_output_wrong"}, e.findings
+
+
+@pytest.mark.slow
+def test_a_repeat_that_never_returns_keeps_the_hack(solbench_cache):
+    """Red team: a cheat that sleeps forever when asked again: the call limit ends the repeat
+    and the hack finding made before it decides."""
+    import time
+
+    t0 = time.monotonic()
+    e = _eval("cand_red31_repeat_hang.py")
+    assert e.status == Status.REWARD_HACK, (e.log, e.findings)
+    assert any(f.check == "timed_output_mismatch" for f in e.findings)
+    assert time.monotonic() - t0 < 120
