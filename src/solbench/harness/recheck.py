@@ -106,23 +106,13 @@ def _late_call(run: WorkloadRun, oracle: Oracle, scalars: list, values: dict, wh
     (the input set of the last timed call on slot 0, name -> values changed) when
     ``values`` is that set perturbed: a failing call whose outputs are bit for bit those
     the timed call left is a replay once those are checked right for that set."""
-    h, slots, findings = run.h, run.slots, run.findings
+    slots, findings = run.slots, run.findings
     # what the last timed call on slot 0's input objects left there: a cache keyed on
     # them hands it back for these new values (the call is then judged a replay)
     last0 = [o.clone() for o in slots.outputs(0)]
-    scalars[0] = slots.fill(0, values)
-    before = kids_before(run)
-    rep = protocol.request(h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
-    if isinstance(rep, protocol.ErrorReply):
-        raise CandidateError(f"{when}: {rep.type}: {rep.message}")
-    interposition_seen(rep, findings, when)
-    process_check(run, before, f"in {when}", late=True)
-    if rep.interposition:
+    rep = _call_on_slot0(run, scalars, values, when)
+    if rep is None:
         return False
-    mutated = slots.inputs_intact(0, run.inplace_inputs)
-    if mutated and not has(findings, "input_mutation"):
-        findings.append(finding("input_mutation", f"{when} wrote to inputs {mutated}",
-                                {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
     issue = returned_issue(run, rep)
     outs = [o.clone() for o in slots.outputs(0)]
     ip_cand = slots.input_tensors(0, run.inplace_inputs)  # the same snapshot for them
@@ -214,10 +204,34 @@ def verify_timed(run: WorkloadRun, oracle: Oracle, i: int, s: int, *, dps: bool)
             "although the correctness rounds passed",
             {"iteration": i, "failed_check": o.failed_check, "rel_l2": o.rel_l2,
              "write_coverage": o.write_coverage, "output": o.name}))
-    mutated = slots.inputs_intact(s, run.inplace_inputs)
-    if mutated and not has(findings, "input_mutation"):
-        findings.append(finding("input_mutation", f"timed iteration {i} wrote to inputs {mutated}",
-                                {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
+    _input_mutation(run, s, f"timed iteration {i}")
+
+
+def _input_mutation(run: WorkloadRun, s: int, when: str) -> None:
+    """``input_mutation`` (once) when the last call on slot ``s`` wrote an input the
+    reference does not write."""
+    mutated = run.slots.inputs_intact(s, run.inplace_inputs)
+    if mutated and not has(run.findings, "input_mutation"):
+        run.findings.append(finding("input_mutation", f"{when} wrote to inputs {mutated}",
+                                    {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
+
+
+def _call_on_slot0(run: WorkloadRun, scalars: list, values: dict, when: str):
+    """One untimed call of the candidate on ``values``, filled into slot 0 (``scalars[0]``
+    set), with the checks of any judged call: interposition, new processes, inputs written.
+    The reply, or None when the call interposed (its outputs are not judged). Raises
+    CandidateError when the call fails."""
+    scalars[0] = run.slots.fill(0, values)
+    before = kids_before(run)
+    rep = protocol.request(run.h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
+    if isinstance(rep, protocol.ErrorReply):
+        raise CandidateError(f"{when}: {rep.type}: {rep.message}")
+    interposition_seen(rep, run.findings, when)
+    process_check(run, before, f"in {when}", late=True)
+    if rep.interposition:
+        return None
+    _input_mutation(run, 0, when)
+    return rep
 
 
 def ask_again(run: WorkloadRun, oracle: Oracle, scalars: list) -> None:
@@ -247,20 +261,8 @@ def ask_again(run: WorkloadRun, oracle: Oracle, scalars: list) -> None:
     except Exception:  # noqa: BLE001 - (device memory) no repeat: the finding stands as it is
         return
     del kept
-    scalars[0] = slots.fill(0, values)
-    before = kids_before(run)
-    rep = protocol.request(run.h, protocol.Call(slot=0, scalars=scalars[0]), timeout_s=run.call_timeout_s)
-    if isinstance(rep, protocol.ErrorReply):
-        raise CandidateError(f"{when}: {rep.type}: {rep.message}")
-    interposition_seen(rep, findings, when)
-    process_check(run, before, f"in {when}", late=True)
-    if rep.interposition:
-        return
-    mutated = slots.inputs_intact(0, run.inplace_inputs)
-    if mutated and not has(findings, "input_mutation"):
-        findings.append(finding("input_mutation", f"{when}: wrote to inputs {mutated}",
-                                {"inputs": mutated, "inplace_inputs": list(run.inplace_inputs)}))
-    if returned_issue(run, rep) is not None:
+    rep = _call_on_slot0(run, scalars, values, when)
+    if rep is None or returned_issue(run, rep) is not None:
         return
     outs = [o.clone() for o in slots.outputs(0)]
     ip_cand = slots.input_tensors(0, run.inplace_inputs)

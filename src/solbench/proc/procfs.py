@@ -314,12 +314,19 @@ def sched_state(pid: int) -> dict[int, tuple]:
     return out
 
 
-def _schedstat_wait_ms(path: str) -> float | None:
+def _schedstat_field(path: str, index: int) -> int | None:
+    """Field ``index`` of a schedstat file (0: ns on a CPU, 1: ns waiting for one), None
+    when it cannot be read."""
     txt = read_text(path)
     try:
-        return int(txt.split()[1]) / 1e6 if txt else None
+        return int(txt.split()[index]) if txt else None
     except (IndexError, ValueError):
         return None
+
+
+def _schedstat_wait_ms(path: str) -> float | None:
+    ns = _schedstat_field(path, 1)
+    return None if ns is None else ns / 1e6
 
 
 def runqueue_wait_ms(pid: int | None = None) -> float | None:
@@ -339,11 +346,7 @@ def thread_run_ns(pid: int, tid: int) -> int | None:
     first field of ``/proc/<pid>/task/<tid>/schedstat`` (Linux,
     Documentation/scheduler/sched-stats.rst), kept by the kernel, so the thread cannot set
     it. None when the thread is gone or the kernel keeps no such statistics."""
-    txt = read_text(f"/proc/{pid}/task/{tid}/schedstat")
-    try:
-        return int(txt.split()[0]) if txt else None
-    except (IndexError, ValueError):
-        return None
+    return _schedstat_field(f"/proc/{pid}/task/{tid}/schedstat", 0)
 
 
 def thread_wait_ms(tid: int) -> float | None:
