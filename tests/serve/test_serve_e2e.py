@@ -182,7 +182,9 @@ def test_twenty_candidates_same_verdicts_as_local(server, tmp_path):
     for kind, t in zip(ORDER, got):
         st = t.evaluation.status.value
         assert st == EXPECTED[kind], f"{kind}: server says {st}: {t.evaluation.log[-800:]}"
-        assert st == local[kind].evaluation.status.value, kind
+        assert st == local[kind].evaluation.status.value, (kind, [
+            (f.check, f.severity, f.message[:300]) for x in (t, local[kind]) for f in x.evaluation.findings
+            if f.severity != "advisory"])
         assert t.evaluation.input_seed == local[kind].evaluation.input_seed  # the same seed's fingerprint
         assert t.solution == local[kind].solution
         assert t.evaluation.solution_hash == local[kind].evaluation.solution_hash
